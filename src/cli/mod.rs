@@ -1,0 +1,11 @@
+//! One file per subcommand; each has `Args` (clap) and `run`.
+
+pub mod bench;
+pub mod log;
+pub mod mttdl;
+pub mod recover;
+pub mod simulate;
+pub mod torture;
+
+/// A subcommand's outcome: an exit code, or a message for stderr (exit 2).
+pub type CliResult = Result<std::process::ExitCode, String>;

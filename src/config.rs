@@ -1,0 +1,266 @@
+//! Creation parameters of an HHC instance, their validation, and the write
+//! policies.
+
+use crate::format::{SegmentLayout, UNIT_BYTES};
+use crate::io::Nanos;
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// No caching: every request goes to the backing device (the paper's Raw).
+    Passthrough,
+    /// Write-through: writes complete when both cache and backing have them.
+    WriteThrough,
+    /// Write-back; a flush makes the cache device durable only.
+    WriteBack,
+    /// Write-back; a flush writes every dirty block back and flushes the backing
+    /// device (Qin et al., ATC'14).
+    WriteBackFlush,
+    /// Write-back in acknowledgement order, epoch by epoch, so the backing
+    /// device always holds a barrier-consistent prefix (Koller et al., FAST'13).
+    WriteBackOrdered,
+    /// Write-back with the HDD log: a flush waits for the log, not the backing.
+    Hhc,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 6] = [
+        Policy::Passthrough,
+        Policy::WriteThrough,
+        Policy::WriteBack,
+        Policy::WriteBackFlush,
+        Policy::WriteBackOrdered,
+        Policy::Hhc,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Passthrough => "passthrough",
+            Policy::WriteThrough => "wt",
+            Policy::WriteBack => "wb",
+            Policy::WriteBackFlush => "wb-flush",
+            Policy::WriteBackOrdered => "wb-ordered",
+            Policy::Hhc => "hhc",
+        }
+    }
+
+    /// Policies that may hold dirty blocks in the cache.
+    pub fn is_write_back(self) -> bool {
+        matches!(
+            self,
+            Policy::WriteBack | Policy::WriteBackFlush | Policy::WriteBackOrdered | Policy::Hhc
+        )
+    }
+
+    pub fn uses_cache(self) -> bool {
+        self != Policy::Passthrough
+    }
+
+    pub fn uses_log(self) -> bool {
+        self == Policy::Hhc
+    }
+
+    /// Whether flushed data survives the loss of the cache device.
+    pub fn survives_cache_loss(self) -> bool {
+        !matches!(self, Policy::WriteBack | Policy::WriteBackOrdered)
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| ConfigError(format!("unknown policy '{s}' (expected one of passthrough, wt, wb, wb-flush, wb-ordered, hhc)")))
+    }
+}
+
+/// A creation parameter that cannot work; the message names the parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub policy: Policy,
+    /// Cache block size = the HHC bdev's block size; power of two, 4–64 KiB.
+    pub block_size: u32,
+    pub cache_device_bytes: u64,
+    /// Capacity of the smallest log mirror (all mirrors use this layout).
+    pub log_device_bytes: u64,
+    pub mirrors_count: u8,
+    pub backing_device_bytes: u64,
+    pub segment_bytes: u32,
+    /// Segment-sized buffers in the log pool (>= 2 for a pipeline).
+    pub log_buffers_count: u32,
+    /// Background write-back keeps dirty blocks under this share of the cache.
+    pub dirty_threshold_percent: u8,
+    /// Write-backs in flight at most (bounded staging pool).
+    pub writeback_parallelism: u32,
+    /// The device counts as idle after this long without a request.
+    pub idle_after_ns: Nanos,
+    /// The log superblock is rewritten at most this often (and when space needs it).
+    pub superblock_interval_ns: Nanos,
+    /// Whether the backing device supports FLUSH; without it a completed write
+    /// is taken as durable.
+    pub backing_has_flush: bool,
+    /// Identity written at format time; ties the log to the cache.
+    pub instance_id: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policy: Policy::Hhc,
+            block_size: 4096,
+            cache_device_bytes: 256 << 20,
+            log_device_bytes: 256 << 20,
+            mirrors_count: 1,
+            backing_device_bytes: 1 << 30,
+            segment_bytes: 1 << 20,
+            log_buffers_count: 4,
+            dirty_threshold_percent: 30,
+            writeback_parallelism: 32,
+            idle_after_ns: 50_000_000,
+            superblock_interval_ns: 5_000_000_000,
+            backing_has_flush: true,
+            instance_id: 0x4848_4300_0000_0001,
+        }
+    }
+}
+
+/// Where each structure lives on the cache device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheLayout {
+    pub block_size: u32,
+    pub blocks_count: u64,
+    pub meta_pages_count: u32,
+    /// Byte offset of metadata slot A; slot B follows it.
+    pub meta_offset_bytes: u64,
+    pub data_offset_bytes: u64,
+}
+
+impl CacheLayout {
+    pub fn meta_page_offset(&self, page: u32, slot_b: bool) -> u64 {
+        let slot = if slot_b { self.meta_pages_count as u64 } else { 0 };
+        self.meta_offset_bytes + (slot + page as u64) * UNIT_BYTES as u64
+    }
+
+    pub fn block_offset(&self, block: u64) -> u64 {
+        self.data_offset_bytes + block * self.block_size as u64
+    }
+}
+
+/// Where each structure lives on a log mirror.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogLayout {
+    pub segment: SegmentLayout,
+    pub segments_count: u32,
+    pub segments_offset_bytes: u64,
+}
+
+impl LogLayout {
+    pub fn segment_offset(&self, segment_index: u32) -> u64 {
+        self.segments_offset_bytes + segment_index as u64 * self.segment.segment_bytes as u64
+    }
+}
+
+fn align_up(value: u64, align: u64) -> u64 {
+    value.div_ceil(align) * align
+}
+
+impl Config {
+    pub fn backing_blocks(&self) -> u64 {
+        self.backing_device_bytes / self.block_size as u64
+    }
+
+    /// Checks every parameter and derives the device layouts.
+    pub fn validate(&self) -> Result<(CacheLayout, LogLayout), ConfigError> {
+        let bs = self.block_size;
+        if !(4096..=65536).contains(&bs) || !bs.is_power_of_two() {
+            return Err(ConfigError(format!("block_size {bs} must be a power of two between 4096 and 65536")));
+        }
+        if !(1..=100).contains(&self.dirty_threshold_percent) {
+            return Err(ConfigError(format!("dirty_threshold {} must be 1..100 percent", self.dirty_threshold_percent)));
+        }
+        if self.mirrors_count == 0 && self.policy.uses_log() {
+            return Err(ConfigError("policy hhc needs at least one log device".into()));
+        }
+        if self.log_buffers_count < 2 {
+            return Err(ConfigError(format!("buffer_count {} must be at least 2", self.log_buffers_count)));
+        }
+        if self.writeback_parallelism == 0 {
+            return Err(ConfigError("writeback parallelism must be at least 1".into()));
+        }
+        if self.backing_blocks() == 0 {
+            return Err(ConfigError("backing device is smaller than one cache block".into()));
+        }
+        if self.backing_blocks() >= u32::MAX as u64 {
+            return Err(ConfigError(format!(
+                "backing device of {} blocks exceeds the 2^32-1 block limit of the cache index (use a larger block_size)",
+                self.backing_blocks()
+            )));
+        }
+        let cache = self.cache_layout()?;
+        let segment = SegmentLayout::new(self.segment_bytes, bs)
+            .map_err(|e| ConfigError(format!("segment_size {} with block_size {bs}: {e}", self.segment_bytes)))?;
+        let segments_offset_bytes = align_up(2 * UNIT_BYTES as u64, bs as u64);
+        let segments_count = (self.log_device_bytes.saturating_sub(segments_offset_bytes) / self.segment_bytes as u64)
+            .min(u32::MAX as u64) as u32;
+        if self.mirrors_count > 0 && segments_count < 2 * self.log_buffers_count + 2 {
+            return Err(ConfigError(format!(
+                "log device of {} bytes holds {segments_count} segments of {} bytes; at least {} are needed",
+                self.log_device_bytes,
+                self.segment_bytes,
+                2 * self.log_buffers_count + 2
+            )));
+        }
+        Ok((cache, LogLayout { segment, segments_count, segments_offset_bytes }))
+    }
+
+    fn cache_layout(&self) -> Result<CacheLayout, ConfigError> {
+        let bs = self.block_size as u64;
+        let unit = UNIT_BYTES as u64;
+        let per_page = crate::format::META_ENTRIES_PER_PAGE as u64;
+        // Each block costs its data plus two metadata entries (slots A and B).
+        let usable = self.cache_device_bytes.saturating_sub(unit + bs);
+        let mut blocks = usable / (bs + 2 * unit / per_page);
+        loop {
+            let pages = blocks.div_ceil(per_page);
+            let data_offset = align_up(unit + 2 * pages * unit, bs);
+            if data_offset + blocks * bs <= self.cache_device_bytes || blocks == 0 {
+                break;
+            }
+            blocks -= 1;
+        }
+        if blocks < 16 {
+            return Err(ConfigError(format!(
+                "cache device of {} bytes holds {blocks} blocks of {bs} bytes; at least 16 are needed",
+                self.cache_device_bytes
+            )));
+        }
+        let meta_pages_count = blocks.div_ceil(per_page) as u32;
+        Ok(CacheLayout {
+            block_size: self.block_size,
+            blocks_count: blocks,
+            meta_pages_count,
+            meta_offset_bytes: unit,
+            data_offset_bytes: align_up(unit + 2 * meta_pages_count as u64 * unit, bs),
+        })
+    }
+}

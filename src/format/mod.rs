@@ -1,0 +1,47 @@
+//! On-disk formats. Little-endian, explicit encode/decode, every structure
+//! carries magic + version + length + CRC-32/IEEE (crc32fast). Decoders return
+//! `FormatError` for any byte string and never panic. See docs/format.md.
+
+mod cache_superblock;
+mod log_superblock;
+mod meta_page;
+mod segment;
+
+pub use cache_superblock::CacheSuperblock;
+pub use log_superblock::{LogSuperblock, LOG_SUPERBLOCK_COPIES};
+pub use meta_page::{MetaEntry, MetaPageHeader, META_ENTRIES_PER_PAGE};
+pub use segment::{SegmentHeader, SegmentLayout, SEGMENT_FIXED_HEADER_BYTES};
+
+/// Every superblock and metadata page is one 4 KiB unit.
+pub const UNIT_BYTES: usize = 4096;
+
+/// Marks an unused LBA slot (metadata entry, segment slot dropped in place).
+pub const LBA_NONE: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatError {
+    /// Fewer bytes than the structure needs.
+    Truncated,
+    BadMagic,
+    UnsupportedVersion(u16),
+    /// A length or count field is out of its bounds.
+    BadLength,
+    ChecksumMismatch,
+    /// A field holds a value no encoder writes (e.g. block size not a power of two).
+    BadField(&'static str),
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::Truncated => write!(f, "truncated structure"),
+            FormatError::BadMagic => write!(f, "bad magic"),
+            FormatError::UnsupportedVersion(v) => write!(f, "unsupported format version {v}"),
+            FormatError::BadLength => write!(f, "length or count out of bounds"),
+            FormatError::ChecksumMismatch => write!(f, "checksum mismatch"),
+            FormatError::BadField(name) => write!(f, "invalid field {name}"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}

@@ -1,0 +1,183 @@
+//! The sans-IO boundary of the engine: what goes in (requests, device
+//! completions, time) and what comes out (device commands, request
+//! completions). Every driver — SPDK, the simulators, the file driver — speaks
+//! only these types.
+
+use std::fmt;
+
+/// Virtual or real time in nanoseconds since an arbitrary origin. The engine
+/// never reads a clock; drivers pass `now` into every `handle_*` call.
+pub type Nanos = u64;
+
+/// Identifies a bdev request; chosen by the driver, echoed in the completion.
+pub type RequestId = u64;
+
+/// Identifies a device command; chosen by the engine, echoed back by the driver.
+pub type IoId = u64;
+
+/// The three device roles of DESIGN.md §3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeviceRole {
+    /// The SSD holding the cache (superblock, metadata area, data area).
+    Cache,
+    /// Log mirror `i` (an HDD); all mirrors share one layout.
+    Log(u8),
+    /// The remote RAID behind the cache.
+    Backing,
+}
+
+impl fmt::Display for DeviceRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceRole::Cache => write!(f, "cache"),
+            DeviceRole::Log(i) => write!(f, "log{i}"),
+            DeviceRole::Backing => write!(f, "backing"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoKind {
+    Read,
+    Write,
+    /// Make every completed write durable. Drivers of devices without a
+    /// volatile cache (or without FLUSH support) complete it at once.
+    Flush,
+}
+
+/// Where the bytes of a device command live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoBuffer {
+    /// Flush: no data.
+    None,
+    /// The data buffer of a bdev request, at a byte offset into it. The
+    /// request stays outstanding until every command that uses its buffer has
+    /// completed.
+    Request { request: RequestId, offset_bytes: u64 },
+    /// Engine-owned I/O memory (log segment buffers, write-back staging,
+    /// metadata pages), resolved with `Engine::io_memory_mut`.
+    Engine { region: u32, offset_bytes: u32 },
+}
+
+/// A command for one device. `offset_bytes` and `len_bytes` are multiples of
+/// the device role's alignment (the cache block size for cache and backing
+/// data, 4 KiB for metadata and log headers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceIo {
+    pub id: IoId,
+    pub device: DeviceRole,
+    pub kind: IoKind,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub buffer: IoBuffer,
+}
+
+/// How a device command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoStatus {
+    Ok,
+    /// The command failed; the device may work again later.
+    Error,
+    /// The device is gone (hot-removed, dead); no further command will succeed.
+    DeviceLost,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    Read,
+    Write,
+    Flush,
+}
+
+/// A bdev request in units of cache blocks (the HHC bdev's block size is the
+/// cache block size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub id: RequestId,
+    pub kind: RequestKind,
+    pub lba: u64,
+    pub blocks_count: u32,
+}
+
+/// Read access to a write request's data, given to the engine for the one
+/// copy it makes (into a log segment buffer) while it handles the write.
+pub trait RequestData {
+    /// Copies `dst.len()` bytes starting at `offset_bytes` of the request
+    /// buffer into `dst`.
+    fn copy_to(&self, offset_bytes: u64, dst: &mut [u8]);
+}
+
+impl RequestData for [u8] {
+    fn copy_to(&self, offset_bytes: u64, dst: &mut [u8]) {
+        let start = offset_bytes as usize;
+        dst.copy_from_slice(&self[start..start + dst.len()]);
+    }
+}
+
+impl RequestData for Vec<u8> {
+    fn copy_to(&self, offset_bytes: u64, dst: &mut [u8]) {
+        self.as_slice().copy_to(offset_bytes, dst)
+    }
+}
+
+/// Why a request failed, as reported to the bdev layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// A device returned an error; no dirty data was dropped.
+    Io,
+    /// The request lies (partly) outside the bdev.
+    OutOfRange,
+    /// The engine is stopping or failed and accepts no new work.
+    NotReady,
+}
+
+impl RequestError {
+    /// Negative errno for the FFI boundary.
+    pub fn errno(self) -> i32 {
+        match self {
+            RequestError::Io => -libc::EIO,
+            RequestError::OutOfRange => -libc::EINVAL,
+            RequestError::NotReady => -libc::ENODEV,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestCompletion {
+    pub id: RequestId,
+    pub result: Result<(), RequestError>,
+}
+
+/// Anything that emits device commands and takes their completions: the
+/// engine, the log scanner, the replay. Drivers pump it until it is done.
+pub trait IoMachine {
+    fn poll_io(&mut self) -> Option<DeviceIo>;
+    fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus);
+    /// The whole engine-owned memory region `region` (see `IoBuffer::Engine`).
+    fn io_memory_mut(&mut self, region: u32) -> &mut [u8];
+}
+
+/// Provides engine-owned I/O memory. Under SPDK it returns DMA-safe buffers;
+/// elsewhere plain heap memory. Regions are allocated once, at creation.
+pub trait IoAllocator {
+    fn alloc(&mut self, len_bytes: usize) -> Box<dyn IoRegion>;
+}
+
+pub trait IoRegion: Send {
+    fn as_mut_slice(&mut self) -> &mut [u8];
+}
+
+impl IoRegion for Vec<u8> {
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+/// Heap memory for drivers without DMA constraints.
+pub struct HeapAllocator;
+
+impl IoAllocator for HeapAllocator {
+    fn alloc(&mut self, len_bytes: usize) -> Box<dyn IoRegion> {
+        Box::new(vec![0u8; len_bytes])
+    }
+}
