@@ -121,6 +121,26 @@ pub struct Config {
     pub backing_has_flush: bool,
     /// Identity written at format time; ties the log to the cache.
     pub instance_id: u64,
+    /// A deliberate defect, for proving that the torture oracle can fail.
+    /// Always `Mutation::None` outside tests.
+    pub mutation: Mutation,
+}
+
+/// Deliberately broken behaviours the torture oracle must catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mutation {
+    #[default]
+    None,
+    /// `hhc` flush completes without waiting for the log segments.
+    FlushSkipsLog,
+    /// Revokes are queued as soon as the backing write completes, before the
+    /// backing device was flushed.
+    RevokeBeforeBackingFlush,
+    /// Metadata commits skip the cache device flush and write the new mapping
+    /// before the data it points to is known to be written.
+    CommitBeforeData,
+    /// A read hit returns the block of the wrong slot (off by one).
+    ReadWrongBlock,
 }
 
 impl Default for Config {
@@ -140,6 +160,7 @@ impl Default for Config {
             superblock_interval_ns: 5_000_000_000,
             backing_has_flush: true,
             instance_id: 0x4848_4300_0000_0001,
+            mutation: Mutation::None,
         }
     }
 }
