@@ -5,3 +5,5 @@
 pub mod config;
 pub mod format;
 pub mod io;
+pub mod cache;
+pub mod log;
