@@ -6,7 +6,7 @@ mod cache_superblock;
 mod codec;
 mod log_superblock;
 mod meta_page;
-mod segment;
+pub mod segment;
 
 pub use cache_superblock::{CacheSuperblock, CACHE_SUPERBLOCK_MAGIC};
 pub use log_superblock::{LogSuperblock, LOG_SUPERBLOCK_COPIES, LOG_SUPERBLOCK_MAGIC};

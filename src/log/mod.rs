@@ -216,7 +216,8 @@ impl LogManager {
         let sequence = b.sequence;
         segment::set_slot_lba(&self.layout.segment, mem, slot, lba);
         let loc = self.loc(sequence, slot);
-        self.segments[self.segment_index(sequence) as usize].live_count += 1;
+        let index = self.segment_index(sequence) as usize;
+        self.segments[index].live_count += 1;
         self.live_entries += 1;
         self.kill(previous, Some(sequence));
         (loc, self.layout.segment.slot_offset(slot))
@@ -228,7 +229,8 @@ impl LogManager {
         if loc == crate::cache::LOC_NONE {
             return;
         }
-        let info = &mut self.segments[self.loc_segment(loc) as usize];
+        let index = self.loc_segment(loc) as usize;
+        let info = &mut self.segments[index];
         assert!(info.live_count > 0, "live count underflow at loc {loc}");
         info.live_count -= 1;
         self.live_entries -= 1;
@@ -357,12 +359,14 @@ impl LogManager {
     }
 
     pub fn restore_entry(&mut self, loc: u32) {
-        self.segments[self.loc_segment(loc) as usize].live_count += 1;
+        let index = self.loc_segment(loc) as usize;
+        self.segments[index].live_count += 1;
         self.live_entries += 1;
     }
 
     pub fn note_superseded(&mut self, loc: u32, by_sequence: u64) {
-        let info = &mut self.segments[self.loc_segment(loc) as usize];
+        let index = self.loc_segment(loc) as usize;
+        let info = &mut self.segments[index];
         info.superseded_by_max = info.superseded_by_max.max(by_sequence);
     }
 
