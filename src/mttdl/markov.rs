@@ -77,7 +77,8 @@ impl AbsorbingChain {
         // which is what back-substitution needs.
         for k in (0..states_count).rev() {
             out_rates[k] = absorption_rates[k] + rates[k][..k].iter().sum::<f64>();
-            if !(out_rates[k] > 0.0) {
+            // Rates are finite and non-negative, so this is the only way to have no exit.
+            if out_rates[k] == 0.0 {
                 return Err(SolveError::NeverAbsorbed { state: k });
             }
             for i in 0..k {
@@ -107,7 +108,10 @@ impl AbsorbingChain {
 }
 
 fn assert_valid_rate(rate_per_hour: f64) {
-    assert!(rate_per_hour.is_finite() && rate_per_hour >= 0.0, "bad rate {rate_per_hour}");
+    assert!(
+        rate_per_hour.is_finite() && rate_per_hour >= 0.0,
+        "bad rate {rate_per_hour}"
+    );
 }
 
 #[cfg(test)]
@@ -117,7 +121,10 @@ mod tests {
 
     fn assert_close(actual: f64, expected: f64, tolerance_relative: f64) {
         let error = ((actual - expected) / expected).abs();
-        assert!(error <= tolerance_relative, "{actual} vs {expected}: relative error {error:e}");
+        assert!(
+            error <= tolerance_relative,
+            "{actual} vs {expected}: relative error {error:e}"
+        );
     }
 
     #[test]
@@ -132,7 +139,11 @@ mod tests {
         let mut chain = AbsorbingChain::new(1);
         chain.add_absorption(0, 1.0 / 1.0e6);
         chain.add_absorption(0, 1.0 / 2.0e6);
-        assert_close(chain.mean_time_to_absorption(0).unwrap(), 2.0e6 / 3.0, 1e-15);
+        assert_close(
+            chain.mean_time_to_absorption(0).unwrap(),
+            2.0e6 / 3.0,
+            1e-15,
+        );
     }
 
     #[test]
@@ -164,7 +175,10 @@ mod tests {
         let mut chain = AbsorbingChain::new(2);
         chain.add_transition(0, 1, 1.0);
         chain.add_transition(1, 0, 1.0);
-        assert!(matches!(chain.mean_times_to_absorption(), Err(SolveError::NeverAbsorbed { .. })));
+        assert!(matches!(
+            chain.mean_times_to_absorption(),
+            Err(SolveError::NeverAbsorbed { .. })
+        ));
     }
 
     /// Dense Gaussian elimination with partial pivoting on (D - R) T = 1: the textbook method,
@@ -186,8 +200,9 @@ mod tests {
             matrix.swap(column, pivot);
             for row in column + 1..n {
                 let factor = matrix[row][column] / matrix[column][column];
-                for k in column..=n {
-                    matrix[row][k] -= factor * matrix[column][k];
+                let pivot_row = matrix[column].clone();
+                for (value, pivot_value) in matrix[row].iter_mut().zip(&pivot_row).skip(column) {
+                    *value -= factor * pivot_value;
                 }
             }
         }

@@ -75,8 +75,14 @@ impl Devices {
             ("SSD MTTF", self.ssd_mttf_hours),
             ("MTTR", self.mttr_hours),
         ];
-        match times.iter().find(|(_, hours)| !(hours.is_finite() && *hours > 0.0)) {
-            Some((name, hours)) => Err(Error::BadTime { name, hours: *hours }),
+        match times
+            .iter()
+            .find(|(_, hours)| !(hours.is_finite() && *hours > 0.0))
+        {
+            Some((name, hours)) => Err(Error::BadTime {
+                name,
+                hours: *hours,
+            }),
             None => Ok(()),
         }
     }
@@ -107,8 +113,14 @@ impl Backing {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Error {
-    BadTime { name: &'static str, hours: f64 },
-    TooFewDisks { disks: usize, tolerated_failures: usize },
+    BadTime {
+        name: &'static str,
+        hours: f64,
+    },
+    TooFewDisks {
+        disks: usize,
+        tolerated_failures: usize,
+    },
     NoMirrors,
     Solve(markov::SolveError),
 }
@@ -116,8 +128,13 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::BadTime { name, hours } => write!(f, "{name} must be positive hours, got {hours}"),
-            Error::TooFewDisks { disks, tolerated_failures } => write!(
+            Error::BadTime { name, hours } => {
+                write!(f, "{name} must be positive hours, got {hours}")
+            }
+            Error::TooFewDisks {
+                disks,
+                tolerated_failures,
+            } => write!(
                 f,
                 "an array tolerating {tolerated_failures} failures needs more than \
                  {tolerated_failures} disks, got {disks}"

@@ -19,7 +19,10 @@ pub fn raid_chain(
 ) -> Result<AbsorbingChain, Error> {
     devices.validate()?;
     if disks <= tolerated_failures {
-        return Err(Error::TooFewDisks { disks, tolerated_failures });
+        return Err(Error::TooFewDisks {
+            disks,
+            tolerated_failures,
+        });
     }
     let failure_rate = 1.0 / devices.backing_mttf_hours;
     let mut chain = AbsorbingChain::new(tolerated_failures + 1);
@@ -31,7 +34,9 @@ pub fn raid_chain(
             chain.add_transition(failed, failed + 1, next_failure_rate);
         }
         if failed > 0 {
-            let repair_rate = devices.repair.group_rate_per_hour(failed, devices.mttr_hours);
+            let repair_rate = devices
+                .repair
+                .group_rate_per_hour(failed, devices.mttr_hours);
             chain.add_transition(failed, failed - 1, repair_rate);
         }
     }
@@ -75,7 +80,11 @@ pub fn hhc_chain(mirrors: usize, devices: &Devices) -> Result<AbsorbingChain, Er
                 if lost_if(to_ssd_failed, to_hdds_failed) {
                     chain.add_absorption(state, rate);
                 } else {
-                    chain.add_transition(state, hhc_state(mirrors, to_ssd_failed, to_hdds_failed), rate);
+                    chain.add_transition(
+                        state,
+                        hhc_state(mirrors, to_ssd_failed, to_hdds_failed),
+                        rate,
+                    );
                 }
             };
             if ssd_failed {
@@ -84,10 +93,16 @@ pub fn hhc_chain(mirrors: usize, devices: &Devices) -> Result<AbsorbingChain, Er
                 add(ssd_failure_rate, true, hdds_failed);
             }
             if hdds_failed < mirrors {
-                add((mirrors - hdds_failed) as f64 * hdd_failure_rate, ssd_failed, hdds_failed + 1);
+                add(
+                    (mirrors - hdds_failed) as f64 * hdd_failure_rate,
+                    ssd_failed,
+                    hdds_failed + 1,
+                );
             }
             if hdds_failed > 0 {
-                let repair_rate = devices.repair.group_rate_per_hour(hdds_failed, devices.mttr_hours);
+                let repair_rate = devices
+                    .repair
+                    .group_rate_per_hour(hdds_failed, devices.mttr_hours);
                 add(repair_rate, ssd_failed, hdds_failed - 1);
             }
         }
@@ -103,7 +118,11 @@ pub fn hhc_mttdl_hours(mirrors: usize, devices: &Devices) -> Result<f64, Error> 
 /// Exact solution of the RAID5 chain (the same under both repair disciplines, since at most
 /// one disk is ever under repair): ((2N-1) l + m) / (N (N-1) l^2).
 pub fn raid5_mttdl_exact_hours(disks: usize, devices: &Devices) -> f64 {
-    let (n, l, m) = (disks as f64, 1.0 / devices.backing_mttf_hours, 1.0 / devices.mttr_hours);
+    let (n, l, m) = (
+        disks as f64,
+        1.0 / devices.backing_mttf_hours,
+        1.0 / devices.mttr_hours,
+    );
     ((2.0 * n - 1.0) * l + m) / (n * (n - 1.0) * l * l)
 }
 
@@ -112,7 +131,11 @@ pub fn raid5_mttdl_exact_hours(disks: usize, devices: &Devices) -> f64 {
 /// for independent repairs (the formula of the paper's group, e.g. HPDA [17]) and (2N - 2, 1)
 /// for serial repair.
 pub fn raid6_mttdl_exact_hours(disks: usize, devices: &Devices) -> f64 {
-    let (n, l, m) = (disks as f64, 1.0 / devices.backing_mttf_hours, 1.0 / devices.mttr_hours);
+    let (n, l, m) = (
+        disks as f64,
+        1.0 / devices.backing_mttf_hours,
+        1.0 / devices.mttr_hours,
+    );
     let (c1, c2) = match devices.repair {
         super::Repair::Independent => (3.0 * n - 2.0, 2.0),
         super::Repair::Serial => (2.0 * n - 2.0, 1.0),
@@ -130,7 +153,11 @@ fn hhc1_closed_form(hdd_failure_rate: f64, ssd_failure_rate: f64, repair_rate: f
 
 /// Exact MTTDL of HHC-1 (paper eq. 6).
 pub fn hhc1_mttdl_exact_hours(devices: &Devices) -> f64 {
-    hhc1_closed_form(1.0 / devices.log_mttf_hours, 1.0 / devices.ssd_mttf_hours, 1.0 / devices.mttr_hours)
+    hhc1_closed_form(
+        1.0 / devices.log_mttf_hours,
+        1.0 / devices.ssd_mttf_hours,
+        1.0 / devices.mttr_hours,
+    )
 }
 
 /// The paper's approximation for M > 1 (eq. 7): treat the M-way log mirror as one device whose
@@ -139,23 +166,37 @@ pub fn hhc_mttdl_paper_composite_hours(mirrors: usize, devices: &Devices) -> Res
     if mirrors == 0 {
         return Err(Error::NoMirrors);
     }
-    let log_disks = Devices { backing_mttf_hours: devices.log_mttf_hours, ..*devices };
+    let log_disks = Devices {
+        backing_mttf_hours: devices.log_mttf_hours,
+        ..*devices
+    };
     let mirror_failure_rate = 1.0 / raid_mttdl_hours(mirrors, mirrors - 1, &log_disks)?;
-    Ok(hhc1_closed_form(mirror_failure_rate, 1.0 / devices.ssd_mttf_hours, 1.0 / devices.mttr_hours))
+    Ok(hhc1_closed_form(
+        mirror_failure_rate,
+        1.0 / devices.ssd_mttf_hours,
+        1.0 / devices.mttr_hours,
+    ))
 }
 
 /// Leading term for MTTR << MTTF of an array tolerating f failures:
 /// MTTF^(f+1) / (N (N-1) ... (N-f) MTTR^f), divided by f! under independent repair (then f
 /// disks are rebuilt in parallel). f = 1: MTTF^2 / (N (N-1) MTTR); f = 2 (serial):
 /// MTTF^3 / (N (N-1) (N-2) MTTR^2).
-pub fn raid_mttdl_asymptote_hours(disks: usize, tolerated_failures: usize, devices: &Devices) -> f64 {
-    let falling: f64 = (0..=tolerated_failures).map(|i| (disks - i) as f64).product();
+pub fn raid_mttdl_asymptote_hours(
+    disks: usize,
+    tolerated_failures: usize,
+    devices: &Devices,
+) -> f64 {
+    let falling: f64 = (0..=tolerated_failures)
+        .map(|i| (disks - i) as f64)
+        .product();
     let repair_factor = match devices.repair {
         super::Repair::Independent => factorial(tolerated_failures),
         super::Repair::Serial => 1.0,
     };
     let mttf_ratio = devices.backing_mttf_hours / devices.mttr_hours;
-    repair_factor * devices.backing_mttf_hours * mttf_ratio.powi(tolerated_failures as i32) / falling
+    repair_factor * devices.backing_mttf_hours * mttf_ratio.powi(tolerated_failures as i32)
+        / falling
 }
 
 /// Leading term for MTTR << MTTF of HHC-M: loss needs the SSD and all M HDDs down together.
@@ -211,7 +252,10 @@ mod tests {
 
     fn check(what: &str, devices: &Devices, actual: f64, expected: f64, tolerance: f64) {
         let error = relative_error(actual, expected);
-        assert!(error <= tolerance, "{what} {devices:?}: {actual:e} vs {expected:e} ({error:e})");
+        assert!(
+            error <= tolerance,
+            "{what} {devices:?}: {actual:e} vs {expected:e} ({error:e})"
+        );
     }
 
     #[test]
@@ -219,9 +263,21 @@ mod tests {
         for devices in grid() {
             for disks in DISKS {
                 let raid5 = raid_mttdl_hours(disks, 1, &devices).unwrap();
-                check("raid5", &devices, raid5, raid5_mttdl_exact_hours(disks, &devices), EXACT_TOLERANCE);
+                check(
+                    "raid5",
+                    &devices,
+                    raid5,
+                    raid5_mttdl_exact_hours(disks, &devices),
+                    EXACT_TOLERANCE,
+                );
                 let raid6 = raid_mttdl_hours(disks, 2, &devices).unwrap();
-                check("raid6", &devices, raid6, raid6_mttdl_exact_hours(disks, &devices), EXACT_TOLERANCE);
+                check(
+                    "raid6",
+                    &devices,
+                    raid6,
+                    raid6_mttdl_exact_hours(disks, &devices),
+                    EXACT_TOLERANCE,
+                );
             }
         }
     }
@@ -233,7 +289,13 @@ mod tests {
                 for tolerated_failures in [1, 2] {
                     let chain = raid_mttdl_hours(disks, tolerated_failures, &devices).unwrap();
                     let asymptote = raid_mttdl_asymptote_hours(disks, tolerated_failures, &devices);
-                    check("raid asymptote", &devices, chain, asymptote, ASYMPTOTE_TOLERANCE);
+                    check(
+                        "raid asymptote",
+                        &devices,
+                        chain,
+                        asymptote,
+                        ASYMPTOTE_TOLERANCE,
+                    );
                 }
             }
         }
@@ -241,7 +303,10 @@ mod tests {
 
     #[test]
     fn textbook_formulas_are_the_serial_leading_terms() {
-        let devices = Devices { repair: Repair::Serial, ..Devices::default() };
+        let devices = Devices {
+            repair: Repair::Serial,
+            ..Devices::default()
+        };
         let (mttf, mttr) = (devices.backing_mttf_hours, devices.mttr_hours);
         let raid5 = mttf * mttf / (8.0 * 7.0 * mttr);
         let raid6 = mttf * mttf * mttf / (8.0 * 7.0 * 6.0 * mttr * mttr);
@@ -253,7 +318,13 @@ mod tests {
     fn hhc1_chain_matches_paper_equation_6() {
         for devices in grid() {
             let chain = hhc_mttdl_hours(1, &devices).unwrap();
-            check("hhc1", &devices, chain, hhc1_mttdl_exact_hours(&devices), EXACT_TOLERANCE);
+            check(
+                "hhc1",
+                &devices,
+                chain,
+                hhc1_mttdl_exact_hours(&devices),
+                EXACT_TOLERANCE,
+            );
         }
     }
 
@@ -263,7 +334,13 @@ mod tests {
             for mirrors in 1..=4 {
                 let chain = hhc_mttdl_hours(mirrors, &devices).unwrap();
                 let asymptote = hhc_mttdl_asymptote_hours(mirrors, &devices);
-                check("hhc asymptote", &devices, chain, asymptote, ASYMPTOTE_TOLERANCE);
+                check(
+                    "hhc asymptote",
+                    &devices,
+                    chain,
+                    asymptote,
+                    ASYMPTOTE_TOLERANCE,
+                );
             }
         }
     }
@@ -282,27 +359,48 @@ mod tests {
                 Repair::Independent => 0.75,
                 Repair::Serial => 1.0,
             };
-            check("composite M=2", &devices, composite / exact, expected_ratio, ASYMPTOTE_TOLERANCE);
+            check(
+                "composite M=2",
+                &devices,
+                composite / exact,
+                expected_ratio,
+                ASYMPTOTE_TOLERANCE,
+            );
         }
     }
 
     #[test]
     fn more_mirrors_are_more_reliable() {
         for devices in grid() {
-            let mttdls: Vec<f64> = (1..=6).map(|m| hhc_mttdl_hours(m, &devices).unwrap()).collect();
-            assert!(mttdls.windows(2).all(|pair| pair[1] > pair[0]), "{devices:?}: {mttdls:?}");
+            let mttdls: Vec<f64> = (1..=6)
+                .map(|m| hhc_mttdl_hours(m, &devices).unwrap())
+                .collect();
+            assert!(
+                mttdls.windows(2).all(|pair| pair[1] > pair[0]),
+                "{devices:?}: {mttdls:?}"
+            );
         }
     }
 
     #[test]
     fn longer_repairs_are_less_reliable() {
         for repair in REPAIRS {
-            let at = |mttr_hours| Devices { mttr_hours, repair, ..Devices::default() };
+            let at = |mttr_hours| Devices {
+                mttr_hours,
+                repair,
+                ..Devices::default()
+            };
             for pair in MTTRS_HOURS.windows(2) {
                 let (short, long) = (at(pair[0]), at(pair[1]));
                 assert!(hhc_mttdl_hours(2, &long).unwrap() < hhc_mttdl_hours(2, &short).unwrap());
-                assert!(raid_mttdl_hours(8, 2, &long).unwrap() < raid_mttdl_hours(8, 2, &short).unwrap());
-                assert!(raid_mttdl_hours(8, 1, &long).unwrap() < raid_mttdl_hours(8, 1, &short).unwrap());
+                assert!(
+                    raid_mttdl_hours(8, 2, &long).unwrap()
+                        < raid_mttdl_hours(8, 2, &short).unwrap()
+                );
+                assert!(
+                    raid_mttdl_hours(8, 1, &long).unwrap()
+                        < raid_mttdl_hours(8, 1, &short).unwrap()
+                );
             }
         }
     }
@@ -331,9 +429,18 @@ mod tests {
     #[test]
     fn invalid_configurations_are_errors() {
         let devices = Devices::default();
-        assert!(matches!(raid_mttdl_hours(2, 2, &devices), Err(Error::TooFewDisks { .. })));
+        assert!(matches!(
+            raid_mttdl_hours(2, 2, &devices),
+            Err(Error::TooFewDisks { .. })
+        ));
         assert_eq!(hhc_mttdl_hours(0, &devices), Err(Error::NoMirrors));
-        let broken = Devices { mttr_hours: 0.0, ..devices };
-        assert!(matches!(hhc_mttdl_hours(1, &broken), Err(Error::BadTime { .. })));
+        let broken = Devices {
+            mttr_hours: 0.0,
+            ..devices
+        };
+        assert!(matches!(
+            hhc_mttdl_hours(1, &broken),
+            Err(Error::BadTime { .. })
+        ));
     }
 }

@@ -40,19 +40,38 @@ struct Frame {
 
 impl Frame {
     fn fit(series: &[Series]) -> Frame {
-        let points = || series.iter().flat_map(|s| s.points.iter()).filter(|p| plottable(p));
+        let points = || {
+            series
+                .iter()
+                .flat_map(|s| s.points.iter())
+                .filter(plottable)
+        };
         let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
         let x_max = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
         let y_min = points().map(|p| p.1).fold(f64::INFINITY, f64::min);
         let y_max = points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
-        if !(x_min <= x_max) {
+        if x_min > x_max {
             // Nothing to draw: an empty frame with sensible axes.
-            return Frame { x_min: 0.0, x_max: 1.0, decade_min: 0, decade_max: 1 };
+            return Frame {
+                x_min: 0.0,
+                x_max: 1.0,
+                decade_min: 0,
+                decade_max: 1,
+            };
         }
-        let (x_min, x_max) = if x_min == x_max { (x_min - 1.0, x_max + 1.0) } else { (x_min, x_max) };
+        let (x_min, x_max) = if x_min == x_max {
+            (x_min - 1.0, x_max + 1.0)
+        } else {
+            (x_min, x_max)
+        };
         let decade_min = y_min.log10().floor() as i32;
         let decade_max = (y_max.log10().ceil() as i32).max(decade_min + 1);
-        Frame { x_min, x_max, decade_min, decade_max }
+        Frame {
+            x_min,
+            x_max,
+            decade_min,
+            decade_max,
+        }
     }
 
     fn x_pixel(&self, x: f64) -> f64 {
@@ -209,7 +228,9 @@ fn dash_attribute(dashed: bool) -> &'static str {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -257,7 +278,11 @@ mod tests {
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
-        assert_eq!(svg.matches("stroke-dasharray").count(), 2, "dashed series and its legend");
+        assert_eq!(
+            svg.matches("stroke-dasharray").count(),
+            2,
+            "dashed series and its legend"
+        );
         for decade in 3..=8 {
             assert!(svg.contains(&format!(r#"font-size="9">{decade}</tspan>"#)));
         }

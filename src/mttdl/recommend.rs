@@ -33,7 +33,11 @@ pub fn recommend_mirrors(
             });
         }
     }
-    Ok(Recommendation { backing_mttdl_hours, hhc_mttdl_hours_by_mirrors, mirrors: None })
+    Ok(Recommendation {
+        backing_mttdl_hours,
+        hhc_mttdl_hours_by_mirrors,
+        mirrors: None,
+    })
 }
 
 #[cfg(test)]
@@ -70,10 +74,15 @@ mod tests {
                                     mttr_hours,
                                     repair,
                                 };
-                                let answer = recommend_mirrors(backing, disks, &devices, MIRRORS_MAX)
-                                    .unwrap()
-                                    .mirrors;
-                                assert_eq!(answer, brute_force(backing, disks, &devices), "{devices:?}");
+                                let answer =
+                                    recommend_mirrors(backing, disks, &devices, MIRRORS_MAX)
+                                        .unwrap()
+                                        .mirrors;
+                                assert_eq!(
+                                    answer,
+                                    brute_force(backing, disks, &devices),
+                                    "{devices:?}"
+                                );
                                 answers_seen.insert(answer);
                             }
                         }
