@@ -3,5 +3,7 @@
 //! device commands it emits. See DESIGN notes in README.md and docs/.
 
 pub mod config;
+pub mod driver;
 pub mod format;
 pub mod io;
+pub mod recovery;
