@@ -80,6 +80,8 @@ pub struct CacheIndex {
     unlogged_dirty_count: u32,
     /// Superseded blocks whose durable entry is still valid, per LBA.
     superseded_valid: HashMap<u32, u32>,
+    /// The same blocks, to find them when their successor commits.
+    superseded_blocks: Vec<u32>,
     clock_hand: u32,
 }
 
@@ -99,6 +101,7 @@ impl CacheIndex {
             dirty_count: 0,
             unlogged_dirty_count: 0,
             superseded_valid: HashMap::with_capacity(256),
+            superseded_blocks: Vec::with_capacity(256),
             clock_hand: 0,
         };
         for block in (0..blocks_count).rev() {
@@ -277,8 +280,7 @@ impl CacheIndex {
         self.flags[old as usize] &= !flag::LOGGED;
         self.log_loc[old as usize] = LOC_NONE;
         if self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
-            self.state[old as usize] = BlockState::Superseded;
-            *self.superseded_valid.entry(self.lba[old as usize]).or_insert(0) += 1;
+            self.add_superseded(old);
         } else {
             self.state[old as usize] = BlockState::Dropped;
             self.free_if_dropped(old);
@@ -315,12 +317,24 @@ impl CacheIndex {
     }
 
     fn release_superseded(&mut self, block: u32) {
+        let position = self.superseded_blocks.iter().position(|&b| b == block).expect("superseded block not listed");
+        self.superseded_blocks.swap_remove(position);
         let lba = self.lba(block);
         let count = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
         *count -= 1;
         if *count == 0 {
             self.superseded_valid.remove(&lba);
         }
+    }
+
+    pub fn superseded_blocks(&self) -> &[u32] {
+        &self.superseded_blocks
+    }
+
+    fn add_superseded(&mut self, block: u32) {
+        self.state[block as usize] = BlockState::Superseded;
+        *self.superseded_valid.entry(self.lba[block as usize]).or_insert(0) += 1;
+        self.superseded_blocks.push(block);
     }
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
@@ -394,14 +408,14 @@ impl CacheIndex {
     }
 
     /// Clean-first CLOCK: finds up to `wanted` clean, idle blocks and evicts
-    /// them. Uncommitted ones are free at once; committed ones wait for a
-    /// commit to invalidate their entries. Returns (freed now, awaiting commit).
-    pub fn evict(&mut self, wanted: u32) -> (u32, u32) {
+    /// them. Uncommitted ones are free at once (the count is returned);
+    /// committed ones go to `awaiting_commit` until a commit invalidates them.
+    pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> u32 {
         let n = self.blocks_count();
-        let (mut freed, mut pending) = (0, 0);
+        let mut freed = 0;
         // Two sweeps: the first clears reference bits.
         for _ in 0..(2 * n) {
-            if freed + pending >= wanted {
+            if freed + awaiting_commit.len() as u32 >= wanted {
                 break;
             }
             let block = self.clock_hand;
@@ -416,13 +430,13 @@ impl CacheIndex {
             self.map.remove(self.lba(block), &self.lba);
             if self.has(block, flag::COMMITTED) {
                 self.state[block as usize] = BlockState::Evicting;
-                pending += 1;
+                awaiting_commit.push(block);
             } else {
                 self.state[block as usize] = BlockState::Dropped;
                 freed += u32::from(self.free_if_dropped(block));
             }
         }
-        (freed, pending)
+        freed
     }
 
     fn evictable(&self, block: u32) -> bool {
@@ -469,13 +483,12 @@ impl CacheIndex {
                 self.set_dirty_flag(block, entry.dirty);
             }
             Some(other) if serial_newer(self.version[other as usize], entry.version) => {
-                self.state[b] = BlockState::Superseded;
-                *self.superseded_valid.entry(entry.lba).or_insert(0) += 1;
+                self.add_superseded(block);
             }
             Some(other) => {
                 self.set_dirty_flag(other, false);
-                self.state[other as usize] = BlockState::Superseded;
-                *self.superseded_valid.entry(entry.lba).or_insert(0) += 1;
+                self.map.remove(entry.lba, &self.lba);
+                self.add_superseded(other);
                 self.state[b] = BlockState::Mapped;
                 self.map.insert(entry.lba, block, &self.lba);
                 self.set_dirty_flag(block, entry.dirty);
@@ -496,7 +509,10 @@ impl CacheIndex {
 
     pub fn memory_bytes(&self) -> usize {
         let per_block = 4 + 1 + 1 + 1 + 1 + 4;
-        self.lba.len() * per_block + self.map.memory_bytes() + self.superseded_valid.capacity() * 8
+        self.lba.len() * per_block
+            + self.map.memory_bytes()
+            + self.superseded_valid.capacity() * 8
+            + self.superseded_blocks.capacity() * 4
     }
 }
 
@@ -557,8 +573,9 @@ mod tests {
                 index.clear(b, flag::BUSY);
             }
         }
-        let (freed, pending) = index.evict(16);
-        assert_eq!((freed, pending), (2, 0));
+        let mut pending = Vec::new();
+        let freed = index.evict(16, &mut pending);
+        assert_eq!((freed, pending.len()), (2, 0));
         assert!(index.lookup(0).is_some() && index.lookup(1).is_some());
         assert!(index.lookup(2).is_none() && index.lookup(3).is_none());
     }
