@@ -78,8 +78,9 @@ pub struct CacheIndex {
     dirty_count: u32,
     /// Mapped blocks that are dirty and whose value is not in the log.
     unlogged_dirty_count: u32,
-    /// Superseded blocks whose durable entry is still valid, per LBA.
-    superseded_valid: HashMap<u32, u32>,
+    /// Per LBA: how many superseded or evicted blocks still have a valid
+    /// durable entry, and the newest version among them.
+    superseded_valid: HashMap<u32, (u32, u8)>,
     /// The same blocks, to find them when their successor commits.
     superseded_blocks: Vec<u32>,
     clock_hand: u32,
@@ -262,7 +263,7 @@ impl CacheIndex {
         self.state[b] = BlockState::Mapped;
         self.flags[b] = flag::BUSY | flag::REFERENCED;
         self.log_loc[b] = LOC_NONE;
-        self.version[b] = 0;
+        self.version[b] = self.superseded_valid.get(&lba).map_or(0, |&(_, newest)| newest.wrapping_add(1));
         if let Some(old) = previous {
             self.version[b] = self.version[old as usize].wrapping_add(1);
             self.log_loc[b] = self.log_loc[old as usize];
@@ -320,20 +321,32 @@ impl CacheIndex {
         let position = self.superseded_blocks.iter().position(|&b| b == block).expect("superseded block not listed");
         self.superseded_blocks.swap_remove(position);
         let lba = self.lba(block);
-        let count = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
-        *count -= 1;
-        if *count == 0 {
+        let entry = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
+        entry.0 -= 1;
+        if entry.0 == 0 {
             self.superseded_valid.remove(&lba);
         }
     }
 
+    /// Superseded and evicted blocks whose durable entry is still valid.
     pub fn superseded_blocks(&self) -> &[u32] {
         &self.superseded_blocks
     }
 
     fn add_superseded(&mut self, block: u32) {
         self.state[block as usize] = BlockState::Superseded;
-        *self.superseded_valid.entry(self.lba[block as usize]).or_insert(0) += 1;
+        self.count_valid_entry(block);
+    }
+
+    /// `block` keeps a valid durable entry for its LBA until a commit
+    /// invalidates it; a new block of that LBA must get a newer version.
+    fn count_valid_entry(&mut self, block: u32) {
+        let version = self.version[block as usize];
+        let entry = self.superseded_valid.entry(self.lba[block as usize]).or_insert((0, version));
+        entry.0 += 1;
+        if serial_newer(version, entry.1) {
+            entry.1 = version;
+        }
         self.superseded_blocks.push(block);
     }
 
@@ -400,7 +413,7 @@ impl CacheIndex {
             return false;
         }
         self.clear(block, flag::INVALIDATE_PENDING | flag::COMMITTED | flag::DURABLE_DIRTY);
-        if self.state(block) == BlockState::Superseded {
+        if matches!(self.state(block), BlockState::Superseded | BlockState::Evicting) {
             self.release_superseded(block);
         }
         self.state[block as usize] = BlockState::Dropped;
@@ -430,6 +443,7 @@ impl CacheIndex {
             self.map.remove(self.lba(block), &self.lba);
             if self.has(block, flag::COMMITTED) {
                 self.state[block as usize] = BlockState::Evicting;
+                self.count_valid_entry(block);
                 awaiting_commit.push(block);
             } else {
                 self.state[block as usize] = BlockState::Dropped;
@@ -456,6 +470,7 @@ impl CacheIndex {
         self.map.remove(lba, &self.lba);
         if self.has(block, flag::COMMITTED) {
             self.state[block as usize] = BlockState::Evicting;
+            self.count_valid_entry(block);
         } else {
             self.state[block as usize] = BlockState::Dropped;
             self.free_if_dropped(block);

@@ -74,3 +74,4 @@ fn resolve_buffer<'m, M: IoMachine + ?Sized>(machine: &'m mut M, io: &DeviceIo) 
         }
     }
 }
+pub mod harness;

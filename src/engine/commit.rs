@@ -23,8 +23,12 @@ use crate::format::{MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, 
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
 use std::collections::VecDeque;
 
+/// A commit covers every page dirty when it started, in rounds of at most
+/// `META_POOL_PAGES` pages (each round: encode, FLUSH, write, FLUSH).
 struct InFlight {
-    /// Page index per pool slot.
+    /// Pages of later rounds.
+    remaining: VecDeque<u32>,
+    /// Page index per pool slot in the current round.
     pages: Vec<u32>,
     writes_pending: u32,
     failed: bool,
@@ -124,18 +128,32 @@ impl Engine {
     fn start_commit(&mut self) {
         self.commit.started += 1;
         self.commit.last_commit_at = self.now;
-        let mut pages = Vec::with_capacity(META_POOL_PAGES as usize);
-        while pages.len() < META_POOL_PAGES as usize {
-            let Some(page) = self.commit.dirty_pages.pop_front() else { break };
+        let remaining = std::mem::take(&mut self.commit.dirty_pages);
+        for &page in &remaining {
             self.commit.page_dirty[page as usize] = false;
-            self.encode_page(page, pages.len() as u32);
-            pages.push(page);
         }
+        let pages = Vec::with_capacity(META_POOL_PAGES as usize);
+        self.commit.in_flight = Some(InFlight { remaining, pages, writes_pending: 0, failed: false });
+        self.start_commit_round();
+    }
+
+    fn start_commit_round(&mut self) {
+        let in_flight = self.commit.in_flight.as_mut().expect("no commit");
+        in_flight.pages.clear();
+        while in_flight.pages.len() < META_POOL_PAGES as usize {
+            let Some(page) = in_flight.remaining.pop_front() else { break };
+            in_flight.pages.push(page);
+        }
+        let pages = in_flight.pages.clone();
         if pages.is_empty() {
+            self.commit.in_flight = None;
             self.commit.completed = self.commit.started;
+            self.stats.commits += 1;
             return;
         }
-        self.commit.in_flight = Some(InFlight { pages, writes_pending: 0, failed: false });
+        for (slot, &page) in pages.iter().enumerate() {
+            self.encode_page(page, slot as u32);
+        }
         if self.mutation() == Mutation::CommitBeforeData {
             self.write_commit_pages();
         } else {
@@ -189,7 +207,7 @@ impl Engine {
             IoStatus::DeviceLost => self.fail("cache device lost".into()),
             IoStatus::Error => self.abort_commit(),
             IoStatus::Ok if !second => self.write_commit_pages(),
-            IoStatus::Ok => self.finish_commit(),
+            IoStatus::Ok => self.finish_commit_round(),
         }
     }
 
@@ -210,16 +228,14 @@ impl Engine {
         }
     }
 
-    fn finish_commit(&mut self) {
-        let in_flight = self.commit.in_flight.take().expect("no commit");
-        for page in in_flight.pages {
+    fn finish_commit_round(&mut self) {
+        let pages = self.commit.in_flight.as_ref().expect("no commit").pages.clone();
+        for page in pages {
             self.commit.page_seq[page as usize] += 1;
             for block in self.page_blocks(page) {
                 self.cache.note_committed(block);
             }
         }
-        self.commit.completed = self.commit.started;
-        self.stats.commits += 1;
         // Superseded blocks whose newer mapping is now durable can be invalidated.
         for i in 0..self.cache.superseded_blocks().len() {
             let block = self.cache.superseded_blocks()[i];
@@ -227,6 +243,7 @@ impl Engine {
                 self.commit.mark_block(block);
             }
         }
+        self.start_commit_round();
     }
 
     /// A page write or flush failed. Whether a page landed is unknown, so the
@@ -234,7 +251,7 @@ impl Engine {
     /// pages are written again, with the same sequence and slot, next time.
     fn abort_commit(&mut self) {
         let in_flight = self.commit.in_flight.take().expect("no commit");
-        for page in in_flight.pages {
+        for page in in_flight.pages.into_iter().chain(in_flight.remaining) {
             self.commit.mark_page(page);
         }
         self.commit.wanted = self.commit.wanted.max(self.commit.started + 1);

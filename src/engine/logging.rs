@@ -95,7 +95,7 @@ impl Engine {
         self.cache.set_log_loc(block, loc);
         self.cache.set_logged(block, true);
         self.stats.log_blocks_copied += 1;
-        if self.log.open_is_full() {
+        if self.log.open_is_full() && self.log.buffers[buffer].slot_reads_in_flight == 0 {
             self.seal_and_write(false);
         }
     }

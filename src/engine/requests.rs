@@ -282,8 +282,12 @@ impl Engine {
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
-        let previous = self.cache.lookup(lba);
         let dirty = self.write_mode() == WriteMode::Back;
+        if !dirty && self.writeback.lbas_in_flight.contains(&lba) {
+            // A write-through must not race an older write-back of the block.
+            return false;
+        }
+        let previous = self.cache.lookup(lba);
         let Some(block) = self.cache.map_new_block(lba, dirty) else { return false };
         if let Some(entry) = self.misses.get_mut(&lba) {
             entry.1 = true; // an in-flight miss read may return older data

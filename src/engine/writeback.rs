@@ -9,7 +9,7 @@ use super::{Engine, Op};
 use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 pub(super) struct Writeback {
     /// LBAs that must be written back (flushes, policy switches), with the
@@ -23,6 +23,9 @@ pub(super) struct Writeback {
     /// Blocks written back whose revoke could not be recorded yet.
     pub revoke_wait: VecDeque<u32>,
     hand: u32,
+    /// LBAs with a write-back in flight: two backing writes of one LBA must
+    /// never race (the older could land last).
+    pub lbas_in_flight: HashSet<u32>,
     pub backing: BackingFlusher,
     pub flush_tag_counter: u32,
 }
@@ -36,6 +39,7 @@ impl Writeback {
             awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
             revoke_wait: VecDeque::with_capacity(64),
             hand: 0,
+            lbas_in_flight: HashSet::with_capacity(parallelism as usize * 2),
             backing: BackingFlusher::default(),
             flush_tag_counter: 0,
         }
@@ -100,7 +104,9 @@ impl Engine {
         for _ in 0..n.min(4096) {
             let block = self.writeback.hand;
             self.writeback.hand = (block + 1) % n;
-            let idle = !self.cache.has(block, flag::BUSY) && self.cache.pins(block) == 0;
+            let idle = !self.cache.has(block, flag::BUSY)
+                && self.cache.pins(block) == 0
+                && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
             if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) && idle {
                 return Some(self.cache.lba(block));
             }
@@ -118,13 +124,14 @@ impl Engine {
             }
             return;
         };
-        if self.cache.has(block, flag::BUSY) || self.cache.pins(block) > 0 {
+        if self.cache.has(block, flag::BUSY) || self.cache.pins(block) > 0 || self.writeback.lbas_in_flight.contains(&lba) {
             // Being written or already being written back: try again later.
             self.writeback.queue.push_back((lba, tag));
             return;
         }
         let staging = self.writeback.staging_free.pop().expect("no staging slot");
         self.writeback.staging_tag[staging as usize] = tag;
+        self.writeback.lbas_in_flight.insert(lba);
         self.cache.pin(block);
         let bs = self.config.block_size as u64;
         let offset = self.cache_layout.block_offset(block as u64);
@@ -141,6 +148,7 @@ impl Engine {
     /// learns of the error.
     fn writeback_failed(&mut self, block: u32, staging: u32) {
         self.stats.writeback_errors += 1;
+        self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
         self.cache.unpin(block);
         if let Some(tag) = self.release_staging(staging) {
             self.flush_writeback_done(tag, false);
@@ -188,6 +196,7 @@ impl Engine {
             self.writeback.awaiting_flush.pop_front();
             if self.writeback.backing.failed >= ticket {
                 self.stats.writeback_errors += 1;
+                self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
                 self.cache.unpin(block);
                 if let Some(tag) = tag {
                     self.flush_writeback_done(tag, false);
@@ -201,6 +210,7 @@ impl Engine {
     /// The backing device durably holds `block`'s data.
     fn finish_writeback(&mut self, block: u32, tag: Option<u32>) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
+        self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
         self.cache.unpin(block);
         if current && !self.clean_block(block) {
             self.writeback.revoke_wait.push_back(block);
