@@ -300,7 +300,17 @@ fn warm_restart_after_power_loss_keeps_every_flushed_write() {
             );
             assert_eq!(harness.state(), &hhc::engine::EngineState::Ready, "{policy} seed {seed}");
             let blocks = read_all(&mut harness, LBAS);
-            workload.check_recovered(&format!("{policy} seed {seed} warm restart"), |lba| blocks[lba as usize].clone());
+            let what = format!("{policy} seed {seed} warm restart");
+            let described: Vec<String> = (0..LBAS).map(|lba| harness.engine.describe_lba(lba)).collect();
+            let before: Vec<String> = (0..LBAS).map(|lba| workload.harness.engine.describe_lba(lba)).collect();
+            let check = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                workload.check_recovered(&what, |lba| blocks[lba as usize].clone())
+            }));
+            if let Err(panic) = check {
+                let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+                let lba: usize = message.split("block ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+                panic!("{message}\n  before the crash: {}\n  after the restart: {}", before[lba], described[lba]);
+            }
         }
     }
 }

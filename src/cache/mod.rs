@@ -174,6 +174,9 @@ impl CacheIndex {
         debug_assert_eq!(bits & (flag::DIRTY | flag::LOGGED), 0);
         self.flags[block as usize] &= !bits;
     }
+    pub fn flags_bits(&self, block: u32) -> u8 {
+        self.flags[block as usize]
+    }
     pub fn version(&self, block: u32) -> u8 {
         self.version[block as usize]
     }
@@ -276,13 +279,31 @@ impl CacheIndex {
         self.set_dirty_flag(block, dirty);
     }
 
+    /// The old block stays until it can no longer be what a restart must
+    /// find: an uncommitted one until its successor's write completes (it
+    /// may hold the last acknowledged value), a committed one until a commit
+    /// invalidates it.
     fn supersede(&mut self, old: u32) {
+        let was_dirty = self.has(old, flag::DIRTY);
         self.set_dirty_flag(old, false);
         self.flags[old as usize] &= !flag::LOGGED;
         self.log_loc[old as usize] = LOC_NONE;
-        if self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
-            self.add_superseded(old);
-        } else {
+        if !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
+            if was_dirty {
+                self.flags[old as usize] |= flag::DURABLE_DIRTY;
+            } else {
+                self.flags[old as usize] &= !flag::DURABLE_DIRTY;
+            }
+        }
+        self.add_superseded(old);
+    }
+
+    /// The write into `old`'s successor completed: an `old` that never
+    /// reached the disk's metadata is no longer needed.
+    pub fn release_predecessor(&mut self, old: u32) {
+        let never_durable = !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING | flag::INVALIDATE_PENDING);
+        if self.state(old) == BlockState::Superseded && never_durable {
+            self.release_superseded(old);
             self.state[old as usize] = BlockState::Dropped;
             self.free_if_dropped(old);
         }
@@ -377,6 +398,8 @@ impl CacheIndex {
             BlockState::Mapped if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
             BlockState::Mapped => Some(entry),
             BlockState::Superseded if self.successor_durable(block) => None,
+            BlockState::Superseded if self.has(block, flag::COMMITTED | flag::COMMIT_PENDING) => Some(durable),
+            BlockState::Superseded if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
             BlockState::Superseded => Some(durable),
             BlockState::Evicting => None,
         }
@@ -390,7 +413,9 @@ impl CacheIndex {
     /// durable when the commit completes.
     pub fn note_encoded(&mut self, block: u32, entry: Option<DurableEntry>) {
         match (self.state(block), entry) {
-            (BlockState::Mapped, Some(_)) if !self.has(block, flag::COMMITTED) => self.set(block, flag::COMMIT_PENDING),
+            (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
+                self.set(block, flag::COMMIT_PENDING)
+            }
             (BlockState::Superseded | BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
             _ => {}
         }
@@ -542,7 +567,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn copy_on_write_supersedes_committed_and_drops_uncommitted() {
+    fn copy_on_write_keeps_the_previous_block_until_it_is_not_needed() {
         let mut index = CacheIndex::new(16);
         let a = index.map_new_block(7, true).unwrap();
         index.clear(a, flag::BUSY);
@@ -553,10 +578,14 @@ mod tests {
         assert_eq!(index.lookup(7), Some(b));
         assert_eq!(index.version(b), 1);
         let c = index.map_new_block(7, true).unwrap();
-        // b was never committed: it is dropped and, being idle except busy, waits.
-        assert_eq!(index.state(b), BlockState::Dropped);
+        // b was never committed, but may hold the last acknowledged value
+        // until c's write completes.
+        assert_eq!(index.state(b), BlockState::Superseded);
         index.clear(b, flag::BUSY);
-        assert!(index.free_if_dropped(b));
+        assert!(index.desired_entry(b, false).is_some(), "b may be what a restart must find");
+        index.clear(c, flag::BUSY);
+        index.release_predecessor(b);
+        assert_eq!(index.state(b), BlockState::Free);
         assert_eq!(index.lookup(7), Some(c));
         assert_eq!(index.dirty_count(), 1);
     }

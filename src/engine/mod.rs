@@ -432,3 +432,19 @@ impl IoMachine for Engine {
         Engine::io_memory_mut(self, region)
     }
 }
+
+impl Engine {
+    /// One LBA's cache state in words, for diagnostics and test failures.
+    pub fn describe_lba(&self, lba: u64) -> String {
+        let Some(block) = u32::try_from(lba).ok().and_then(|l| self.cache.lookup(l)) else {
+            return format!("lba {lba}: not cached");
+        };
+        format!(
+            "lba {lba}: block {block} state {:?} flags {:#010b} version {} pins {}",
+            self.cache.state(block),
+            self.cache.flags_bits(block),
+            self.cache.version(block),
+            self.cache.pins(block)
+        )
+    }
+}

@@ -312,6 +312,9 @@ impl Engine {
                 if !self.cache.free_if_dropped(block) {
                     self.commit.mark_block(block);
                 }
+                if let Some(old) = previous {
+                    self.cache.release_predecessor(old);
+                }
                 self.sub_done(key, 1, None);
             }
             IoStatus::Error => {
