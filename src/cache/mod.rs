@@ -416,7 +416,10 @@ impl CacheIndex {
             (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
                 self.set(block, flag::COMMIT_PENDING)
             }
-            (BlockState::Superseded | BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
+            // A superseded block left out only because its data is not written
+            // yet is still needed; it is not invalidated.
+            (BlockState::Superseded, None) if self.successor_durable(block) => self.set(block, flag::INVALIDATE_PENDING),
+            (BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
             _ => {}
         }
         if let Some(entry) = entry {

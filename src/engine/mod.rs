@@ -434,17 +434,22 @@ impl IoMachine for Engine {
 }
 
 impl Engine {
-    /// One LBA's cache state in words, for diagnostics and test failures.
+    /// One LBA's cache state in words (every block carrying it), for
+    /// diagnostics and test failures.
     pub fn describe_lba(&self, lba: u64) -> String {
-        let Some(block) = u32::try_from(lba).ok().and_then(|l| self.cache.lookup(l)) else {
-            return format!("lba {lba}: not cached");
-        };
-        format!(
-            "lba {lba}: block {block} state {:?} flags {:#010b} version {} pins {}",
-            self.cache.state(block),
-            self.cache.flags_bits(block),
-            self.cache.version(block),
-            self.cache.pins(block)
-        )
+        let current = u32::try_from(lba).ok().and_then(|l| self.cache.lookup(l));
+        let mut text = format!("lba {lba}: current {current:?}");
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.lba(block) as u64 == lba && self.cache.state(block) != crate::cache::BlockState::Free {
+                text += &format!(
+                    "; block {block} {:?} flags {:#010b} v{} pins {}",
+                    self.cache.state(block),
+                    self.cache.flags_bits(block),
+                    self.cache.version(block),
+                    self.cache.pins(block)
+                );
+            }
+        }
+        text
     }
 }
