@@ -216,7 +216,7 @@ impl Engine {
             }
             Op::FillCache { request, block } => self.fill_done(request, block, status),
             Op::WriteCache { request, block, previous } => self.write_cache_done(request, block, previous, status),
-            Op::WriteBacking { request, blocks_count, .. } => self.write_backing_done(request, blocks_count, status),
+            Op::WriteBacking { request, lba, blocks_count } => self.write_backing_done(request, lba, blocks_count, status),
             Op::FlushBacking => self.backing_flush_done(status),
             Op::WritebackRead { block, staging } => self.writeback_read_done(block, staging, status),
             Op::WritebackWrite { block, staging } => self.writeback_write_done(block, staging, status),
@@ -451,5 +451,37 @@ impl Engine {
             }
         }
         text
+    }
+}
+
+impl Engine {
+    /// What the engine is waiting for, in words (diagnostics for stuck requests).
+    pub fn describe_pending(&self) -> String {
+        let mut ops: HashMap<String, u32> = HashMap::new();
+        for key in self.ops.keys() {
+            let name = format!("{:?}", self.ops.get(key).unwrap());
+            *ops.entry(name.split([' ', '{']).next().unwrap_or("").to_string()).or_default() += 1;
+        }
+        let flushes: Vec<String> = self
+            .flushes
+            .iter()
+            .map(|f| format!("{:?} wb_left {} commit {:?}", f.log, f.writebacks_remaining, f.commit_target))
+            .collect();
+        format!(
+            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
+            self.state,
+            self.requests.len(),
+            self.waiting.len(),
+            ops,
+            flushes,
+            self.commit.completed(),
+            self.log.describe(),
+            self.writeback.queue.len(),
+            self.writeback.in_flight(),
+            self.writeback.revoke_wait.len(),
+            self.cache.free_count(),
+            self.cache.dirty_count(),
+            self.cache.unlogged_dirty_count(),
+        )
     }
 }

@@ -20,8 +20,11 @@ pub(super) struct Writeback {
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
     /// generation: (block, ticket, tag).
     awaiting_flush: VecDeque<(u32, u64, Option<u32>)>,
-    /// Blocks written back whose revoke could not be recorded yet.
-    pub revoke_wait: VecDeque<u32>,
+    /// Written-back blocks whose revoke found no room in the log: their
+    /// entries are dropped from the index (so segments can empty out) and
+    /// they turn clean once the durable head has passed the segment of the
+    /// dropped entry, or a revoke could be recorded after all. Pinned meanwhile.
+    pub revoke_wait: VecDeque<(u32, u64)>,
     hand: u32,
     /// LBAs with a write-back in flight: two backing writes of one LBA must
     /// never race (the older could land last).
@@ -211,9 +214,20 @@ impl Engine {
     fn finish_writeback(&mut self, block: u32, tag: Option<u32>) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
         self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
-        self.cache.unpin(block);
         if current && !self.clean_block(block) {
-            self.writeback.revoke_wait.push_back(block);
+            // Stays pinned while it waits, so it is not written back again.
+            let loc = self.cache.log_loc(block);
+            let sequence = self.log.loc_sequence(loc);
+            if let (Some(slot), Some(buffer)) = (self.log.open_slot_of(loc), self.log.open_buffer) {
+                let region = self.log.buffers[buffer].region;
+                self.log.drop_in_open(self.regions.all[region as usize].as_mut_slice(), slot);
+            }
+            self.log.kill(loc, None);
+            self.cache.set_log_loc(block, LOC_NONE);
+            self.cache.set_logged(block, false);
+            self.writeback.revoke_wait.push_back((block, sequence));
+        } else {
+            self.cache.unpin(block);
         }
         if let Some(tag) = tag {
             self.flush_writeback_done(tag, true);
@@ -231,6 +245,7 @@ impl Engine {
         true
     }
 
+    /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
     pub(super) fn apply_pending_revokes(&mut self) {
         while let Some(&(lba, loc)) = self.startup_revokes.last() {
             if !self.log_active() {
@@ -243,12 +258,21 @@ impl Engine {
             self.stats.revokes += 1;
             self.startup_revokes.pop();
         }
-        while let Some(&block) = self.writeback.revoke_wait.front() {
+        for _ in 0..self.writeback.revoke_wait.len() {
+            let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
             let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
-            if current && !self.cache.has(block, flag::BUSY) && !self.clean_block(block) {
-                return;
+            let passed = self.log.durable_head_sequence > sequence;
+            // Its entry is out of the index: only a revoke record or the head
+            // passing it keeps a replay from using it.
+            if current && !passed && !(self.log_active() && self.revoke(block)) {
+                self.writeback.revoke_wait.push_back((block, sequence));
+                continue;
             }
-            self.writeback.revoke_wait.pop_front();
+            if current {
+                self.cache.mark_clean(block);
+                self.commit.mark_block(block);
+            }
+            self.cache.unpin(block);
         }
     }
 
