@@ -11,3 +11,4 @@ pub mod engine;
 pub mod log;
 pub mod mttdl;
 pub mod recovery;
+pub mod bench;

@@ -17,6 +17,8 @@ use lba_map::{LbaMap, NO_BLOCK};
 use std::collections::HashMap;
 
 pub const LBA_NONE: u32 = u32::MAX;
+/// Blocks the eviction hand may look at per block wanted.
+const EVICTION_SCAN_PER_BLOCK: u32 = 64;
 pub const LOC_NONE: u32 = u32::MAX;
 
 /// Where a block is in its life cycle.
@@ -454,8 +456,11 @@ impl CacheIndex {
     pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> u32 {
         let n = self.blocks_count();
         let mut freed = 0;
-        // Two sweeps: the first clears reference bits.
-        for _ in 0..(2 * n) {
+        // Two sweeps at most (the first clears reference bits), and a bounded
+        // share of a large cache per call: a mostly dirty cache must not cost
+        // a full scan on every request.
+        let budget = (2 * n).min(EVICTION_SCAN_PER_BLOCK * wanted + 1024);
+        for _ in 0..budget {
             if freed + awaiting_commit.len() as u32 >= wanted {
                 break;
             }

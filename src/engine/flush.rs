@@ -161,11 +161,12 @@ impl Engine {
         }
     }
 
-    /// Every flush waiting for a barrier seal now waits for this sequence.
-    pub(super) fn barrier_sealed(&mut self, sequence: u64) {
+    /// Every flush waiting for a barrier seal now waits for this sequence
+    /// (None: the log holds nothing a barrier must cover).
+    pub(super) fn barrier_sealed(&mut self, sequence: Option<u64>) {
         for flush in &mut self.flushes {
             if flush.log == LogStage::WaitBarrierSeal {
-                flush.log = LogStage::WaitDurable(sequence);
+                flush.log = sequence.map_or(LogStage::None, LogStage::WaitDurable);
             }
         }
     }

@@ -196,6 +196,13 @@ impl Engine {
             self.logging.barrier_after_relog = false;
             self.logging.barrier_wanted = true;
         }
+        if self.logging.barrier_wanted && self.log.barrier_covers_all() {
+            // Nothing since the last barrier: it serves; no segment is spent.
+            self.logging.barrier_wanted = false;
+            let last = self.log.last_sealed_sequence();
+            self.barrier_sealed(last);
+            return;
+        }
         let Some(buffer) = self.log.open_buffer.or_else(|| self.logging.barrier_wanted.then(|| self.log.open(OpenFor::Revoke)).flatten())
         else {
             return;
@@ -206,7 +213,7 @@ impl Engine {
         if self.logging.barrier_wanted {
             self.logging.barrier_wanted = false;
             let sequence = self.seal_and_write(true);
-            self.barrier_sealed(sequence);
+            self.barrier_sealed(Some(sequence));
         } else if self.log.open_is_full() || self.log.open_revokes_full() {
             self.seal_and_write(false);
         }

@@ -61,8 +61,8 @@ enum Op {
     WriteCache { request: u32, block: u32, previous: Option<u32> },
     WriteBacking { request: u32, lba: u64, blocks_count: u32 },
     FlushBacking,
-    WritebackRead { block: u32, staging: u32 },
-    WritebackWrite { block: u32, staging: u32 },
+    WritebackRead { extent: u32 },
+    WritebackWrite { extent: u32 },
     LogSlotRead { block: u32, buffer: u32, loc: u32 },
     SegmentWrite { buffer: u32, mirror: u8 },
     SegmentFlush { buffer: u32, mirror: u8 },
@@ -77,7 +77,6 @@ enum Op {
 /// Engine-owned I/O memory regions.
 struct Regions {
     all: Vec<Box<dyn IoRegion>>,
-    log_buffers: Vec<u32>,
     staging: u32,
     meta_pool: u32,
     superblock: u32,
@@ -130,11 +129,12 @@ impl Engine {
         };
         let buffers_count = if config.mirrors_count > 0 { config.log_buffers_count } else { 0 };
         let log_buffers = (0..buffers_count).map(|_| add(config.segment_bytes as usize, &mut all)).collect::<Vec<_>>();
-        let staging = add(config.writeback_parallelism as usize * bs, &mut all);
+        let run_bytes = (writeback::RUN_BYTES_MAX as usize).max(bs);
+        let staging = add(config.writeback_parallelism as usize * run_bytes, &mut all);
         let meta_pool = add(META_POOL_PAGES as usize * UNIT_BYTES, &mut all);
         let superblock = add(2 * UNIT_BYTES * (config.mirrors_count as usize).max(1), &mut all);
         let reclaim = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
-        let regions = Regions { all, log_buffers: log_buffers.clone(), staging, meta_pool, superblock, reclaim };
+        let regions = Regions { all, staging, meta_pool, superblock, reclaim };
         let first_sequence = log_layout.segments_count as u64;
         let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
         let mut engine = Engine {
@@ -147,7 +147,7 @@ impl Engine {
             completions_out: VecDeque::with_capacity(256),
             flushes: Vec::with_capacity(16),
             commit: Commit::new(cache_layout.meta_pages_count),
-            writeback: Writeback::new(config.writeback_parallelism),
+            writeback: Writeback::new(config.writeback_parallelism, config.block_size),
             logging: logging::LogWork::default(),
             startup: None,
             policy_target: None,
@@ -218,8 +218,8 @@ impl Engine {
             Op::WriteCache { request, block, previous } => self.write_cache_done(request, block, previous, status),
             Op::WriteBacking { request, lba, blocks_count } => self.write_backing_done(request, lba, blocks_count, status),
             Op::FlushBacking => self.backing_flush_done(status),
-            Op::WritebackRead { block, staging } => self.writeback_read_done(block, staging, status),
-            Op::WritebackWrite { block, staging } => self.writeback_write_done(block, staging, status),
+            Op::WritebackRead { extent } => self.writeback_read_done(extent, status),
+            Op::WritebackWrite { extent } => self.writeback_write_done(extent, status),
             Op::LogSlotRead { block, buffer, loc } => self.log_slot_read_done(block, buffer, loc, status),
             Op::SegmentWrite { buffer, mirror } => self.segment_write_done(buffer, mirror, status),
             Op::SegmentFlush { buffer, mirror } => self.segment_flush_done(buffer, mirror, status),
@@ -417,7 +417,8 @@ impl Engine {
     fn io_buffer_bytes(&self) -> u64 {
         let c = &self.config;
         let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
-        log + c.writeback_parallelism as u64 * c.block_size as u64 + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
+        let run_bytes = (writeback::RUN_BYTES_MAX as u64).max(c.block_size as u64);
+        log + c.writeback_parallelism as u64 * run_bytes + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
     }
 }
 

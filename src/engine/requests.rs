@@ -8,7 +8,6 @@ use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Request, RequestData, Re
 
 pub(super) struct RequestState {
     pub id: RequestId,
-    pub kind: RequestKind,
     pub lba: u64,
     pub blocks_count: u32,
     /// Sub-operations (per block, per backing run, per flush stage) outstanding.
@@ -51,7 +50,6 @@ impl Engine {
         }
         let key = self.requests.insert(RequestState {
             id: request.id,
-            kind: request.kind,
             lba: request.lba,
             blocks_count: request.blocks_count,
             pending: 1, // held until the request is fully dispatched
@@ -252,10 +250,7 @@ impl Engine {
 
     fn start_write(&mut self, key: u32, data: Option<&dyn RequestData>) {
         self.stats.writes += 1;
-        let (lba, count) = {
-            let r = self.requests.get(key).unwrap();
-            (r.lba, r.blocks_count)
-        };
+        let count = self.requests.get(key).unwrap().blocks_count;
         if self.write_mode() != WriteMode::Back {
             self.requests.get_mut(key).unwrap().pending += 1;
             if !self.try_start_write_through(key) {

@@ -11,12 +11,28 @@ use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
 use std::collections::{HashSet, VecDeque};
 
+/// Largest write-back run: adjacent dirty blocks go to the backing device in
+/// one write (a RAID5 behind it prefers few large writes to many small ones).
+pub(super) const RUN_BYTES_MAX: u32 = 128 << 10;
+
+/// One write-back in flight: a run of adjacent LBAs read from their cache
+/// blocks into one staging extent, then written to the backing device at once.
+struct Extent {
+    lba_first: u32,
+    blocks: Vec<u32>,
+    reads_pending: u32,
+    failed: bool,
+    /// The flush waiting for the run's first block, if any.
+    tag: Option<u32>,
+}
+
 pub(super) struct Writeback {
     /// LBAs that must be written back (flushes, policy switches), with the
     /// tag of the flush waiting for them.
     pub queue: VecDeque<(u32, Option<u32>)>,
-    staging_free: Vec<u32>,
-    staging_tag: Vec<Option<u32>>,
+    extents: Vec<Extent>,
+    extents_free: Vec<u32>,
+    pub run_blocks_max: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
     /// generation: (block, ticket, tag).
     awaiting_flush: VecDeque<(u32, u64, Option<u32>)>,
@@ -34,11 +50,20 @@ pub(super) struct Writeback {
 }
 
 impl Writeback {
-    pub fn new(parallelism: u32) -> Self {
+    pub fn new(parallelism: u32, block_size: u32) -> Self {
+        let run_blocks_max = (RUN_BYTES_MAX / block_size).max(1);
+        let extent = || Extent {
+            lba_first: 0,
+            blocks: Vec::with_capacity(run_blocks_max as usize),
+            reads_pending: 0,
+            failed: false,
+            tag: None,
+        };
         Writeback {
             queue: VecDeque::with_capacity(1024),
-            staging_free: (0..parallelism).rev().collect(),
-            staging_tag: vec![None; parallelism as usize],
+            extents: (0..parallelism).map(|_| extent()).collect(),
+            extents_free: (0..parallelism).rev().collect(),
+            run_blocks_max,
             awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
             revoke_wait: VecDeque::with_capacity(64),
             hand: 0,
@@ -49,7 +74,7 @@ impl Writeback {
     }
 
     pub fn in_flight(&self) -> u32 {
-        (self.staging_tag.len() - self.staging_free.len()) as u32
+        (self.extents.len() - self.extents_free.len()) as u32
     }
 }
 
@@ -89,7 +114,7 @@ impl Engine {
         let wanted = self.writeback_parallelism_wanted();
         // Bounded: queued items whose block is busy go back to the queue.
         let mut attempts = self.writeback.queue.len() + wanted as usize;
-        while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.staging_free.is_empty() {
+        while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
             let next = match self.writeback.queue.pop_front() {
                 Some(item) => Some(item),
@@ -117,74 +142,117 @@ impl Engine {
         None
     }
 
-    /// Starts writing back `lba`'s current block, or puts it back in the
-    /// queue if the block is busy.
+    /// A dirty block that may be written back now.
+    fn writeback_ready(&self, lba: u32) -> Option<u32> {
+        let block = self.cache.lookup(lba)?;
+        let ready = self.cache.has(block, flag::DIRTY)
+            && !self.cache.has(block, flag::BUSY)
+            && self.cache.pins(block) == 0
+            && !self.writeback.lbas_in_flight.contains(&lba);
+        ready.then_some(block)
+    }
+
+    /// Starts writing back `lba`'s current block, with the dirty blocks that
+    /// follow it, or puts it back in the queue if the block is busy.
     fn start_writeback(&mut self, lba: u32, tag: Option<u32>) {
-        let Some(block) = self.cache.lookup(lba).filter(|&b| self.cache.has(b, flag::DIRTY)) else {
+        let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
+        if !dirty {
             // Already clean (or gone): nothing older than its current value is dirty.
             if let Some(tag) = tag {
                 self.flush_writeback_done(tag, true);
             }
             return;
-        };
-        if self.cache.has(block, flag::BUSY) || self.cache.pins(block) > 0 || self.writeback.lbas_in_flight.contains(&lba) {
+        }
+        if self.writeback_ready(lba).is_none() {
             // Being written or already being written back: try again later.
             self.writeback.queue.push_back((lba, tag));
             return;
         }
-        let staging = self.writeback.staging_free.pop().expect("no staging slot");
-        self.writeback.staging_tag[staging as usize] = tag;
-        self.writeback.lbas_in_flight.insert(lba);
-        self.cache.pin(block);
+        let extent = self.writeback.extents_free.pop().expect("no free extent");
+        let last_lba = (self.blocks_count() - 1).min(u32::MAX as u64 - 1) as u32;
+        let mut blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
+        blocks.clear();
+        let mut next = lba;
+        while blocks.len() < self.writeback.run_blocks_max as usize {
+            let Some(block) = self.writeback_ready(next) else { break };
+            blocks.push(block);
+            self.cache.pin(block);
+            self.writeback.lbas_in_flight.insert(next);
+            if next == last_lba {
+                break;
+            }
+            next += 1;
+        }
         let bs = self.config.block_size as u64;
-        let offset = self.cache_layout.block_offset(block as u64);
-        let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: staging * bs as u32 };
-        self.submit(Op::WritebackRead { block, staging }, DeviceRole::Cache, IoKind::Read, offset, bs, buffer);
+        let base = extent * self.writeback.run_blocks_max * bs as u32;
+        for (index, &block) in blocks.iter().enumerate() {
+            let offset = self.cache_layout.block_offset(block as u64);
+            let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: base + index as u32 * bs as u32 };
+            self.submit(Op::WritebackRead { extent }, DeviceRole::Cache, IoKind::Read, offset, bs, buffer);
+        }
+        let e = &mut self.writeback.extents[extent as usize];
+        e.reads_pending = blocks.len() as u32;
+        e.blocks = blocks;
+        e.lba_first = lba;
+        e.failed = false;
+        e.tag = tag;
     }
 
-    fn release_staging(&mut self, staging: u32) -> Option<u32> {
-        self.writeback.staging_free.push(staging);
-        self.writeback.staging_tag[staging as usize].take()
-    }
-
-    /// A write-back attempt failed: the block stays dirty; a waiting flush
-    /// learns of the error.
-    fn writeback_failed(&mut self, block: u32, staging: u32) {
+    /// Frees an extent; its blocks stay dirty. A waiting flush learns of the error.
+    fn writeback_failed(&mut self, extent: u32) {
         self.stats.writeback_errors += 1;
-        self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
-        self.cache.unpin(block);
-        if let Some(tag) = self.release_staging(staging) {
+        let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
+        for &block in &blocks {
+            self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+            self.cache.unpin(block);
+        }
+        let e = &mut self.writeback.extents[extent as usize];
+        e.blocks = blocks;
+        self.writeback.extents_free.push(extent);
+        if let Some(tag) = e.tag.take() {
             self.flush_writeback_done(tag, false);
         }
     }
 
-    pub(super) fn writeback_read_done(&mut self, block: u32, staging: u32, status: IoStatus) {
-        match status {
-            IoStatus::Ok => {
-                let bs = self.config.block_size as u64;
-                let lba = self.cache.lba(block) as u64;
-                let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: staging * bs as u32 };
-                let op = Op::WritebackWrite { block, staging };
-                self.submit(op, DeviceRole::Backing, IoKind::Write, lba * bs, bs, buffer);
-            }
-            IoStatus::Error => self.writeback_failed(block, staging),
-            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+    pub(super) fn writeback_read_done(&mut self, extent: u32, status: IoStatus) {
+        if status == IoStatus::DeviceLost {
+            return self.fail("cache device lost".into());
         }
+        let e = &mut self.writeback.extents[extent as usize];
+        e.reads_pending -= 1;
+        e.failed |= status != IoStatus::Ok;
+        if e.reads_pending > 0 {
+            return;
+        }
+        if e.failed {
+            return self.writeback_failed(extent);
+        }
+        let bs = self.config.block_size as u64;
+        let len = e.blocks.len() as u64 * bs;
+        let lba = e.lba_first as u64;
+        let base = extent * self.writeback.run_blocks_max * bs as u32;
+        let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: base };
+        self.submit(Op::WritebackWrite { extent }, DeviceRole::Backing, IoKind::Write, lba * bs, len, buffer);
     }
 
-    pub(super) fn writeback_write_done(&mut self, block: u32, staging: u32, status: IoStatus) {
+    pub(super) fn writeback_write_done(&mut self, extent: u32, status: IoStatus) {
         if status != IoStatus::Ok {
-            self.writeback_failed(block, staging);
-            return;
+            return self.writeback_failed(extent);
         }
-        let tag = self.release_staging(staging);
-        self.stats.writebacks += 1;
-        if self.mutation() == Mutation::RevokeBeforeBackingFlush {
-            self.finish_writeback(block, tag);
-            return;
+        let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
+        let mut tag = self.writeback.extents[extent as usize].tag.take();
+        self.writeback.extents_free.push(extent);
+        self.stats.writebacks += blocks.len() as u64;
+        for &block in &blocks {
+            let block_tag = tag.take();
+            if self.mutation() == Mutation::RevokeBeforeBackingFlush {
+                self.finish_writeback(block, block_tag);
+                continue;
+            }
+            let ticket = self.writeback.backing.request(self.config.backing_has_flush);
+            self.writeback.awaiting_flush.push_back((block, ticket, block_tag));
         }
-        let ticket = self.writeback.backing.request(self.config.backing_has_flush);
-        self.writeback.awaiting_flush.push_back((block, ticket, tag));
+        self.writeback.extents[extent as usize].blocks = blocks;
         if !self.config.backing_has_flush {
             self.finish_durable_writebacks();
         }
