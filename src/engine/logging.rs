@@ -144,6 +144,15 @@ impl Engine {
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, status: IoStatus) {
         self.log.buffers[buffer as usize].slot_reads_in_flight -= 1;
+        if !self.log.is_current(buffer as usize) {
+            // The log restarted meanwhile: this slot belongs to nothing.
+            let b = &mut self.log.buffers[buffer as usize];
+            if b.state == BufferState::Draining && b.slot_reads_in_flight == 0 {
+                b.state = BufferState::Free;
+            }
+            self.cache.unpin(block);
+            return;
+        }
         let sequence = self.log.buffers[buffer as usize].sequence;
         let adopt = status == IoStatus::Ok
             && self.cache.state(block) == BlockState::Mapped

@@ -69,6 +69,9 @@ pub enum BufferState {
     Open,
     /// Sealed; mirror writes (and flushes) outstanding.
     Writing,
+    /// Left open by a log restart while cache reads into it were in flight;
+    /// free once they land.
+    Draining,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -338,10 +341,21 @@ impl LogManager {
         (buffer, index, len)
     }
 
+    /// Whether `buffer` belongs to the log as it is now (not to one that a
+    /// restart of the log has discarded).
+    pub fn is_current(&self, buffer: usize) -> bool {
+        self.buffers[buffer].sequence >= self.head_sequence.min(self.durable_head_sequence)
+            && self.buffers[buffer].state != BufferState::Draining
+    }
+
     /// All mirror writes of a sealed buffer finished: the segment is durable.
     pub fn segment_durable(&mut self, buffer: usize) {
+        let current = self.is_current(buffer);
         let b = &mut self.buffers[buffer];
         b.state = BufferState::Free;
+        if !current {
+            return;
+        }
         let index = (b.sequence % self.layout.segments_count as u64) as usize;
         self.segments[index].state = SegmentState::Durable;
         while self.durable_prefix_sequence < self.tail_sequence {
@@ -440,7 +454,7 @@ impl LogManager {
         }
         for b in &mut self.buffers {
             if b.state == BufferState::Open {
-                b.state = BufferState::Free;
+                b.state = if b.slot_reads_in_flight > 0 { BufferState::Draining } else { BufferState::Free };
             }
         }
         self.open_buffer = None;
