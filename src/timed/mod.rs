@@ -8,3 +8,5 @@ pub mod histogram;
 pub mod models;
 pub mod profile;
 pub mod rng;
+pub mod workloads;
+pub mod journal;
