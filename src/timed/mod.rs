@@ -10,3 +10,4 @@ pub mod profile;
 pub mod rng;
 pub mod workloads;
 pub mod journal;
+pub mod report;
