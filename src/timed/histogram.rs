@@ -18,6 +18,12 @@ pub struct Histogram {
     max_ns: Nanos,
 }
 
+impl std::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Histogram({} samples, mean {:.0} ns, max {} ns)", self.samples_count, self.mean_ns(), self.max_ns)
+    }
+}
+
 impl Default for Histogram {
     fn default() -> Self {
         Histogram { counts: Box::new([0; BUCKETS]), samples_count: 0, sum_ns: 0, max_ns: 0 }

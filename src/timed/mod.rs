@@ -11,3 +11,4 @@ pub mod rng;
 pub mod workloads;
 pub mod journal;
 pub mod report;
+pub mod runner;
