@@ -12,3 +12,5 @@ pub mod workloads;
 pub mod journal;
 pub mod report;
 pub mod runner;
+pub mod experiments;
+pub mod figures;
