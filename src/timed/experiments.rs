@@ -223,3 +223,35 @@ pub fn run_points<F: TargetFactory>(
     });
     results.into_inner().expect("a worker panicked").into_iter().map(|r| r.expect("every point ran")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timed::test_target::PassthroughFactory;
+
+    fn tiny_settings(jobs: usize) -> Settings {
+        Settings { scale: 0.005, settle_s: 0.5, measure_s: 3.0, jobs, policies: vec![Policy::Passthrough], ..Settings::default() }
+    }
+
+    #[test]
+    fn figures_do_not_depend_on_parallelism() {
+        let points = fig7_points(&tiny_settings(1));
+        let key = |results: Vec<PointResult>| -> Vec<(u64, u64)> {
+            results.iter().map(|r| r.figures.as_ref().map(|f| (f.reads_count, f.request_latency.percentile_ns(0.99))).unwrap()).collect()
+        };
+        let serial = key(run_points(&PassthroughFactory, &points, &tiny_settings(1), &|_| {}));
+        let parallel = key(run_points(&PassthroughFactory, &points, &tiny_settings(3), &|_| {}));
+        assert_eq!(serial.len(), FIG7_THREADS.len());
+        assert_eq!(serial, parallel);
+    }
+
+    #[test]
+    fn engine_config_scales_the_cache_and_covers_the_address_space() {
+        let settings = Settings { scale: 0.25, ..Settings::default() };
+        let point = &fig6_points(&settings)[0];
+        let config = engine_config(point, &settings, 1 << 20);
+        assert_eq!(config.cache_device_bytes, GB / 4);
+        assert!(config.backing_device_bytes >= (1 << 20) * 4096);
+        assert!(config.validate().is_ok());
+    }
+}

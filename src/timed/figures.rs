@@ -252,3 +252,39 @@ pub fn results_json(results: &[PointResult], checks: &[TargetCheck], settings: &
         ),
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timed::experiments::{fig5_points, Settings};
+    use crate::timed::runner::RunFigures;
+
+    fn with_iops(point: crate::timed::experiments::Point, reads: u64) -> PointResult {
+        let figures = RunFigures { measured_s: 1.0, reads_count: reads, ..RunFigures::default() };
+        PointResult { point, figures: Ok(figures), memory: None }
+    }
+
+    #[test]
+    fn targets_compare_hhc_with_the_paper_bounds() {
+        let settings = Settings::default();
+        let iops_by_policy = |p: Policy| match p {
+            Policy::Passthrough => 100,
+            Policy::WriteThrough => 200,
+            Policy::WriteBack => 1000,
+            Policy::WriteBackFlush => 100,
+            Policy::WriteBackOrdered => 900,
+            Policy::Hhc => 950,
+        };
+        let results: Vec<PointResult> =
+            fig5_points(&settings).into_iter().map(|p| { let n = iops_by_policy(p.policy); with_iops(p, n) }).collect();
+        let checks = targets(&results);
+        // websearch: vs WB only; fileserver and varmail: vs WB, WT, WB-Flush.
+        assert_eq!(checks.len(), 1 + 3 + 3);
+        let varmail_wt = checks.iter().find(|c| c.name.contains("varmail") && c.name.ends_with("HHC/WT")).unwrap();
+        assert!(varmail_wt.met() && (varmail_wt.ratio - 4.75).abs() < 1e-9);
+        let hhc_vs_wb = checks.iter().find(|c| c.name.contains("fileserver") && c.name.ends_with("HHC/WB")).unwrap();
+        assert!(hhc_vs_wb.met());
+        let table = targets_table(&[TargetCheck { name: "x".into(), ratio: 0.45, goal: 0.9 }]);
+        assert!(table.contains("MISSED by 50 %"), "{table}");
+    }
+}

@@ -14,3 +14,5 @@ pub mod report;
 pub mod runner;
 pub mod experiments;
 pub mod figures;
+#[cfg(test)]
+mod test_target;
