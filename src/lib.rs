@@ -4,8 +4,11 @@
 
 pub mod cache;
 pub mod config;
+pub mod driver;
 pub mod format;
 pub mod io;
+pub mod engine;
 pub mod log;
 pub mod mttdl;
+pub mod recovery;
 pub mod timed;

@@ -78,8 +78,11 @@ pub struct CacheIndex {
     dirty_count: u32,
     /// Mapped blocks that are dirty and whose value is not in the log.
     unlogged_dirty_count: u32,
-    /// Superseded blocks whose durable entry is still valid, per LBA.
-    superseded_valid: HashMap<u32, u32>,
+    /// Per LBA: how many superseded or evicted blocks still have a valid
+    /// durable entry, and the newest version among them.
+    superseded_valid: HashMap<u32, (u32, u8)>,
+    /// The same blocks, to find them when their successor commits.
+    superseded_blocks: Vec<u32>,
     clock_hand: u32,
 }
 
@@ -99,6 +102,7 @@ impl CacheIndex {
             dirty_count: 0,
             unlogged_dirty_count: 0,
             superseded_valid: HashMap::with_capacity(256),
+            superseded_blocks: Vec::with_capacity(256),
             clock_hand: 0,
         };
         for block in (0..blocks_count).rev() {
@@ -169,6 +173,9 @@ impl CacheIndex {
     pub fn clear(&mut self, block: u32, bits: u8) {
         debug_assert_eq!(bits & (flag::DIRTY | flag::LOGGED), 0);
         self.flags[block as usize] &= !bits;
+    }
+    pub fn flags_bits(&self, block: u32) -> u8 {
+        self.flags[block as usize]
     }
     pub fn version(&self, block: u32) -> u8 {
         self.version[block as usize]
@@ -259,7 +266,7 @@ impl CacheIndex {
         self.state[b] = BlockState::Mapped;
         self.flags[b] = flag::BUSY | flag::REFERENCED;
         self.log_loc[b] = LOC_NONE;
-        self.version[b] = 0;
+        self.version[b] = self.superseded_valid.get(&lba).map_or(0, |&(_, newest)| newest.wrapping_add(1));
         if let Some(old) = previous {
             self.version[b] = self.version[old as usize].wrapping_add(1);
             self.log_loc[b] = self.log_loc[old as usize];
@@ -272,14 +279,31 @@ impl CacheIndex {
         self.set_dirty_flag(block, dirty);
     }
 
+    /// The old block stays until it can no longer be what a restart must
+    /// find: an uncommitted one until its successor's write completes (it
+    /// may hold the last acknowledged value), a committed one until a commit
+    /// invalidates it.
     fn supersede(&mut self, old: u32) {
+        let was_dirty = self.has(old, flag::DIRTY);
         self.set_dirty_flag(old, false);
         self.flags[old as usize] &= !flag::LOGGED;
         self.log_loc[old as usize] = LOC_NONE;
-        if self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
-            self.state[old as usize] = BlockState::Superseded;
-            *self.superseded_valid.entry(self.lba[old as usize]).or_insert(0) += 1;
-        } else {
+        if !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
+            if was_dirty {
+                self.flags[old as usize] |= flag::DURABLE_DIRTY;
+            } else {
+                self.flags[old as usize] &= !flag::DURABLE_DIRTY;
+            }
+        }
+        self.add_superseded(old);
+    }
+
+    /// The write into `old`'s successor completed: an `old` that never
+    /// reached the disk's metadata is no longer needed.
+    pub fn release_predecessor(&mut self, old: u32) {
+        let never_durable = !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING | flag::INVALIDATE_PENDING);
+        if self.state(old) == BlockState::Superseded && never_durable {
+            self.release_superseded(old);
             self.state[old as usize] = BlockState::Dropped;
             self.free_if_dropped(old);
         }
@@ -315,12 +339,36 @@ impl CacheIndex {
     }
 
     fn release_superseded(&mut self, block: u32) {
+        let position = self.superseded_blocks.iter().position(|&b| b == block).expect("superseded block not listed");
+        self.superseded_blocks.swap_remove(position);
         let lba = self.lba(block);
-        let count = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
-        *count -= 1;
-        if *count == 0 {
+        let entry = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
+        entry.0 -= 1;
+        if entry.0 == 0 {
             self.superseded_valid.remove(&lba);
         }
+    }
+
+    /// Superseded and evicted blocks whose durable entry is still valid.
+    pub fn superseded_blocks(&self) -> &[u32] {
+        &self.superseded_blocks
+    }
+
+    fn add_superseded(&mut self, block: u32) {
+        self.state[block as usize] = BlockState::Superseded;
+        self.count_valid_entry(block);
+    }
+
+    /// `block` keeps a valid durable entry for its LBA until a commit
+    /// invalidates it; a new block of that LBA must get a newer version.
+    fn count_valid_entry(&mut self, block: u32) {
+        let version = self.version[block as usize];
+        let entry = self.superseded_valid.entry(self.lba[block as usize]).or_insert((0, version));
+        entry.0 += 1;
+        if serial_newer(version, entry.1) {
+            entry.1 = version;
+        }
+        self.superseded_blocks.push(block);
     }
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
@@ -350,6 +398,8 @@ impl CacheIndex {
             BlockState::Mapped if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
             BlockState::Mapped => Some(entry),
             BlockState::Superseded if self.successor_durable(block) => None,
+            BlockState::Superseded if self.has(block, flag::COMMITTED | flag::COMMIT_PENDING) => Some(durable),
+            BlockState::Superseded if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
             BlockState::Superseded => Some(durable),
             BlockState::Evicting => None,
         }
@@ -363,7 +413,9 @@ impl CacheIndex {
     /// durable when the commit completes.
     pub fn note_encoded(&mut self, block: u32, entry: Option<DurableEntry>) {
         match (self.state(block), entry) {
-            (BlockState::Mapped, Some(_)) if !self.has(block, flag::COMMITTED) => self.set(block, flag::COMMIT_PENDING),
+            (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
+                self.set(block, flag::COMMIT_PENDING)
+            }
             (BlockState::Superseded | BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
             _ => {}
         }
@@ -386,7 +438,7 @@ impl CacheIndex {
             return false;
         }
         self.clear(block, flag::INVALIDATE_PENDING | flag::COMMITTED | flag::DURABLE_DIRTY);
-        if self.state(block) == BlockState::Superseded {
+        if matches!(self.state(block), BlockState::Superseded | BlockState::Evicting) {
             self.release_superseded(block);
         }
         self.state[block as usize] = BlockState::Dropped;
@@ -394,14 +446,14 @@ impl CacheIndex {
     }
 
     /// Clean-first CLOCK: finds up to `wanted` clean, idle blocks and evicts
-    /// them. Uncommitted ones are free at once; committed ones wait for a
-    /// commit to invalidate their entries. Returns (freed now, awaiting commit).
-    pub fn evict(&mut self, wanted: u32) -> (u32, u32) {
+    /// them. Uncommitted ones are free at once (the count is returned);
+    /// committed ones go to `awaiting_commit` until a commit invalidates them.
+    pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> u32 {
         let n = self.blocks_count();
-        let (mut freed, mut pending) = (0, 0);
+        let mut freed = 0;
         // Two sweeps: the first clears reference bits.
         for _ in 0..(2 * n) {
-            if freed + pending >= wanted {
+            if freed + awaiting_commit.len() as u32 >= wanted {
                 break;
             }
             let block = self.clock_hand;
@@ -416,13 +468,14 @@ impl CacheIndex {
             self.map.remove(self.lba(block), &self.lba);
             if self.has(block, flag::COMMITTED) {
                 self.state[block as usize] = BlockState::Evicting;
-                pending += 1;
+                self.count_valid_entry(block);
+                awaiting_commit.push(block);
             } else {
                 self.state[block as usize] = BlockState::Dropped;
                 freed += u32::from(self.free_if_dropped(block));
             }
         }
-        (freed, pending)
+        freed
     }
 
     fn evictable(&self, block: u32) -> bool {
@@ -442,6 +495,7 @@ impl CacheIndex {
         self.map.remove(lba, &self.lba);
         if self.has(block, flag::COMMITTED) {
             self.state[block as usize] = BlockState::Evicting;
+            self.count_valid_entry(block);
         } else {
             self.state[block as usize] = BlockState::Dropped;
             self.free_if_dropped(block);
@@ -469,13 +523,12 @@ impl CacheIndex {
                 self.set_dirty_flag(block, entry.dirty);
             }
             Some(other) if serial_newer(self.version[other as usize], entry.version) => {
-                self.state[b] = BlockState::Superseded;
-                *self.superseded_valid.entry(entry.lba).or_insert(0) += 1;
+                self.add_superseded(block);
             }
             Some(other) => {
                 self.set_dirty_flag(other, false);
-                self.state[other as usize] = BlockState::Superseded;
-                *self.superseded_valid.entry(entry.lba).or_insert(0) += 1;
+                self.map.remove(entry.lba, &self.lba);
+                self.add_superseded(other);
                 self.state[b] = BlockState::Mapped;
                 self.map.insert(entry.lba, block, &self.lba);
                 self.set_dirty_flag(block, entry.dirty);
@@ -496,7 +549,10 @@ impl CacheIndex {
 
     pub fn memory_bytes(&self) -> usize {
         let per_block = 4 + 1 + 1 + 1 + 1 + 4;
-        self.lba.len() * per_block + self.map.memory_bytes() + self.superseded_valid.capacity() * 8
+        self.lba.len() * per_block
+            + self.map.memory_bytes()
+            + self.superseded_valid.capacity() * 8
+            + self.superseded_blocks.capacity() * 4
     }
 }
 
@@ -511,7 +567,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn copy_on_write_supersedes_committed_and_drops_uncommitted() {
+    fn copy_on_write_keeps_the_previous_block_until_it_is_not_needed() {
         let mut index = CacheIndex::new(16);
         let a = index.map_new_block(7, true).unwrap();
         index.clear(a, flag::BUSY);
@@ -522,10 +578,14 @@ mod tests {
         assert_eq!(index.lookup(7), Some(b));
         assert_eq!(index.version(b), 1);
         let c = index.map_new_block(7, true).unwrap();
-        // b was never committed: it is dropped and, being idle except busy, waits.
-        assert_eq!(index.state(b), BlockState::Dropped);
+        // b was never committed, but may hold the last acknowledged value
+        // until c's write completes.
+        assert_eq!(index.state(b), BlockState::Superseded);
         index.clear(b, flag::BUSY);
-        assert!(index.free_if_dropped(b));
+        assert!(index.desired_entry(b, false).is_some(), "b may be what a restart must find");
+        index.clear(c, flag::BUSY);
+        index.release_predecessor(b);
+        assert_eq!(index.state(b), BlockState::Free);
         assert_eq!(index.lookup(7), Some(c));
         assert_eq!(index.dirty_count(), 1);
     }
@@ -557,8 +617,9 @@ mod tests {
                 index.clear(b, flag::BUSY);
             }
         }
-        let (freed, pending) = index.evict(16);
-        assert_eq!((freed, pending), (2, 0));
+        let mut pending = Vec::new();
+        let freed = index.evict(16, &mut pending);
+        assert_eq!((freed, pending.len()), (2, 0));
         assert!(index.lookup(0).is_some() && index.lookup(1).is_some());
         assert!(index.lookup(2).is_none() && index.lookup(3).is_none());
     }

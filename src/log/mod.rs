@@ -351,11 +351,21 @@ impl LogManager {
         self.segments[index as usize].sequence
     }
 
-    /// Rebuild after a scan at warm restart: marks scanned segments durable.
-    pub fn restore_segment(&mut self, sequence: u64, barrier: bool) {
-        let index = self.segment_index(sequence) as usize;
-        self.segments[index] =
-            SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Durable, barrier };
+    /// Rebuilds the ring after a scan at warm restart: `head` from the
+    /// superblock, then the scanned run of (sequence, barrier) from it.
+    pub fn restore_ring(&mut self, head: u64, segments: &[(u64, bool)]) {
+        self.reinitialise(head);
+        for &(sequence, barrier) in segments {
+            let index = self.segment_index(sequence) as usize;
+            self.segments[index] =
+                SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Durable, barrier };
+            if barrier {
+                self.durable_barrier_sequence = Some(sequence);
+            }
+            self.last_sealed = Some((sequence, barrier));
+        }
+        self.tail_sequence = segments.last().map_or(head, |&(sequence, _)| sequence + 1);
+        self.durable_prefix_sequence = self.tail_sequence;
     }
 
     pub fn restore_entry(&mut self, loc: u32) {
