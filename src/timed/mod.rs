@@ -16,3 +16,4 @@ pub mod experiments;
 pub mod figures;
 #[cfg(test)]
 mod test_target;
+pub mod engine_target;
