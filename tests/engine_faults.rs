@@ -122,7 +122,7 @@ fn a_small_log_is_reclaimed_while_writes_and_flushes_go_on() {
 
 #[test]
 fn switching_policies_at_run_time_keeps_every_flushed_write() {
-    let plan = [Policy::WriteBack, Policy::Hhc, Policy::WriteThrough, Policy::WriteBackFlush, Policy::Hhc];
+    let plan = [Policy::WriteBack, Policy::WriteBackOrdered, Policy::Hhc, Policy::WriteThrough, Policy::WriteBackFlush, Policy::Hhc];
     for seed in seeds(3) {
         let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
         for policy in plan {

@@ -10,6 +10,7 @@
 mod commit;
 mod flush;
 mod logging;
+mod ordered;
 mod requests;
 mod slab;
 mod startup;
@@ -102,6 +103,7 @@ pub struct Engine {
     commit: Commit,
     writeback: Writeback,
     logging: logging::LogWork,
+    ordered: ordered::Ordered,
     startup: Option<startup::Startup>,
     /// Policy being switched to, once dirty data has been drained.
     policy_target: Option<Policy>,
@@ -149,6 +151,7 @@ impl Engine {
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(config.writeback_parallelism, config.block_size),
             logging: logging::LogWork::default(),
+            ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,
             misses: HashMap::with_capacity(256),
@@ -408,7 +411,7 @@ impl Engine {
             cache_index_bytes: self.cache.memory_bytes() as u64,
             log_live_entries: self.log.live_entries,
             log_bookkeeping_bytes: self.log.memory_bytes() as u64,
-            commit_bookkeeping_bytes: self.commit.memory_bytes() as u64,
+            commit_bookkeeping_bytes: (self.commit.memory_bytes() + self.ordered.memory_bytes()) as u64,
             io_buffer_bytes: self.regions.all.len() as u64, // replaced below
         }
         .with_io_buffers(self.io_buffer_bytes())

@@ -24,6 +24,8 @@ pub(super) struct Waiting {
     pub request: u32,
     pub block_in_request: u32,
     pub write: bool,
+    /// The flush epoch the write was submitted in (wb-ordered).
+    pub epoch: u32,
 }
 
 /// How writes behave right now (a switch away from write-back writes
@@ -126,7 +128,7 @@ impl Engine {
                 }
                 Some(_) => {
                     if !self.try_start_block_read(key, i) {
-                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false });
+                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, epoch: 0 });
                     }
                 }
             }
@@ -254,14 +256,15 @@ impl Engine {
         if self.write_mode() != WriteMode::Back {
             self.requests.get_mut(key).unwrap().pending += 1;
             if !self.try_start_write_through(key) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true });
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, epoch: 0 });
             }
             return;
         }
         self.requests.get_mut(key).unwrap().pending += count;
         for i in 0..count {
-            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true });
+            let epoch = self.ordered_reserve();
+            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data, epoch) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, epoch });
             }
         }
     }
@@ -292,8 +295,8 @@ impl Engine {
         }
         self.requests.get_mut(key).unwrap().pending += count;
         for i in 0..count {
-            if !self.try_start_block_write(key, i, None) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true });
+            if !self.try_start_block_write(key, i, None, 0) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, epoch: 0 });
             }
         }
         true
@@ -301,14 +304,18 @@ impl Engine {
 
     /// Writes one block into a fresh cache block (copy-on-write) and, for
     /// `hhc`, copies it into the log. False if no free block is available.
-    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>) -> bool {
+    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32) -> bool {
         let lba = (self.requests.get(key).unwrap().lba + i as u64) as u32;
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
         let dirty = self.write_mode() == WriteMode::Back;
         let previous = self.cache.lookup(lba);
+        let previous_dirty = previous.is_some_and(|p| self.cache.has(p, flag::DIRTY));
         let Some(block) = self.cache.map_new_block(lba, dirty) else { return false };
+        if dirty {
+            self.ordered_written(block, previous, previous_dirty, epoch);
+        }
         if let Some(entry) = self.misses.get_mut(&lba) {
             entry.1 = true; // an in-flight miss read may return older data
         }
@@ -340,6 +347,7 @@ impl Engine {
             IoStatus::Error => {
                 if self.cache.state(block) == BlockState::Mapped {
                     self.cache.unmap_failed_block(block, previous);
+                    self.ordered_write_failed(block, previous);
                     if let Some(old) = previous.filter(|&p| self.cache.state(p) == BlockState::Mapped) {
                         // Its log entry was replaced by this write's: log it again.
                         self.cache.set_logged(old, false);
@@ -389,7 +397,7 @@ impl Engine {
                 self.try_start_write_through(waiting.request)
             } else if waiting.write {
                 // Writes keep their order: stop at the first one that cannot start.
-                let started = self.try_start_block_write(waiting.request, waiting.block_in_request, None);
+                let started = self.try_start_block_write(waiting.request, waiting.block_in_request, None, waiting.epoch);
                 if !started {
                     self.waiting.push_front(waiting);
                     self.requeue_reads_behind(remaining);

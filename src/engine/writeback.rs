@@ -116,6 +116,10 @@ impl Engine {
         let mut attempts = self.writeback.queue.len() + wanted as usize;
         while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
+            if let Some(block) = self.ordered_next_retained() {
+                self.start_writeback_run(block, None, false);
+                continue;
+            }
             let next = match self.writeback.queue.pop_front() {
                 Some(item) => Some(item),
                 None => self.next_background_candidate().map(|lba| (lba, None)),
@@ -135,7 +139,8 @@ impl Engine {
             let idle = !self.cache.has(block, flag::BUSY)
                 && self.cache.pins(block) == 0
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
-            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) && idle {
+            let dirty = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
+            if dirty && idle && self.ordered_may_write_back(block) {
                 return Some(self.cache.lba(block));
             }
         }
@@ -148,7 +153,8 @@ impl Engine {
         let ready = self.cache.has(block, flag::DIRTY)
             && !self.cache.has(block, flag::BUSY)
             && self.cache.pins(block) == 0
-            && !self.writeback.lbas_in_flight.contains(&lba);
+            && !self.writeback.lbas_in_flight.contains(&lba)
+            && self.ordered_may_write_back(block);
         ready.then_some(block)
     }
 
@@ -163,25 +169,32 @@ impl Engine {
             }
             return;
         }
-        if self.writeback_ready(lba).is_none() {
+        let Some(block) = self.writeback_ready(lba) else {
             // Being written or already being written back: try again later.
             self.writeback.queue.push_back((lba, tag));
             return;
-        }
+        };
+        self.start_writeback_run(block, tag, true);
+    }
+
+    /// Writes back `first` (a current block, or a block retained for its
+    /// epoch) and, if `extend`, the ready dirty blocks of the LBAs after it.
+    fn start_writeback_run(&mut self, first: u32, tag: Option<u32>, extend: bool) {
+        let lba = self.cache.lba(first);
         let extent = self.writeback.extents_free.pop().expect("no free extent");
         let last_lba = (self.blocks_count() - 1).min(u32::MAX as u64 - 1) as u32;
         let mut blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
         blocks.clear();
+        blocks.push(first);
+        self.cache.pin(first);
+        self.writeback.lbas_in_flight.insert(lba);
         let mut next = lba;
-        while blocks.len() < self.writeback.run_blocks_max as usize {
+        while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
+            next += 1;
             let Some(block) = self.writeback_ready(next) else { break };
             blocks.push(block);
             self.cache.pin(block);
             self.writeback.lbas_in_flight.insert(next);
-            if next == last_lba {
-                break;
-            }
-            next += 1;
         }
         let bs = self.config.block_size as u64;
         let base = extent * self.writeback.run_blocks_max * bs as u32;
@@ -282,6 +295,7 @@ impl Engine {
     fn finish_writeback(&mut self, block: u32, tag: Option<u32>) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
         self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+        self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
             // Stays pinned while it waits, so it is not written back again.
             let loc = self.cache.log_loc(block);
@@ -352,6 +366,9 @@ impl Engine {
             self.policy_target = None;
             return;
         }
+        if from == Policy::WriteBackOrdered {
+            self.ordered_stop();
+        }
         if from.uses_log() || policy.uses_log() {
             self.restart_log_for_switch(policy);
         }
@@ -361,6 +378,9 @@ impl Engine {
         } else {
             self.config.policy = policy;
             self.policy_target = None;
+            if policy == Policy::WriteBackOrdered {
+                self.ordered_start();
+            }
         }
     }
 

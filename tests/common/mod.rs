@@ -59,7 +59,9 @@ pub struct Model {
     clock: u64,
     writes: BTreeMap<u64, WriteRecord>,
     /// (submitted_at, completed_at) of completed flushes.
-    flushes: Vec<(u64, u64)>,
+    pub flushes: Vec<(u64, u64)>,
+    /// Submission time of every flush, completed or not.
+    pub flushes_submitted: Vec<u64>,
 }
 
 impl Model {
@@ -90,7 +92,61 @@ impl Model {
         }
     }
 
-    fn last_flush_submitted(&self) -> u64 {
+    /// The flush epoch of a write: how many flushes were submitted before it.
+    pub fn epoch(&self, write: u64) -> usize {
+        let at = self.writes[&write].submitted_at;
+        self.flushes_submitted.partition_point(|&f| f < at)
+    }
+
+    /// Whether `values` (block -> write found, 0 = never written) is the
+    /// state at some flush plus part of the epoch after it.
+    pub fn is_flush_prefix(&self, values: &[u64]) -> bool {
+        let mut epochs_of: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (&id, w) in &self.writes {
+            epochs_of.entry(w.lba).or_default().push(self.epoch(id));
+        }
+        let found_epochs: Vec<Option<usize>> = values.iter().map(|&v| (v != 0).then(|| self.epoch(v))).collect();
+        // Cut c: epochs before c complete, epoch c in part (c = 0: nothing complete).
+        (0..=self.flushes_submitted.len()).any(|cut| {
+            values.iter().enumerate().all(|(lba, _)| {
+                let last_before = epochs_of.get(&(lba as u64)).and_then(|e| e.iter().copied().filter(|&e| e < cut).max());
+                match found_epochs[lba] {
+                    None => last_before.is_none(),
+                    Some(epoch) => epoch == cut || Some(epoch) == last_before,
+                }
+            })
+        })
+    }
+
+    /// For a failed `is_flush_prefix`: the cut that fits most blocks, and the
+    /// blocks that do not fit it (block, write found, its epoch, the block's epochs).
+    pub fn explain_prefix(&self, values: &[u64]) -> String {
+        let mut best = (0, usize::MAX, String::new());
+        for cut in 0..=self.flushes_submitted.len() {
+            let mut misfits = String::new();
+            let mut count = 0;
+            for (lba, &found) in values.iter().enumerate() {
+                let epochs: Vec<usize> = self.writes.iter().filter(|(_, w)| w.lba == lba as u64).map(|(&id, _)| self.epoch(id)).collect();
+                let last_before = epochs.iter().copied().filter(|&e| e < cut).max();
+                let fits = match found {
+                    0 => last_before.is_none(),
+                    v => self.epoch(v) == cut || Some(self.epoch(v)) == last_before,
+                };
+                if !fits {
+                    count += 1;
+                    if count <= 4 {
+                        misfits += &format!(" [block {lba}: write {found} epoch {:?}, block epochs {epochs:?}]", (found != 0).then(|| self.epoch(found)));
+                    }
+                }
+            }
+            if count < best.1 {
+                best = (cut, count, misfits);
+            }
+        }
+        format!("best cut {} leaves {} blocks out:{}", best.0, best.1, best.2)
+    }
+
+    pub fn last_flush_submitted(&self) -> u64 {
         self.flushes.iter().map(|&(submitted, _)| submitted).max().unwrap_or(0)
     }
 }
@@ -156,6 +212,7 @@ impl Workload {
             }
             _ => {
                 let submitted_at = self.model.tick();
+                self.model.flushes_submitted.push(submitted_at);
                 let id = self.harness.flush();
                 self.pending.insert(id, Pending::Flush { submitted_at });
             }
