@@ -436,7 +436,7 @@ impl Engine {
         let behind = self.log.head_sequence > self.log.durable_head_sequence;
         let periodic = self.now.saturating_sub(self.logging.last_superblock_at) >= self.config.superblock_interval_ns;
         let syncing = self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. }));
-        if behind && (self.log_space_low() || periodic || self.is_idle()) || (syncing && behind) {
+        if behind && (self.log_space_low() || periodic || self.is_idle() || syncing) {
             self.write_superblock(self.log.head_sequence, false);
         }
     }

@@ -412,9 +412,8 @@ impl Engine {
             log_live_entries: self.log.live_entries,
             log_bookkeeping_bytes: self.log.memory_bytes() as u64,
             commit_bookkeeping_bytes: (self.commit.memory_bytes() + self.ordered.memory_bytes()) as u64,
-            io_buffer_bytes: self.regions.all.len() as u64, // replaced below
+            io_buffer_bytes: self.io_buffer_bytes(),
         }
-        .with_io_buffers(self.io_buffer_bytes())
     }
 
     fn io_buffer_bytes(&self) -> u64 {

@@ -399,7 +399,9 @@ impl Engine {
                 .filter(|&b| self.cache.state(b) == BlockState::Mapped)
                 .map(|b| self.cache.lba(b))
                 .collect();
-            let all_dropped = lbas.into_iter().fold(true, |ok, lba| self.cache.invalidate_clean(lba) && ok);
+            // Every copy is tried, even after one that cannot go yet.
+            let kept = lbas.into_iter().filter(|&lba| !self.cache.invalidate_clean(lba)).count();
+            let all_dropped = kept == 0;
             self.commit.mark_all();
             self.commit.request();
             if !all_dropped {
