@@ -8,6 +8,7 @@ pub mod driver;
 pub mod format;
 pub mod io;
 pub mod engine;
+pub mod ffi;
 pub mod log;
 pub mod mttdl;
 pub mod recovery;
