@@ -1,0 +1,75 @@
+"""rpc.py plugin for the HHC bdev module.
+
+Use with SPDK's rpc.py or the `spdk` package from PyPI:
+    PYTHONPATH=json-rpc rpc.py --plugin hhc_rpc_plugin bdev_hhc_create ...
+    PYTHONPATH=json-rpc spdk-rpc --plugin hhc_rpc_plugin bdev_hhc_get_bdevs
+"""
+
+POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
+
+
+def bdev_hhc_create(client, name, backing, cache, logs=None, policy=None, block_size=None,
+                    segment_size=None, buffer_count=None, dirty_threshold=None):
+    """Create an HHC bdev; returns its name."""
+    params = {"name": name, "backing": backing, "cache": cache}
+    optional = {"logs": logs, "policy": policy, "block_size": block_size, "segment_size": segment_size,
+                "buffer_count": buffer_count, "dirty_threshold": dirty_threshold}
+    params.update({k: v for k, v in optional.items() if v is not None})
+    return client.call("bdev_hhc_create", params)
+
+
+def bdev_hhc_delete(client, name):
+    """Delete an HHC bdev after a clean shutdown of its cache."""
+    return client.call("bdev_hhc_delete", {"name": name})
+
+
+def bdev_hhc_get_bdevs(client, name=None):
+    """List HHC bdevs with policy, devices, health and counters."""
+    return client.call("bdev_hhc_get_bdevs", {"name": name} if name else None)
+
+
+def _print(result):
+    import json
+    print(json.dumps(result, indent=2))
+
+
+def spdk_rpc_plugin_initialize(subparsers):
+    def create(args):
+        logs = args.logs.split(",") if args.logs else None
+        _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=logs,
+                               policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
+                               buffer_count=args.buffer_count, dirty_threshold=args.dirty_threshold))
+
+    p = subparsers.add_parser("bdev_hhc_create", help="Create an HHC bdev: an SSD write-back cache in front of a "
+                              "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
+    p.add_argument("-b", "--name", required=True, help="name of the new HHC bdev")
+    p.add_argument("--backing", required=True, help="backing bdev (e.g. the iSCSI RAID); its size is the HHC size")
+    p.add_argument("--cache", required=True, help="cache bdev (SSD); formatted on first use, reopened warm later")
+    p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs); policy hhc needs at least one")
+    p.add_argument("--policy", choices=POLICIES, help="write policy (default hhc)")
+    p.add_argument("--block-size", type=int, dest="block_size",
+                   help="cache block size in bytes = the HHC bdev's block size, power of two 4096..65536 "
+                   "(default 4096)")
+    p.add_argument("--segment-size", type=int, dest="segment_size",
+                   help="log segment size in bytes (default 1 MiB)")
+    p.add_argument("--buffer-count", type=int, dest="buffer_count",
+                   help="segment buffers in the log pool, at least 2 (default 4)")
+    p.add_argument("--dirty-threshold", type=int, dest="dirty_threshold",
+                   help="background write-back keeps dirty blocks under this percent of the cache, 1..100 "
+                   "(default 30)")
+    p.set_defaults(func=create)
+
+    def delete(args):
+        _print(bdev_hhc_delete(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_delete", help="Delete an HHC bdev (clean shutdown; the cache stays warm "
+                              "on the cache bdev)")
+    p.add_argument("name", help="name of the HHC bdev")
+    p.set_defaults(func=delete)
+
+    def get_bdevs(args):
+        _print(bdev_hhc_get_bdevs(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_get_bdevs", help="Show HHC bdevs: policy, devices, health, counters")
+    p.add_argument("-b", "--name", help="only this HHC bdev")
+    p.set_defaults(func=get_bdevs)

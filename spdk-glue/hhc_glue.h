@@ -1,0 +1,172 @@
+/*   SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The narrow C API between the HHC bdev module's C shim (hhc_glue.c) and its
+ * Rust side (src/ffi/). bindgen runs over this header only, so it holds
+ * nothing but opaque handles, plain integers and pointers: Rust never depends
+ * on the layout of an SPDK structure.
+ *
+ * Functions named hhc_glue_* are implemented in C and called from Rust;
+ * functions named hhc_rs_* are implemented in Rust and called from C.
+ * Unless stated otherwise, every call happens on an SPDK thread.
+ */
+
+#ifndef HHC_GLUE_H
+#define HHC_GLUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* Log mirrors per HHC bdev accepted by bdev_hhc_create. */
+#define HHC_GLUE_MAX_LOGS 8
+
+/* An integer parameter that the RPC caller left out. */
+#define HHC_GLUE_UNSET UINT32_MAX
+
+/* The HHC bdev as the bdev layer sees it (an spdk_bdev plus its io_device). */
+struct hhc_glue_node;
+/* One opened and claimed base bdev (backing, cache or log mirror). */
+struct hhc_glue_base;
+/* One upper-layer bdev I/O (an spdk_bdev_io). */
+struct hhc_glue_io;
+/* A JSON-RPC request waiting for its answer. */
+struct hhc_glue_rpc;
+/* A JSON writer handed to dump_info_json / write_config_json. */
+struct hhc_glue_json;
+/* A poller registered by Rust. */
+struct hhc_glue_poller;
+
+enum hhc_glue_io_kind {
+	HHC_GLUE_IO_READ = 0,
+	HHC_GLUE_IO_WRITE = 1,
+	HHC_GLUE_IO_FLUSH = 2,
+};
+
+enum hhc_glue_log_level {
+	HHC_GLUE_LOG_ERROR = 0,
+	HHC_GLUE_LOG_WARN = 1,
+	HHC_GLUE_LOG_NOTICE = 2,
+	HHC_GLUE_LOG_INFO = 3,
+	HHC_GLUE_LOG_DEBUG = 4,
+};
+
+/* bdev_hhc_create parameters as decoded from JSON; strings are owned by C
+ * and valid for the duration of hhc_rs_create only. */
+struct hhc_glue_create_params {
+	const char *name;
+	const char *backing;
+	const char *cache;
+	const char *logs[HHC_GLUE_MAX_LOGS];
+	size_t logs_count;
+	/* NULL when left out. */
+	const char *policy;
+	/* HHC_GLUE_UNSET when left out. */
+	uint32_t block_size;
+	uint32_t segment_size;
+	uint32_t buffer_count;
+	uint32_t dirty_threshold;
+};
+
+/* Facts about a base bdev, read once after it was opened. */
+struct hhc_glue_base_info {
+	uint32_t block_size;
+	uint64_t blocks_count;
+	/* log2 of the buffer alignment the bdev needs. */
+	uint32_t required_alignment_log2;
+	bool supports_flush;
+	bool volatile_write_cache;
+};
+
+/* ---- implemented in C ---- */
+
+/* Whether a bdev (or alias) of this name exists. */
+bool hhc_glue_bdev_exists(const char *name);
+/* Opens `name` for writing and claims it for module hhc. `rs_base` comes
+ * back in hhc_rs_base_io_done and hhc_rs_base_removed. Returns 0 or a
+ * negative errno (-ENODEV: no such bdev, -EPERM: already claimed). */
+int hhc_glue_base_open(const char *name, void *rs_base, struct hhc_glue_base **out);
+void hhc_glue_base_get_info(const struct hhc_glue_base *base, struct hhc_glue_base_info *info);
+/* Gets the I/O channel of the calling thread; it is used for every I/O. */
+int hhc_glue_base_get_channel(struct hhc_glue_base *base);
+/* Starts one I/O at a byte offset. The iovec array is copied. Returns 0 when
+ * the I/O was accepted (it then completes exactly once through
+ * hhc_rs_base_io_done, possibly after -ENOMEM waits), else a negative errno
+ * and nothing was started. */
+int hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uint64_t offset_bytes,
+			 uint64_t len_bytes, const struct iovec *iovs, int iovs_count, uint64_t tag);
+/* Releases the claim and closes the bdev once its I/Os have completed.
+ * Afterwards no callback names this base again. */
+void hhc_glue_base_close(struct hhc_glue_base *base);
+
+/* Registers the HHC bdev and its io_device. `rs_node` comes back in every
+ * hhc_rs_* call about it. */
+int hhc_glue_node_register(const char *name, uint32_t block_size, uint64_t blocks_count,
+			   uint32_t required_alignment_log2, void *rs_node, struct hhc_glue_node **out);
+/* Starts unregistration; hhc_rs_node_destruct follows. */
+void hhc_glue_node_unregister(struct hhc_glue_node *node);
+/* Ends an asynchronous destruct; frees the node once the io_device is gone. */
+void hhc_glue_node_destruct_done(struct hhc_glue_node *node);
+
+/* The data buffers of an upper-layer I/O (valid until it completes). */
+const struct iovec *hhc_glue_io_iovs(struct hhc_glue_io *io, int *iovs_count);
+/* Completes an upper-layer I/O: 0, -ENOMEM (the bdev layer retries) or
+ * another negative errno. Must run on the thread that submitted it. */
+void hhc_glue_io_complete(struct hhc_glue_io *io, int status);
+
+/* Period 0 polls on every reactor iteration. `poll` returns > 0 when it did
+ * work. */
+struct hhc_glue_poller *hhc_glue_poller_start(int (*poll)(void *arg), void *arg, uint64_t period_us);
+void hhc_glue_poller_stop(struct hhc_glue_poller *poller);
+
+/* The calling SPDK thread (opaque, for comparisons only). */
+const void *hhc_glue_thread_current(void);
+/* Runs fn(arg) on `thread` later; returns 0 or a negative errno. */
+int hhc_glue_thread_send(const void *thread, void (*fn)(void *arg), void *arg);
+/* Monotonic time in nanoseconds. */
+uint64_t hhc_glue_now_ns(void);
+/* DMA-safe, zeroed memory aligned to `align_bytes`; NULL when exhausted. */
+void *hhc_glue_dma_zmalloc(size_t len_bytes, size_t align_bytes);
+void hhc_glue_dma_free(void *buffer);
+
+/* Logs one line through the SPDK log component "hhc"; DEBUG lines show only
+ * with --logflag hhc. */
+void hhc_glue_log(enum hhc_glue_log_level level, const char *message);
+
+/* Writes `name: <raw JSON text>` (name NULL: just the value). */
+void hhc_glue_json_write_raw(struct hhc_glue_json *json, const char *name, const char *text, size_t len);
+
+/* Answers a JSON-RPC request with raw JSON text (a value). */
+void hhc_glue_rpc_reply_raw(struct hhc_glue_rpc *rpc, const char *text, size_t len);
+/* Answers with an error: `code` is a JSON-RPC code or a negative errno. */
+void hhc_glue_rpc_reply_error(struct hhc_glue_rpc *rpc, int code, const char *message);
+
+/* Keeps the shim's object file in a link that references nothing else in it. */
+int hhc_glue_anchor(void);
+
+/* ---- implemented in Rust ---- */
+
+/* bdev_hhc_create: the Rust side answers `rpc` exactly once, maybe later. */
+void hhc_rs_create(const struct hhc_glue_create_params *params, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_get_bdevs (name may be NULL: all). bdev_hhc_delete is handled in C. */
+void hhc_rs_get_bdevs(const char *name, struct hhc_glue_rpc *rpc);
+/* Module teardown: every HHC bdev is gone by now. */
+void hhc_rs_module_fini(void);
+
+void hhc_rs_base_io_done(void *rs_base, uint64_t tag, int status);
+void hhc_rs_base_removed(void *rs_base);
+
+/* bdev fn table. */
+void hhc_rs_node_submit(void *rs_node, void *rs_channel, struct hhc_glue_io *io, enum hhc_glue_io_kind kind,
+			uint64_t lba, uint64_t blocks_count);
+/* Returns 1 when the destruct finishes later through hhc_glue_node_destruct_done. */
+int hhc_rs_node_destruct(void *rs_node);
+void hhc_rs_node_dump_info(void *rs_node, struct hhc_glue_json *json);
+void hhc_rs_node_write_config(void *rs_node, struct hhc_glue_json *json);
+
+/* Per-thread channel of an HHC bdev. */
+void *hhc_rs_channel_create(void *rs_node);
+void hhc_rs_channel_destroy(void *rs_channel);
+int hhc_rs_channel_poll(void *rs_channel);
+
+#endif /* HHC_GLUE_H */

@@ -1,0 +1,222 @@
+//! `bdev_hhc_create` parameters: checks that need no device, the engine
+//! `Config` built from them and the base bdevs' facts, and the JSON that
+//! re-emits the create call. Every error names the parameter at fault.
+
+use super::json::{self, JsonObject};
+use crate::config::{Config, ConfigError, Policy};
+use crate::format::UNIT_BYTES;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateParams {
+    pub name: String,
+    pub backing: String,
+    pub cache: String,
+    pub logs: Vec<String>,
+    pub policy: Policy,
+    pub block_size: Option<u32>,
+    pub segment_size: Option<u32>,
+    pub buffer_count: Option<u32>,
+    pub dirty_threshold: Option<u32>,
+}
+
+/// What the module learns about a base bdev after opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BaseFacts {
+    pub block_size: u32,
+    pub blocks_count: u64,
+    pub supports_flush: bool,
+}
+
+impl BaseFacts {
+    pub fn bytes(&self) -> u64 {
+        self.block_size as u64 * self.blocks_count
+    }
+}
+
+impl CreateParams {
+    /// `policy` None means the default, `hhc`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: String,
+        backing: String,
+        cache: String,
+        logs: Vec<String>,
+        policy: Option<&str>,
+        block_size: Option<u32>,
+        segment_size: Option<u32>,
+        buffer_count: Option<u32>,
+        dirty_threshold: Option<u32>,
+    ) -> Result<CreateParams, ConfigError> {
+        let policy = policy.map_or(Ok(Policy::Hhc), str::parse)?;
+        let params = CreateParams {
+            name,
+            backing,
+            cache,
+            logs,
+            policy,
+            block_size,
+            segment_size,
+            buffer_count,
+            dirty_threshold,
+        };
+        params.check_names()?;
+        if params.dirty_threshold.is_some_and(|t| t > 100) {
+            return Err(ConfigError(format!("dirty_threshold {} must be 1..100 percent", params.dirty_threshold.unwrap())));
+        }
+        Ok(params)
+    }
+
+    fn check_names(&self) -> Result<(), ConfigError> {
+        if self.name.is_empty() {
+            return Err(ConfigError("name must not be empty".into()));
+        }
+        let mut roles: Vec<(&str, &str)> = vec![("backing", &self.backing), ("cache", &self.cache)];
+        roles.extend(self.logs.iter().map(|l| ("logs", l.as_str())));
+        for (index, (role, bdev)) in roles.iter().enumerate() {
+            if bdev.is_empty() {
+                return Err(ConfigError(format!("{role} must name a bdev")));
+            }
+            if *bdev == self.name {
+                return Err(ConfigError(format!("{role} bdev '{bdev}' is the name of the HHC bdev itself")));
+            }
+            if let Some((other, _)) = roles[..index].iter().find(|(_, b)| b == bdev) {
+                return Err(ConfigError(format!("bdev '{bdev}' is given both as {other} and as {role}")));
+            }
+        }
+        if self.policy.uses_log() && self.logs.is_empty() {
+            return Err(ConfigError("logs: policy hhc needs at least one log bdev".into()));
+        }
+        Ok(())
+    }
+
+    /// The engine configuration for these base bdevs (`logs` in order).
+    /// The instance id is a placeholder until the cache device is probed.
+    pub fn config(&self, backing: BaseFacts, cache: BaseFacts, logs: &[BaseFacts]) -> Result<Config, ConfigError> {
+        let defaults = Config::default();
+        let block_size = self.block_size.unwrap_or(defaults.block_size);
+        check_base_block_size("backing", &self.backing, backing, block_size)?;
+        check_base_block_size("cache", &self.cache, cache, UNIT_BYTES as u32)?;
+        for (name, facts) in self.logs.iter().zip(logs) {
+            check_base_block_size("logs", name, *facts, UNIT_BYTES as u32)?;
+        }
+        let config = Config {
+            policy: self.policy,
+            block_size,
+            cache_device_bytes: cache.bytes(),
+            log_device_bytes: logs.iter().map(BaseFacts::bytes).min().unwrap_or(0),
+            mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError("logs: too many log bdevs".into()))?,
+            backing_device_bytes: backing.bytes(),
+            segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
+            log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
+            dirty_threshold_percent: self.dirty_threshold.map_or(defaults.dirty_threshold_percent, |t| t as u8),
+            backing_has_flush: backing.supports_flush,
+            ..defaults
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The `params` object of a `bdev_hhc_create` call that recreates this bdev.
+    pub fn to_json(&self) -> String {
+        let mut object = JsonObject::new()
+            .string("name", &self.name)
+            .string("backing", &self.backing)
+            .string("cache", &self.cache)
+            .raw("logs", &json::array(self.logs.iter().map(|l| json::string(l))))
+            .string("policy", self.policy.name());
+        for (key, value) in [
+            ("block_size", self.block_size),
+            ("segment_size", self.segment_size),
+            ("buffer_count", self.buffer_count),
+            ("dirty_threshold", self.dirty_threshold),
+        ] {
+            if let Some(value) = value {
+                object = object.number(key, value as u64);
+            }
+        }
+        object.finish()
+    }
+}
+
+/// Device commands address bytes in units of `unit_bytes`; the base bdev's
+/// blocks must tile them.
+fn check_base_block_size(role: &str, name: &str, facts: BaseFacts, unit_bytes: u32) -> Result<(), ConfigError> {
+    if !facts.block_size.is_power_of_two() || facts.block_size > unit_bytes.min(UNIT_BYTES as u32) {
+        return Err(ConfigError(format!(
+            "{role} bdev '{name}' has block size {} bytes; HHC needs a power of two of at most {} bytes",
+            facts.block_size,
+            UNIT_BYTES
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(policy: &str, logs: &[&str]) -> Result<CreateParams, ConfigError> {
+        CreateParams::new(
+            "hhc0".into(),
+            "back".into(),
+            "ssd".into(),
+            logs.iter().map(|s| s.to_string()).collect(),
+            Some(policy),
+            None,
+            None,
+            None,
+            None,
+        )
+    }
+
+    fn facts(mib: u64) -> BaseFacts {
+        BaseFacts { block_size: 512, blocks_count: mib << 11, supports_flush: true }
+    }
+
+    #[test]
+    fn good_parameters_give_a_valid_config() {
+        let p = params("hhc", &["hdd0", "hdd1"]).unwrap();
+        let config = p.config(facts(1024), facts(64), &[facts(128), facts(96)]).unwrap();
+        assert_eq!(config.mirrors_count, 2);
+        assert_eq!(config.log_device_bytes, 96 << 20, "the smallest mirror sets the layout");
+        assert_eq!(config.backing_device_bytes, 1 << 30);
+        assert_eq!(config.policy, Policy::Hhc);
+    }
+
+    #[test]
+    fn every_bad_parameter_is_named() {
+        let cases: Vec<(Result<CreateParams, ConfigError>, &str)> = vec![
+            (params("lru", &["hdd0"]), "unknown policy 'lru'"),
+            (params("hhc", &[]), "logs"),
+            (params("wb", &["ssd"]), "given both as cache and as logs"),
+            (params("wb", &["hhc0"]), "name of the HHC bdev"),
+            (params("wb", &[""]), "logs must name a bdev"),
+            (
+                CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, Some(101)),
+                "dirty_threshold 101",
+            ),
+        ];
+        for (result, expected) in cases {
+            let error = result.expect_err(expected).0;
+            assert!(error.contains(expected), "{error:?} should mention {expected:?}");
+        }
+        let p = params("hhc", &["hdd0"]).unwrap();
+        let odd = BaseFacts { block_size: 520, ..facts(64) };
+        assert!(p.config(facts(1024), odd, &[facts(64)]).unwrap_err().0.contains("cache bdev 'ssd' has block size 520"));
+        let big = BaseFacts { block_size: 8192, ..facts(64) };
+        assert!(p.config(facts(1024), facts(64), &[big]).unwrap_err().0.contains("logs bdev 'hdd0'"));
+        assert!(p.config(facts(1024), facts(64), &[facts(1)]).unwrap_err().0.contains("log device"));
+        let p = CreateParams { block_size: Some(3000), ..p };
+        assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().0.contains("block_size 3000"));
+    }
+
+    #[test]
+    fn json_round_trips_the_create_call() {
+        let p = CreateParams { segment_size: Some(1 << 19), ..params("wb-flush", &["h\"0"]).unwrap() };
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["policy"], "wb-flush");
+        assert_eq!(value["logs"][0], "h\"0");
+        assert_eq!(value["segment_size"], 1 << 19);
+        assert!(value.get("block_size").is_none(), "left-out parameters stay out");
+    }
+}
