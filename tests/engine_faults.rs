@@ -171,3 +171,20 @@ fn backing_errors_reach_the_caller_and_never_cost_dirty_data() {
         workload.check_recovered(&format!("{policy} after backing errors"), |lba| blocks[lba as usize].clone());
     }
 }
+
+#[test]
+fn losing_the_cache_device_under_load_fails_every_request_once_and_the_log_recovers() {
+    for seed in seeds(3) {
+        let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
+        workload.run(500, 8);
+        assert!(!workload.pending.is_empty());
+        workload.harness.remove_device(DeviceRole::Cache);
+        workload.drain();
+        assert!(matches!(workload.harness.state(), hhc::engine::EngineState::Failed(_)));
+        assert!(workload.errors_seen > 0, "requests in flight must fail");
+        // New requests are refused at once.
+        let id = workload.harness.read(0, 1);
+        assert_eq!(workload.harness.wait(id).0, Err(hhc::io::RequestError::NotReady));
+        check_cache_loss(&workload, &format!("seed {seed}, cache lost under load"));
+    }
+}

@@ -212,6 +212,9 @@ impl Engine {
         if status != IoStatus::Ok {
             self.stats.device_errors += 1;
         }
+        if matches!(self.state, EngineState::Failed(_)) {
+            return self.drain_failed(op);
+        }
         match op {
             Op::ReadCache { request, block, block_in_request } => self.read_cache_done(request, block, block_in_request, status),
             Op::ReadBacking { request, lba, blocks_count, first_block_in_request } => {
@@ -375,21 +378,39 @@ impl Engine {
     }
 
     /// Stops serving: every outstanding request fails; dirty data stays where
-    /// it is durable (cache metadata and the log) for recovery.
+    /// it is durable (cache metadata and the log) for recovery. A request
+    /// with device commands in flight into its buffer completes only when
+    /// they have (`drain_failed`), so the buffer is never freed under them.
     fn fail(&mut self, reason: String) {
         if matches!(self.state, EngineState::Failed(_)) {
             return;
         }
         log::error!("hhc engine stopped: {reason}");
         self.state = EngineState::Failed(reason);
-        let ids: Vec<u32> = self.requests.keys().collect();
-        for key in ids {
-            if let Some(request) = self.requests.remove(key) {
-                self.complete_request(request.id, Err(RequestError::NotReady));
-            }
+        for waiting in std::mem::take(&mut self.waiting) {
+            self.sub_done(waiting.request, 1, Some(RequestError::NotReady));
         }
-        self.waiting.clear();
-        self.flushes.clear();
+        for flush in std::mem::take(&mut self.flushes) {
+            self.sub_done(flush.request, 1, Some(RequestError::NotReady));
+        }
+    }
+
+    /// A command completed after the engine failed: only the request it
+    /// belonged to is accounted for.
+    fn drain_failed(&mut self, op: Op) {
+        let share = match op {
+            Op::ReadCache { request, .. } | Op::FillCache { request, .. } | Op::WriteCache { request, .. } => {
+                Some((request, 1))
+            }
+            Op::WriteBacking { request, .. } => Some((request, 1)),
+            Op::ReadBacking { request, blocks_count, .. } => {
+                Some((request, if self.config.policy.uses_cache() { blocks_count } else { 1 }))
+            }
+            _ => None,
+        };
+        if let Some((request, count)) = share {
+            self.sub_done(request, count, Some(RequestError::NotReady));
+        }
     }
 
     pub fn stats(&self) -> Stats {

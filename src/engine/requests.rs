@@ -195,7 +195,7 @@ impl Engine {
         self.cache.unpin(block);
         match status {
             IoStatus::Ok => self.sub_done(key, 1, None),
-            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+            IoStatus::DeviceLost => self.lost_during(key, "cache device lost"),
             IoStatus::Error if clean => {
                 // The backing device holds the same data: serve it from there.
                 let lba = self.requests.get(key).unwrap().lba + i as u64;
@@ -242,7 +242,7 @@ impl Engine {
                 }
             }
             IoStatus::Error => self.cache.unmap_failed_block(block, None),
-            IoStatus::DeviceLost => return self.fail("cache device lost".into()),
+            IoStatus::DeviceLost => return self.lost_during(key, "cache device lost"),
         }
         // The request's data came from the backing device; the fill is a side effect.
         self.sub_done(key, 1, None);
@@ -358,7 +358,7 @@ impl Engine {
                 }
                 self.sub_done(key, 1, Some(RequestError::Io));
             }
-            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+            IoStatus::DeviceLost => self.lost_during(key, "cache device lost"),
         }
     }
 
@@ -382,6 +382,13 @@ impl Engine {
             }
         };
         self.sub_done(key, 1, error);
+    }
+
+    /// A device of one of `key`'s commands is gone: the engine fails, and
+    /// that command's share of the request is accounted for.
+    fn lost_during(&mut self, key: u32, reason: &str) {
+        self.fail(reason.into());
+        self.sub_done(key, 1, Some(RequestError::NotReady));
     }
 
     /// Starts waiting blocks that can start now, in arrival order.

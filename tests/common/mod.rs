@@ -160,7 +160,7 @@ pub enum Pending {
 pub struct Workload {
     pub harness: Harness,
     pub model: Model,
-    pending: BTreeMap<RequestId, Pending>,
+    pub pending: BTreeMap<RequestId, Pending>,
     rng: u64,
     next_write: u64,
     lbas: u64,
