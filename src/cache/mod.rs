@@ -17,7 +17,8 @@ use lba_map::{LbaMap, NO_BLOCK};
 use std::collections::HashMap;
 
 pub const LBA_NONE: u32 = u32::MAX;
-/// Blocks the eviction hand may look at per block wanted.
+/// Blocks the eviction hand may look at per block wanted (up to 64 wanted
+/// per call; the hand resumes where it stopped).
 const EVICTION_SCAN_PER_BLOCK: u32 = 64;
 pub const LOC_NONE: u32 = u32::MAX;
 
@@ -469,7 +470,7 @@ impl CacheIndex {
         // Two sweeps at most (the first clears reference bits), and a bounded
         // share of a large cache per call: a mostly dirty cache must not cost
         // a full scan on every request.
-        let budget = (2 * n).min(EVICTION_SCAN_PER_BLOCK * wanted + 1024);
+        let budget = (2 * n).min(EVICTION_SCAN_PER_BLOCK * wanted.min(64) + 1024);
         for _ in 0..budget {
             if freed + awaiting_commit.len() as u32 >= wanted {
                 break;

@@ -169,11 +169,18 @@ impl Engine {
             }
             return;
         }
-        let Some(block) = self.writeback_ready(lba) else {
+        let Some(mut block) = self.writeback_ready(lba) else {
             // Being written or already being written back: try again later.
             self.writeback.queue.push_back((lba, tag));
             return;
         };
+        // Start the run at the first of the ready blocks just before this one.
+        let mut first = lba;
+        while first > 0 && lba - first < self.writeback.run_blocks_max - 1 {
+            let Some(previous) = self.writeback_ready(first - 1) else { break };
+            first -= 1;
+            block = previous;
+        }
         self.start_writeback_run(block, tag, true);
     }
 
