@@ -5,3 +5,4 @@
 pub mod config;
 pub mod format;
 pub mod io;
+pub mod sim;
