@@ -14,6 +14,7 @@ pub mod target;
 pub mod toy;
 pub mod workload;
 
+use crate::config::Mutation;
 pub use oracle::Violation;
 pub use runner::{run_seed, RunSpec, SeedOutcome};
 
@@ -85,4 +86,26 @@ impl Figures {
 /// The command line that reruns exactly one seed.
 pub fn reproduce_command(spec: &RunSpec) -> String {
     format!("hhc torture --seed {} --ops {} --policy {}", spec.seed, spec.ops, spec.policy)
+}
+
+pub const MUTATION_NAMES: [&str; 5] = ["none", "flush-skips-log", "revoke-before-backing-flush", "commit-before-data", "read-wrong-block"];
+const MUTATIONS: [Mutation; 5] = [
+    Mutation::None,
+    Mutation::FlushSkipsLog,
+    Mutation::RevokeBeforeBackingFlush,
+    Mutation::CommitBeforeData,
+    Mutation::ReadWrongBlock,
+];
+
+pub fn mutation_name(mutation: Mutation) -> &'static str {
+    MUTATION_NAMES[MUTATIONS.iter().position(|m| *m == mutation).expect("a mutation without a name")]
+}
+
+pub fn mutation_by_name(name: &str) -> Option<Mutation> {
+    MUTATION_NAMES.iter().position(|n| *n == name).map(|i| MUTATIONS[i])
+}
+
+/// The target `hhc torture` runs: the real engine.
+pub fn engine_factory() -> Box<dyn target::TargetFactory> {
+    Box::new(toy::ToyFactory(toy::ToyDefect::None))
 }
