@@ -5,6 +5,7 @@
 use super::CliResult;
 use hhc::config::{Mutation, Policy};
 use hhc::sim::{self, Figures, RunSpec, SeedOutcome};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -30,6 +31,14 @@ pub struct Args {
     /// Run against a deliberately broken engine (proves the oracle fails).
     #[arg(long, hide = true, value_parser = parse_mutation, default_value = "none")]
     mutation: Mutation,
+    /// Crash test, child side: run a workload over image files in DIR
+    /// (created afresh) until killed, logging acknowledgements to a side file.
+    #[arg(long, hide = true, value_name = "DIR")]
+    process_workload: Option<PathBuf>,
+    /// Crash test, checking side: restart over the files in DIR and verify
+    /// every block against the side file.
+    #[arg(long, hide = true, value_name = "DIR", conflicts_with = "process_workload")]
+    process_verify: Option<PathBuf>,
 }
 
 fn parse_mutation(name: &str) -> Result<Mutation, String> {
@@ -37,6 +46,12 @@ fn parse_mutation(name: &str) -> Result<Mutation, String> {
 }
 
 pub fn run(args: Args) -> CliResult {
+    if let Some(dir) = &args.process_workload {
+        return process_workload(&args, dir);
+    }
+    if let Some(dir) = &args.process_verify {
+        return process_verify(&args, dir);
+    }
     let first_seed = args.seed.unwrap_or(0);
     let seeds_count = args.seeds.unwrap_or(if args.seed.is_some() { 1 } else { 100 });
     if args.ops == 0 {
@@ -131,4 +146,29 @@ fn json_string(text: &str) -> String {
     }
     out.push('"');
     out
+}
+
+fn process_workload(args: &Args, dir: &Path) -> CliResult {
+    let factory = sim::engine_factory();
+    match sim::process::run_workload(factory.as_ref(), dir, args.policy, args.seed.unwrap_or(0), args.ops) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(message) => {
+            println!("workload stopped: {message}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn process_verify(args: &Args, dir: &Path) -> CliResult {
+    let factory = sim::engine_factory();
+    match sim::process::verify(factory.as_ref(), dir, args.policy) {
+        Ok(blocks) => {
+            println!("verified {blocks} blocks after kill -9");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(violation) => {
+            println!("{violation}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }

@@ -8,6 +8,7 @@ pub mod device;
 pub mod faults;
 pub mod oracle;
 pub mod pattern;
+pub mod process;
 pub mod prng;
 pub mod runner;
 pub mod target;

@@ -3,7 +3,7 @@
 //! recovery verified block by block.
 
 use super::device::SimDevice;
-use super::faults::{Fault, FaultPlan};
+use super::faults::{Fault, FaultKinds, FaultPlan};
 use super::oracle::{Oracle, Tick, Violation};
 use super::pattern::{decode_block, fill_block, Found, WriteId};
 use super::prng::Prng;
@@ -28,6 +28,8 @@ pub struct RunSpec {
 #[derive(Clone, Debug)]
 pub struct SeedOutcome {
     pub spec: RunSpec,
+    /// The fault kinds this seed switched on.
+    pub kinds: FaultKinds,
     pub figures: Figures,
     pub violation: Option<Violation>,
 }
@@ -52,7 +54,7 @@ pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
     if violation.is_none() {
         figures.corruptions_detected = sim.devices.all().map(|d| d.stats.corruptions_read_back).sum();
     }
-    SeedOutcome { spec, figures, violation }
+    SeedOutcome { spec, kinds: sim.plan.kinds, figures, violation }
 }
 
 struct Devices {
