@@ -279,6 +279,9 @@ impl<'f> Sim<'f> {
         }
         let idle_ns = self.prng.between(0, 2_000_000_000);
         self.idle_for_ns(idle_ns)?;
+        if self.ended {
+            return Ok(());
+        }
         self.final_restart()
     }
 
@@ -622,6 +625,11 @@ impl<'f> Sim<'f> {
     }
 
     fn recover_after_power_loss(&mut self, context: &str) -> Result<(), Violation> {
+        if self.devices.cache.is_dead() {
+            // The power went while the host had not yet noticed the dead cache.
+            self.figures.power_losses += 1;
+            return self.recover_after_cache_loss();
+        }
         self.figures.power_losses += 1;
         self.power_off();
         self.start_target(StartKind::Open)?;
@@ -700,7 +708,7 @@ impl<'f> Sim<'f> {
     fn idle_for_ns(&mut self, duration_ns: Nanos) -> Result<(), Violation> {
         let until = self.now + duration_ns;
         self.push_event(until, Event::IdleEnd);
-        self.run_until(|sim| sim.now >= until)
+        self.run_until(|sim| sim.ended || sim.now >= until)
     }
 
     /// The cache device is gone: replay the log onto the backing device (if
@@ -711,6 +719,7 @@ impl<'f> Sim<'f> {
         if !self.cache_loss_survivable() {
             self.figures.unsurvivable += 1;
             self.ended = true;
+            self.events.clear();
             return Ok(());
         }
         if self.log_ever_used {

@@ -167,7 +167,8 @@ mod tests {
     use crate::sim::{run_seed, RunSpec};
 
     fn spec(seed: u64) -> RunSpec {
-        RunSpec { seed, ops: 300, policy: Policy::WriteThrough, mutation: Mutation::None }
+        // The toy ignores the policy, but the runner's recovery paths depend on it.
+        RunSpec { seed, ops: 300, policy: Policy::ALL[seed as usize % Policy::ALL.len()], mutation: Mutation::None }
     }
 
     #[test]
