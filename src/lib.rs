@@ -1,8 +1,14 @@
 //! HHC: a hybrid host cache. The engine (`engine`, `log`, `cache`) is sans-IO:
 //! drivers feed it requests, device completions and time, and carry out the
-//! device commands it emits. See DESIGN notes in README.md and docs/.
+//! device commands it emits. See README.md and docs/.
 
+pub mod cache;
 pub mod config;
+pub mod driver;
 pub mod format;
 pub mod io;
+pub mod engine;
+pub mod log;
+pub mod mttdl;
+pub mod recovery;
 pub mod sim;

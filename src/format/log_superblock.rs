@@ -1,9 +1,31 @@
 //! Log device superblock: geometry and head position. Two copies (units 0 and 1);
 //! writers alternate and readers take the valid copy with the higher `write_seq`.
 
-use super::FormatError;
+use super::codec::{
+    check_crc, check_magic_and_version, check_zero, get_u32, get_u64, put_u16, put_u32, put_u64, put_u8, store_crc,
+};
+use super::{FormatError, SegmentLayout, FORMAT_VERSION, UNIT_BYTES};
 
 pub const LOG_SUPERBLOCK_COPIES: u64 = 2;
+
+pub const LOG_SUPERBLOCK_MAGIC: u32 = 0x4848_434C; // "HHCL"
+
+// Byte offsets inside the unit; docs/format.md has the same table.
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 4;
+const OFF_RESERVED: usize = 6;
+const OFF_LEN: usize = 8;
+const OFF_CRC: usize = 12;
+const OFF_INSTANCE_ID: usize = 16;
+const OFF_WRITE_SEQ: usize = 24;
+const OFF_BLOCK_SIZE: usize = 32;
+const OFF_SEGMENT_BYTES: usize = 36;
+const OFF_SEGMENTS_COUNT: usize = 40;
+const OFF_HEAD_SEGMENT: usize = 44;
+const OFF_HEAD_SEQUENCE: usize = 48;
+const OFF_BACKING_BLOCKS: usize = 56;
+const OFF_MIRRORS_COUNT: usize = 64;
+const OFF_MIRROR_INDEX: usize = 65;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogSuperblock {
@@ -23,13 +45,212 @@ pub struct LogSuperblock {
 }
 
 impl LogSuperblock {
+    /// Writes exactly `UNIT_BYTES` into `out[..UNIT_BYTES]`.
     pub fn encode(&self, out: &mut [u8]) {
-        let _ = out;
-        todo!("format helper")
+        let unit = &mut out[..UNIT_BYTES];
+        unit.fill(0);
+        put_u32(unit, OFF_MAGIC, LOG_SUPERBLOCK_MAGIC);
+        put_u16(unit, OFF_VERSION, FORMAT_VERSION);
+        put_u32(unit, OFF_LEN, UNIT_BYTES as u32);
+        put_u64(unit, OFF_INSTANCE_ID, self.instance_id);
+        put_u64(unit, OFF_WRITE_SEQ, self.write_seq);
+        put_u32(unit, OFF_BLOCK_SIZE, self.block_size);
+        put_u32(unit, OFF_SEGMENT_BYTES, self.segment_bytes);
+        put_u32(unit, OFF_SEGMENTS_COUNT, self.segments_count);
+        put_u32(unit, OFF_HEAD_SEGMENT, self.head_segment);
+        put_u64(unit, OFF_HEAD_SEQUENCE, self.head_sequence);
+        put_u64(unit, OFF_BACKING_BLOCKS, self.backing_blocks);
+        put_u8(unit, OFF_MIRRORS_COUNT, self.mirrors_count);
+        put_u8(unit, OFF_MIRROR_INDEX, self.mirror_index);
+        store_crc(unit, OFF_CRC);
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        let _ = bytes;
-        todo!("format helper")
+        let unit = bytes.get(..UNIT_BYTES).ok_or(FormatError::Truncated)?;
+        check_magic_and_version(unit, LOG_SUPERBLOCK_MAGIC)?;
+        if get_u32(unit, OFF_LEN) != UNIT_BYTES as u32 {
+            return Err(FormatError::BadLength);
+        }
+        check_crc(unit, OFF_CRC)?;
+        check_zero(&unit[OFF_RESERVED..OFF_LEN], "reserved")?;
+        let superblock = LogSuperblock {
+            instance_id: get_u64(unit, OFF_INSTANCE_ID),
+            write_seq: get_u64(unit, OFF_WRITE_SEQ),
+            block_size: get_u32(unit, OFF_BLOCK_SIZE),
+            segment_bytes: get_u32(unit, OFF_SEGMENT_BYTES),
+            segments_count: get_u32(unit, OFF_SEGMENTS_COUNT),
+            head_segment: get_u32(unit, OFF_HEAD_SEGMENT),
+            head_sequence: get_u64(unit, OFF_HEAD_SEQUENCE),
+            mirrors_count: unit[OFF_MIRRORS_COUNT],
+            mirror_index: unit[OFF_MIRROR_INDEX],
+            backing_blocks: get_u64(unit, OFF_BACKING_BLOCKS),
+        };
+        superblock.check_fields()?;
+        Ok(superblock)
+    }
+
+    /// The segment geometry this superblock describes (valid for any decoded superblock).
+    pub fn segment_layout(&self) -> Result<SegmentLayout, FormatError> {
+        SegmentLayout::new(self.segment_bytes, self.block_size)
+    }
+
+    fn check_fields(&self) -> Result<(), FormatError> {
+        self.segment_layout()?;
+        if self.segments_count == 0 {
+            return Err(FormatError::BadField("segments_count"));
+        }
+        if self.head_segment >= self.segments_count {
+            return Err(FormatError::BadField("head_segment"));
+        }
+        if self.mirrors_count == 0 || self.mirror_index >= self.mirrors_count {
+            return Err(FormatError::BadField("mirror_index"));
+        }
+        if self.backing_blocks == 0 {
+            return Err(FormatError::BadField("backing_blocks"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::codec::test_support::flip_bit;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> LogSuperblock {
+        LogSuperblock {
+            instance_id: 0xDEAD_BEEF_0000_0001,
+            write_seq: 42,
+            block_size: 4096,
+            segment_bytes: 1 << 20,
+            segments_count: 100,
+            head_segment: 99,
+            head_sequence: 1234,
+            mirrors_count: 2,
+            mirror_index: 1,
+            backing_blocks: 1 << 18,
+        }
+    }
+
+    fn encoded(sb: &LogSuperblock) -> Vec<u8> {
+        let mut unit = vec![0x55u8; UNIT_BYTES + 10];
+        sb.encode(&mut unit);
+        unit
+    }
+
+    fn rejected_with(sb: LogSuperblock) -> FormatError {
+        LogSuperblock::decode(&encoded(&sb)).unwrap_err()
+    }
+
+    #[test]
+    fn round_trip_leaves_bytes_after_unit_alone() {
+        let unit = encoded(&sample());
+        assert_eq!(LogSuperblock::decode(&unit), Ok(sample()));
+        assert!(unit[66..UNIT_BYTES].iter().all(|&b| b == 0));
+        assert_eq!(&unit[UNIT_BYTES..], &[0x55u8; 10]);
+    }
+
+    #[test]
+    fn rejects_framing_errors() {
+        let unit = encoded(&sample());
+        assert_eq!(LogSuperblock::decode(&unit[..100]), Err(FormatError::Truncated));
+        assert_eq!(LogSuperblock::decode(&[]), Err(FormatError::Truncated));
+        let mut wrong_magic = unit.clone();
+        put_u32(&mut wrong_magic, OFF_MAGIC, super::super::CACHE_SUPERBLOCK_MAGIC);
+        assert_eq!(LogSuperblock::decode(&wrong_magic), Err(FormatError::BadMagic));
+        let mut v0 = unit.clone();
+        put_u16(&mut v0, OFF_VERSION, 0);
+        assert_eq!(LogSuperblock::decode(&v0), Err(FormatError::UnsupportedVersion(0)));
+        let mut long = unit.clone();
+        put_u32(&mut long, OFF_LEN, 8192);
+        assert_eq!(LogSuperblock::decode(&long), Err(FormatError::BadLength));
+        let mut torn = unit.clone();
+        torn[4000] = 1;
+        assert_eq!(LogSuperblock::decode(&torn), Err(FormatError::ChecksumMismatch));
+        let mut reserved = unit;
+        put_u16(&mut reserved, OFF_RESERVED, 9);
+        store_crc(&mut reserved[..UNIT_BYTES], OFF_CRC);
+        assert_eq!(LogSuperblock::decode(&reserved), Err(FormatError::BadField("reserved")));
+    }
+
+    #[test]
+    fn rejects_impossible_fields() {
+        assert_eq!(rejected_with(LogSuperblock { block_size: 2048, ..sample() }), FormatError::BadField("block_size"));
+        assert!(matches!(rejected_with(LogSuperblock { segment_bytes: 4096 * 3, ..sample() }), FormatError::BadLength));
+        assert_eq!(
+            rejected_with(LogSuperblock { segments_count: 0, head_segment: 0, ..sample() }),
+            FormatError::BadField("segments_count")
+        );
+        assert_eq!(
+            rejected_with(LogSuperblock { head_segment: 100, ..sample() }),
+            FormatError::BadField("head_segment")
+        );
+        assert_eq!(rejected_with(LogSuperblock { mirror_index: 2, ..sample() }), FormatError::BadField("mirror_index"));
+        assert_eq!(
+            rejected_with(LogSuperblock { mirrors_count: 0, mirror_index: 0, ..sample() }),
+            FormatError::BadField("mirror_index")
+        );
+        assert_eq!(
+            rejected_with(LogSuperblock { backing_blocks: 0, ..sample() }),
+            FormatError::BadField("backing_blocks")
+        );
+    }
+
+    fn arb_superblock() -> impl Strategy<Value = LogSuperblock> {
+        (
+            any::<(u64, u64, u64)>(),
+            12u32..=16,
+            4u32..64,
+            1u32..1_000_000,
+            any::<u32>(),
+            1u8..=255,
+            any::<u8>(),
+            1u64..u64::MAX,
+        )
+            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, backing)| {
+                LogSuperblock {
+                    instance_id: id,
+                    write_seq: seq,
+                    block_size: 1 << shift,
+                    segment_bytes: blocks << shift,
+                    segments_count: count,
+                    head_segment: head % count,
+                    head_sequence: head_seq,
+                    mirrors_count: mirrors,
+                    mirror_index: index % mirrors,
+                    backing_blocks: backing,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn prop_round_trip(sb in arb_superblock()) {
+            prop_assert_eq!(LogSuperblock::decode(&encoded(&sb)), Ok(sb));
+        }
+
+        #[test]
+        fn prop_bit_flip_rejected(sb in arb_superblock(), bit in 0..UNIT_BYTES * 8) {
+            let mut unit = encoded(&sb);
+            flip_bit(&mut unit, bit);
+            prop_assert!(LogSuperblock::decode(&unit).is_err());
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..UNIT_BYTES + 8)) {
+            let _ = LogSuperblock::decode(&bytes);
+        }
+
+        #[test]
+        fn prop_checksummed_garbage_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), UNIT_BYTES)) {
+            put_u32(&mut bytes, OFF_MAGIC, LOG_SUPERBLOCK_MAGIC);
+            put_u16(&mut bytes, OFF_VERSION, FORMAT_VERSION);
+            put_u32(&mut bytes, OFF_LEN, UNIT_BYTES as u32);
+            store_crc(&mut bytes, OFF_CRC);
+            if let Ok(sb) = LogSuperblock::decode(&bytes) {
+                prop_assert_eq!(LogSuperblock::decode(&encoded(&sb)), Ok(sb));
+            }
+        }
     }
 }

@@ -3,14 +3,23 @@
 //! `FormatError` for any byte string and never panic. See docs/format.md.
 
 mod cache_superblock;
+mod codec;
 mod log_superblock;
 mod meta_page;
-mod segment;
+pub mod segment;
 
-pub use cache_superblock::CacheSuperblock;
-pub use log_superblock::{LogSuperblock, LOG_SUPERBLOCK_COPIES};
-pub use meta_page::{MetaEntry, MetaPageHeader, META_ENTRIES_PER_PAGE};
-pub use segment::{SegmentHeader, SegmentLayout, SEGMENT_FIXED_HEADER_BYTES};
+pub use cache_superblock::{CacheSuperblock, CACHE_SUPERBLOCK_MAGIC};
+pub use log_superblock::{LogSuperblock, LOG_SUPERBLOCK_COPIES, LOG_SUPERBLOCK_MAGIC};
+pub use meta_page::{
+    MetaEntry, MetaPageHeader, META_ENTRIES_PER_PAGE, META_ENTRY_BYTES, META_PAGE_HEADER_BYTES, META_PAGE_MAGIC,
+};
+pub use segment::{
+    seal, sealed_len, set_revoke, set_slot_lba, SegmentHeader, SegmentLayout, SEGMENT_FIXED_HEADER_BYTES,
+    SEGMENT_MAGIC, SEGMENT_MAX_BYTES,
+};
+
+/// The only on-disk format version so far; decoders reject every other value.
+pub const FORMAT_VERSION: u16 = 1;
 
 /// Every superblock and metadata page is one 4 KiB unit.
 pub const UNIT_BYTES: usize = 4096;

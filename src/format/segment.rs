@@ -1,9 +1,38 @@
 //! Log segments: header blocks {fixed header, LBA table, revoke table} then
 //! data slots of one cache block each.
 
-use super::FormatError;
+use super::codec::{
+    check_block_size, check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,
+    put_u64, store_crc,
+};
+use super::{FormatError, FORMAT_VERSION, LBA_NONE};
 
 pub const SEGMENT_FIXED_HEADER_BYTES: usize = 64;
+
+pub const SEGMENT_MAGIC: u32 = 0x4848_4347; // "HHCG"
+
+/// Largest segment; bounds every allocation a reader makes from a header.
+pub const SEGMENT_MAX_BYTES: u32 = 64 << 20;
+
+const MIN_BLOCKS_PER_SEGMENT: u32 = 4;
+const TABLE_ENTRY_BYTES: usize = 8;
+const FLAG_BARRIER: u16 = 1;
+
+// Fixed header byte offsets; docs/format.md has the same table.
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 4;
+const OFF_FLAGS: usize = 6;
+const OFF_TOTAL_LEN: usize = 8;
+const OFF_CRC: usize = 12;
+const OFF_INSTANCE_ID: usize = 16;
+const OFF_SEQUENCE: usize = 24;
+const OFF_SEGMENT_INDEX: usize = 32;
+const OFF_HEADER_BLOCKS: usize = 36;
+const OFF_SLOTS_USED: usize = 40;
+const OFF_REVOKES_COUNT: usize = 44;
+const OFF_BLOCK_SIZE: usize = 48;
+const OFF_SEGMENT_BYTES: usize = 52;
+const OFF_RESERVED: usize = 56;
 
 /// Geometry of one segment, derived from (segment size, block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,8 +47,28 @@ pub struct SegmentLayout {
 
 impl SegmentLayout {
     pub fn new(segment_bytes: u32, block_size: u32) -> Result<Self, FormatError> {
-        let _ = (segment_bytes, block_size);
-        todo!("format helper")
+        check_block_size(block_size)?;
+        if !segment_bytes.is_multiple_of(block_size) || segment_bytes > SEGMENT_MAX_BYTES {
+            return Err(FormatError::BadLength);
+        }
+        let blocks = segment_bytes / block_size;
+        if blocks < MIN_BLOCKS_PER_SEGMENT {
+            return Err(FormatError::BadLength);
+        }
+        // The smallest header that fits the LBA table plus room for revoking a
+        // quarter of a segment's worth of blocks; header blocks cost data slots.
+        let header_blocks = (1..blocks)
+            .find(|&h| header_need_bytes(blocks - h) <= h as u64 * block_size as u64)
+            .ok_or(FormatError::BadLength)?;
+        let slots = blocks - header_blocks;
+        let table_bytes = (header_blocks as u64 * block_size as u64) - revoke_table_offset_for(slots) as u64;
+        Ok(SegmentLayout {
+            block_size,
+            segment_bytes,
+            header_blocks,
+            slots,
+            revokes_capacity: (table_bytes / TABLE_ENTRY_BYTES as u64) as u32,
+        })
     }
     pub fn header_bytes(&self) -> usize {
         (self.header_blocks * self.block_size) as usize
@@ -27,6 +76,27 @@ impl SegmentLayout {
     pub fn slot_offset(&self, slot: u32) -> usize {
         self.header_bytes() + (slot * self.block_size) as usize
     }
+
+    /// Bytes a sealed segment with `slots_used` data slots occupies.
+    pub fn sealed_bytes(&self, slots_used: u32) -> usize {
+        self.slot_offset(slots_used)
+    }
+
+    fn lba_entry_offset(&self, slot: u32) -> usize {
+        SEGMENT_FIXED_HEADER_BYTES + slot as usize * TABLE_ENTRY_BYTES
+    }
+
+    fn revoke_entry_offset(&self, index: u32) -> usize {
+        revoke_table_offset_for(self.slots) + index as usize * TABLE_ENTRY_BYTES
+    }
+}
+
+fn header_need_bytes(slots: u32) -> u64 {
+    SEGMENT_FIXED_HEADER_BYTES as u64 + 8 * slots as u64 + 8 * (slots as u64).div_ceil(4)
+}
+
+fn revoke_table_offset_for(slots: u32) -> usize {
+    SEGMENT_FIXED_HEADER_BYTES + slots as usize * TABLE_ENTRY_BYTES
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,13 +113,13 @@ pub struct SegmentHeader {
 /// Writing side: the engine fills the LBA/revoke tables in the buffer as it
 /// appends, then seals.
 pub fn set_slot_lba(layout: &SegmentLayout, buf: &mut [u8], slot: u32, lba: u64) {
-    let _ = (layout, buf, slot, lba);
-    todo!("format helper")
+    assert!(slot < layout.slots, "slot {slot} out of {} slots", layout.slots);
+    put_u64(buf, layout.lba_entry_offset(slot), lba);
 }
 
 pub fn set_revoke(layout: &SegmentLayout, buf: &mut [u8], index: u32, lba: u64) {
-    let _ = (layout, buf, index, lba);
-    todo!("format helper")
+    assert!(index < layout.revokes_capacity, "revoke {index} out of {} entries", layout.revokes_capacity);
+    put_u64(buf, layout.revoke_entry_offset(index), lba);
 }
 
 /// Writes the fixed header and the checksum (over the header blocks and the
@@ -65,21 +135,338 @@ pub fn seal(
     slots_used: u32,
     revokes_count: u32,
 ) -> usize {
-    let _ = (layout, buf, instance_id, segment_index, sequence, barrier, slots_used, revokes_count);
-    todo!("format helper")
+    assert!(slots_used <= layout.slots, "slots_used {slots_used} > {}", layout.slots);
+    assert!(revokes_count <= layout.revokes_capacity, "revokes_count {revokes_count} > {}", layout.revokes_capacity);
+    let total_len = layout.sealed_bytes(slots_used);
+    let sealed = &mut buf[..total_len];
+    // A reused buffer still holds the previous segment's tables; clearing the
+    // unused tails makes the sealed bytes depend only on this segment.
+    sealed[layout.lba_entry_offset(slots_used)..layout.lba_entry_offset(layout.slots)].fill(0);
+    sealed[layout.revoke_entry_offset(revokes_count)..layout.header_bytes()].fill(0);
+    sealed[..SEGMENT_FIXED_HEADER_BYTES].fill(0);
+    put_u32(sealed, OFF_MAGIC, SEGMENT_MAGIC);
+    put_u16(sealed, OFF_VERSION, FORMAT_VERSION);
+    put_u16(sealed, OFF_FLAGS, if barrier { FLAG_BARRIER } else { 0 });
+    put_u32(sealed, OFF_TOTAL_LEN, total_len as u32);
+    put_u64(sealed, OFF_INSTANCE_ID, instance_id);
+    put_u64(sealed, OFF_SEQUENCE, sequence);
+    put_u32(sealed, OFF_SEGMENT_INDEX, segment_index);
+    put_u32(sealed, OFF_HEADER_BLOCKS, layout.header_blocks);
+    put_u32(sealed, OFF_SLOTS_USED, slots_used);
+    put_u32(sealed, OFF_REVOKES_COUNT, revokes_count);
+    put_u32(sealed, OFF_BLOCK_SIZE, layout.block_size);
+    put_u32(sealed, OFF_SEGMENT_BYTES, layout.segment_bytes);
+    store_crc(sealed, OFF_CRC);
+    total_len
 }
 
 /// Length (header + used slots) a sealed segment claims, read from its first
 /// block alone, so that a reader can fetch the rest.
 pub fn sealed_len(layout: &SegmentLayout, first_block: &[u8]) -> Result<usize, FormatError> {
-    let _ = (layout, first_block);
-    todo!("format helper")
+    FixedHeader::parse(layout, first_block).map(|fixed| fixed.total_len)
+}
+
+/// The fixed header fields that can be checked without the checksum.
+struct FixedHeader {
+    total_len: usize,
+    slots_used: u32,
+    revokes_count: u32,
+    barrier: bool,
+}
+
+impl FixedHeader {
+    fn parse(layout: &SegmentLayout, bytes: &[u8]) -> Result<Self, FormatError> {
+        let fixed = bytes.get(..SEGMENT_FIXED_HEADER_BYTES).ok_or(FormatError::Truncated)?;
+        check_magic_and_version(fixed, SEGMENT_MAGIC)?;
+        let flags = get_u16(fixed, OFF_FLAGS);
+        if flags & !FLAG_BARRIER != 0 {
+            return Err(FormatError::BadField("flags"));
+        }
+        check_zero(&fixed[OFF_RESERVED..], "reserved")?;
+        check_geometry(layout, fixed)?;
+        let slots_used = get_u32(fixed, OFF_SLOTS_USED);
+        let revokes_count = get_u32(fixed, OFF_REVOKES_COUNT);
+        if slots_used > layout.slots || revokes_count > layout.revokes_capacity {
+            return Err(FormatError::BadLength);
+        }
+        let total_len = get_u32(fixed, OFF_TOTAL_LEN) as usize;
+        if total_len != layout.sealed_bytes(slots_used) {
+            return Err(FormatError::BadLength);
+        }
+        Ok(FixedHeader { total_len, slots_used, revokes_count, barrier: flags & FLAG_BARRIER != 0 })
+    }
+}
+
+/// A segment written with another geometry cannot be read with this one.
+fn check_geometry(layout: &SegmentLayout, fixed: &[u8]) -> Result<(), FormatError> {
+    if get_u32(fixed, OFF_BLOCK_SIZE) != layout.block_size || get_u32(fixed, OFF_SEGMENT_BYTES) != layout.segment_bytes
+    {
+        return Err(FormatError::BadField("geometry"));
+    }
+    if get_u32(fixed, OFF_HEADER_BLOCKS) != layout.header_blocks {
+        return Err(FormatError::BadField("header_blocks"));
+    }
+    Ok(())
 }
 
 impl SegmentHeader {
     /// Validates a whole sealed segment (header + used slots, as `sealed_len` says).
     pub fn decode(layout: &SegmentLayout, bytes: &[u8]) -> Result<Self, FormatError> {
-        let _ = (layout, bytes);
-        todo!("format helper")
+        let fixed = FixedHeader::parse(layout, bytes)?;
+        let sealed = bytes.get(..fixed.total_len).ok_or(FormatError::Truncated)?;
+        check_crc(sealed, OFF_CRC)?;
+        check_unused_tables_zero(layout, sealed, &fixed)?;
+        let lbas = read_table(sealed, layout.lba_entry_offset(0), fixed.slots_used);
+        let revokes = read_table(sealed, layout.revoke_entry_offset(0), fixed.revokes_count);
+        if revokes.contains(&LBA_NONE) {
+            return Err(FormatError::BadField("revoke lba"));
+        }
+        Ok(SegmentHeader {
+            instance_id: get_u64(sealed, OFF_INSTANCE_ID),
+            segment_index: get_u32(sealed, OFF_SEGMENT_INDEX),
+            sequence: get_u64(sealed, OFF_SEQUENCE),
+            barrier: fixed.barrier,
+            lbas,
+            revokes,
+        })
+    }
+}
+
+fn check_unused_tables_zero(layout: &SegmentLayout, sealed: &[u8], fixed: &FixedHeader) -> Result<(), FormatError> {
+    let unused_lbas = layout.lba_entry_offset(fixed.slots_used)..layout.lba_entry_offset(layout.slots);
+    check_zero(&sealed[unused_lbas], "unused lba entry")?;
+    let unused_revokes = layout.revoke_entry_offset(fixed.revokes_count)..layout.header_bytes();
+    check_zero(&sealed[unused_revokes], "unused revoke entry")
+}
+
+/// `count` is bounded by the layout, so the allocation is too.
+fn read_table(sealed: &[u8], offset: usize, count: u32) -> Vec<u64> {
+    (0..count as usize).map(|i| get_u64(sealed, offset + i * TABLE_ENTRY_BYTES)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::codec::test_support::flip_bit;
+    use super::*;
+    use proptest::prelude::*;
+
+    const BS: u32 = 4096;
+
+    fn small_layout() -> SegmentLayout {
+        SegmentLayout::new(8 * BS, BS).unwrap()
+    }
+
+    /// A sealed segment whose data slot `i` is filled with byte `i + 1`.
+    fn build(layout: &SegmentLayout, lbas: &[u64], revokes: &[u64], barrier: bool, fill: u8) -> (Vec<u8>, usize) {
+        let mut buf = vec![fill; layout.segment_bytes as usize];
+        for (slot, &lba) in lbas.iter().enumerate() {
+            set_slot_lba(layout, &mut buf, slot as u32, lba);
+            let start = layout.slot_offset(slot as u32);
+            buf[start..start + layout.block_size as usize].fill(slot as u8 + 1);
+        }
+        for (index, &lba) in revokes.iter().enumerate() {
+            set_revoke(layout, &mut buf, index as u32, lba);
+        }
+        let len = seal(layout, &mut buf, 77, 5, 1000, barrier, lbas.len() as u32, revokes.len() as u32);
+        (buf, len)
+    }
+
+    #[test]
+    fn layout_geometry() {
+        let one_mib = SegmentLayout::new(1 << 20, BS).unwrap();
+        assert_eq!((one_mib.header_blocks, one_mib.slots, one_mib.revokes_capacity), (1, 255, 249));
+        let max = SegmentLayout::new(SEGMENT_MAX_BYTES, BS).unwrap();
+        assert_eq!((max.header_blocks, max.slots, max.revokes_capacity), (40, 16344, 4128));
+        let big_blocks = SegmentLayout::new(4 * 65536, 65536).unwrap();
+        assert_eq!((big_blocks.header_blocks, big_blocks.slots), (1, 3));
+    }
+
+    #[test]
+    fn layout_rejects_bad_geometry() {
+        assert_eq!(SegmentLayout::new(1 << 20, 2048), Err(FormatError::BadField("block_size")));
+        assert_eq!(SegmentLayout::new(1 << 20, 3 * 4096), Err(FormatError::BadField("block_size")));
+        assert_eq!(SegmentLayout::new(1 << 20, 1 << 17), Err(FormatError::BadField("block_size")));
+        assert_eq!(SegmentLayout::new(3 * BS, BS), Err(FormatError::BadLength));
+        assert_eq!(SegmentLayout::new(4 * BS + 512, BS), Err(FormatError::BadLength));
+        assert_eq!(SegmentLayout::new(SEGMENT_MAX_BYTES + BS, BS), Err(FormatError::BadLength));
+    }
+
+    #[test]
+    fn round_trip_with_holes_revokes_and_barrier() {
+        let layout = small_layout();
+        let lbas = [10, LBA_NONE, 12];
+        let (buf, len) = build(&layout, &lbas, &[3, 4], true, 0);
+        assert_eq!(len, layout.header_bytes() + 3 * BS as usize);
+        assert_eq!(sealed_len(&layout, &buf[..BS as usize]), Ok(len));
+        let header = SegmentHeader::decode(&layout, &buf[..len]).unwrap();
+        let expected = SegmentHeader {
+            instance_id: 77,
+            segment_index: 5,
+            sequence: 1000,
+            barrier: true,
+            lbas: lbas.to_vec(),
+            revokes: vec![3, 4],
+        };
+        assert_eq!(header, expected);
+    }
+
+    #[test]
+    fn empty_segment_is_header_only() {
+        let layout = small_layout();
+        let (buf, len) = build(&layout, &[], &[9], false, 0);
+        assert_eq!(len, layout.header_bytes());
+        let header = SegmentHeader::decode(&layout, &buf).unwrap();
+        assert!(header.lbas.is_empty() && !header.barrier);
+        assert_eq!(header.revokes, vec![9]);
+    }
+
+    #[test]
+    fn reused_buffer_seals_like_a_fresh_one() {
+        let layout = small_layout();
+        let (mut reused, _) = build(&layout, &[1, 2, 3, 4, 5], &[6, 7, 8], false, 0xEE);
+        let (fresh, len) = build(&layout, &[1, 2], &[6], false, 0);
+        for (slot, lba) in [(0u32, 1u64), (1, 2)] {
+            set_slot_lba(&layout, &mut reused, slot, lba);
+        }
+        assert_eq!(seal(&layout, &mut reused, 77, 5, 1000, false, 2, 1), len);
+        assert_eq!(reused[..len], fresh[..len]);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of")]
+    fn set_slot_lba_past_the_table_panics() {
+        let layout = small_layout();
+        set_slot_lba(&layout, &mut vec![0; layout.segment_bytes as usize], layout.slots, 1);
+    }
+
+    /// Rewrites a u32 header field and re-seals the checksum over `len` bytes.
+    fn patched(buf: &[u8], len: usize, offset: usize, value: u32) -> Vec<u8> {
+        let mut copy = buf.to_vec();
+        put_u32(&mut copy, offset, value);
+        store_crc(&mut copy[..len], OFF_CRC);
+        copy
+    }
+
+    #[test]
+    fn sealed_len_rejects_each_error() {
+        let layout = small_layout();
+        let (buf, len) = build(&layout, &[1, 2], &[], true, 0);
+        let check = |bytes: &[u8]| sealed_len(&layout, bytes);
+        assert_eq!(check(&buf[..63]), Err(FormatError::Truncated));
+        assert_eq!(check(&patched(&buf, len, OFF_MAGIC, 1)), Err(FormatError::BadMagic));
+        let mut version = buf.clone();
+        put_u16(&mut version, OFF_VERSION, 2);
+        assert_eq!(check(&version), Err(FormatError::UnsupportedVersion(2)));
+        let mut flags = buf.clone();
+        put_u16(&mut flags, OFF_FLAGS, 2);
+        assert_eq!(check(&flags), Err(FormatError::BadField("flags")));
+        assert_eq!(check(&patched(&buf, len, OFF_RESERVED, 1)), Err(FormatError::BadField("reserved")));
+        assert_eq!(check(&patched(&buf, len, OFF_BLOCK_SIZE, 8192)), Err(FormatError::BadField("geometry")));
+        assert_eq!(check(&patched(&buf, len, OFF_SEGMENT_BYTES, 1 << 20)), Err(FormatError::BadField("geometry")));
+        assert_eq!(check(&patched(&buf, len, OFF_HEADER_BLOCKS, 2)), Err(FormatError::BadField("header_blocks")));
+        assert_eq!(check(&patched(&buf, len, OFF_SLOTS_USED, layout.slots + 1)), Err(FormatError::BadLength));
+        let too_many_revokes = patched(&buf, len, OFF_REVOKES_COUNT, layout.revokes_capacity + 1);
+        assert_eq!(check(&too_many_revokes), Err(FormatError::BadLength));
+        assert_eq!(check(&patched(&buf, len, OFF_SLOTS_USED, 3)), Err(FormatError::BadLength));
+        assert_eq!(check(&patched(&buf, len, OFF_TOTAL_LEN, u32::MAX)), Err(FormatError::BadLength));
+    }
+
+    #[test]
+    fn decode_rejects_each_error() {
+        let layout = small_layout();
+        let (buf, len) = build(&layout, &[1, 2], &[5], true, 0);
+        assert_eq!(SegmentHeader::decode(&layout, &buf[..len - 1]), Err(FormatError::Truncated));
+        let mut data_flip = buf.clone();
+        data_flip[len - 1] ^= 0x80;
+        assert_eq!(SegmentHeader::decode(&layout, &data_flip), Err(FormatError::ChecksumMismatch));
+        let stale_lba = patched(&buf, len, SEGMENT_FIXED_HEADER_BYTES + 2 * 8, 9);
+        assert_eq!(SegmentHeader::decode(&layout, &stale_lba), Err(FormatError::BadField("unused lba entry")));
+        let stale_revoke = patched(&buf, len, layout.revoke_entry_offset(1), 9);
+        assert_eq!(SegmentHeader::decode(&layout, &stale_revoke), Err(FormatError::BadField("unused revoke entry")));
+        let mut none_revoke = buf.clone();
+        put_u64(&mut none_revoke, layout.revoke_entry_offset(0), LBA_NONE);
+        store_crc(&mut none_revoke[..len], OFF_CRC);
+        assert_eq!(SegmentHeader::decode(&layout, &none_revoke), Err(FormatError::BadField("revoke lba")));
+        // Bytes past the sealed length belong to nobody and are ignored.
+        let mut tail = buf;
+        tail[len..].fill(0xAB);
+        assert!(SegmentHeader::decode(&layout, &tail).is_ok());
+    }
+
+    fn arb_layout() -> impl Strategy<Value = SegmentLayout> {
+        (12u32..=16, 4u32..24).prop_map(|(shift, blocks)| SegmentLayout::new(blocks << shift, 1 << shift).unwrap())
+    }
+
+    fn arb_segment() -> impl Strategy<Value = (SegmentLayout, Vec<u64>, Vec<u64>, bool)> {
+        arb_layout().prop_flat_map(|layout| {
+            let lbas = proptest::collection::vec(any::<u64>(), 0..=layout.slots as usize);
+            let revokes = proptest::collection::vec(0..LBA_NONE, 0..=layout.revokes_capacity.min(64) as usize);
+            (Just(layout), lbas, revokes, any::<bool>())
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn prop_layout_is_minimal_and_fits(shift in 12u32..=16, blocks in 4u32..2048) {
+            let block_size = 1u32 << shift;
+            prop_assume!(blocks as u64 * block_size as u64 <= SEGMENT_MAX_BYTES as u64);
+            let layout = SegmentLayout::new(blocks * block_size, block_size).unwrap();
+            let h = layout.header_blocks;
+            prop_assert_eq!(layout.slots, blocks - h);
+            prop_assert!(header_need_bytes(layout.slots) <= layout.header_bytes() as u64);
+            prop_assert!(h == 1 || header_need_bytes(blocks - h + 1) > (h as u64 - 1) * block_size as u64);
+            prop_assert!(layout.revokes_capacity as u64 >= (layout.slots as u64).div_ceil(4));
+            prop_assert!(layout.revoke_entry_offset(layout.revokes_capacity) <= layout.header_bytes());
+        }
+
+        #[test]
+        fn prop_round_trip((layout, lbas, revokes, barrier) in arb_segment()) {
+            let (buf, len) = build(&layout, &lbas, &revokes, barrier, 0x5A);
+            prop_assert_eq!(sealed_len(&layout, &buf), Ok(len));
+            let header = SegmentHeader::decode(&layout, &buf[..len]).unwrap();
+            prop_assert_eq!(header.lbas, lbas);
+            prop_assert_eq!(header.revokes, revokes);
+            prop_assert_eq!(header.barrier, barrier);
+        }
+
+        #[test]
+        fn prop_bit_flip_rejected((layout, lbas, revokes, barrier) in arb_segment(), bit in any::<prop::sample::Index>()) {
+            let (mut buf, len) = build(&layout, &lbas, &revokes, barrier, 0);
+            flip_bit(&mut buf[..len], bit.index(len * 8));
+            prop_assert!(SegmentHeader::decode(&layout, &buf).is_err());
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(layout in arb_layout(), bytes in proptest::collection::vec(any::<u8>(), 0..3 * 4096)) {
+            if let Ok(len) = sealed_len(&layout, &bytes) {
+                prop_assert!(len <= layout.segment_bytes as usize);
+            }
+            let _ = SegmentHeader::decode(&layout, &bytes);
+        }
+
+        #[test]
+        fn prop_plausible_header_garbage_never_panics(
+            layout in arb_layout(),
+            fields in proptest::collection::vec(any::<u8>(), SEGMENT_FIXED_HEADER_BYTES),
+            slots_used in 0u32..30,
+            revokes_count in 0u32..600,
+        ) {
+            let mut buf = vec![0u8; layout.segment_bytes as usize];
+            buf[..SEGMENT_FIXED_HEADER_BYTES].copy_from_slice(&fields);
+            put_u32(&mut buf, OFF_MAGIC, SEGMENT_MAGIC);
+            put_u16(&mut buf, OFF_VERSION, FORMAT_VERSION);
+            put_u32(&mut buf, OFF_BLOCK_SIZE, layout.block_size);
+            put_u32(&mut buf, OFF_SEGMENT_BYTES, layout.segment_bytes);
+            put_u32(&mut buf, OFF_HEADER_BLOCKS, layout.header_blocks);
+            put_u32(&mut buf, OFF_SLOTS_USED, slots_used);
+            put_u32(&mut buf, OFF_REVOKES_COUNT, revokes_count);
+            let claimed = layout.sealed_bytes(slots_used.min(layout.slots));
+            put_u32(&mut buf, OFF_TOTAL_LEN, claimed as u32);
+            store_crc(&mut buf[..claimed], OFF_CRC);
+            if let Ok(header) = SegmentHeader::decode(&layout, &buf) {
+                prop_assert_eq!(header.lbas.len() as u32, slots_used);
+                prop_assert_eq!(header.revokes.len() as u32, revokes_count);
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! the oracle checks.
 
 pub mod device;
+pub mod engine_target;
 pub mod faults;
 pub mod oracle;
 pub mod pattern;
@@ -32,8 +33,10 @@ pub struct Figures {
     pub device_deaths: u64,
     pub policy_switches: u64,
     pub corruptions_injected: u64,
-    /// Corruptions that a later read ran into, in seeds without a violation.
+    /// Corrupt log copies the cache-loss recovery recognised and skipped.
     pub corruptions_detected: u64,
+    /// Corrupted ranges that some later read ran into, in seeds without a violation.
+    pub corruptions_read_back: u64,
     pub recoveries: u64,
     /// Failures beyond the design (cache and every good log copy lost, or a
     /// cache loss under a policy that does not promise to survive it).
@@ -44,6 +47,7 @@ pub struct Figures {
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
         let pairs: [(&mut u64, u64); 14] = [
+            (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
             (&mut self.flushes, other.flushes),
@@ -57,7 +61,6 @@ impl Figures {
             (&mut self.recoveries, other.recoveries),
             (&mut self.unsurvivable, other.unsurvivable),
             (&mut self.violations, other.violations),
-            (&mut 0, 0),
         ];
         for (mine, theirs) in pairs {
             *mine += theirs;
@@ -65,7 +68,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 13] {
+    pub fn named(&self) -> [(&'static str, u64); 14] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -77,6 +80,7 @@ impl Figures {
             ("policy_switches", self.policy_switches),
             ("corruptions_injected", self.corruptions_injected),
             ("corruptions_detected", self.corruptions_detected),
+            ("corruptions_read_back", self.corruptions_read_back),
             ("recoveries", self.recoveries),
             ("unsurvivable", self.unsurvivable),
             ("violations", self.violations),
@@ -108,5 +112,5 @@ pub fn mutation_by_name(name: &str) -> Option<Mutation> {
 
 /// The target `hhc torture` runs: the real engine.
 pub fn engine_factory() -> Box<dyn target::TargetFactory> {
-    Box::new(toy::ToyFactory(toy::ToyDefect::None))
+    Box::new(engine_target::EngineFactory)
 }

@@ -52,7 +52,7 @@ pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
     figures.violations = violation.is_some() as u64;
     figures.corruptions_injected = sim.devices.all().map(|d| d.stats.corruptions_injected).sum();
     if violation.is_none() {
-        figures.corruptions_detected = sim.devices.all().map(|d| d.stats.corruptions_read_back).sum();
+        figures.corruptions_read_back = sim.devices.all().map(|d| d.stats.corruptions_read_back).sum();
     }
     SeedOutcome { spec, kinds: sim.plan.kinds, figures, violation }
 }
@@ -760,6 +760,7 @@ impl<'f> Sim<'f> {
                 queue.insert((done_at, io.id), io);
             }
             if let Some(outcome) = machine.outcome(self.now) {
+                self.figures.corruptions_detected += machine.corruptions_detected();
                 return outcome.map_err(|reason| self.violation("2 (durability)", None, "a log recovery", &format!("recovery failed: {reason}"), "cache loss"));
             }
             let Some(((at, id), io)) = queue.pop_first() else {

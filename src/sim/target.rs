@@ -42,6 +42,8 @@ pub trait Target {
 pub trait CacheLossRecovery: IoMachine {
     /// `None` while running; the result once finished.
     fn outcome(&mut self, now: Nanos) -> Option<Result<(), String>>;
+    /// Log copies the recovery found corrupt (and worked around).
+    fn corruptions_detected(&self) -> u64;
 }
 
 /// Builds targets and recoveries for one configuration.

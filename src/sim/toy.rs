@@ -137,6 +137,10 @@ impl CacheLossRecovery for NoRecovery {
     fn outcome(&mut self, _now: Nanos) -> Option<Result<(), String>> {
         Some(Ok(()))
     }
+
+    fn corruptions_detected(&self) -> u64 {
+        0
+    }
 }
 
 pub struct ToyFactory(pub ToyDefect);

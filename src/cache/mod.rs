@@ -1,0 +1,634 @@
+//! The cache index: per-block state in struct-of-arrays form, the LBA map,
+//! the free list and clean-first CLOCK eviction. No I/O here; the engine
+//! drives the transitions.
+//!
+//! Crash-consistency rules enforced by the engine through these states (see
+//! `engine/commit.rs` for the write ordering):
+//! - data is never written into a block whose durable metadata entry is valid
+//!   (writes always go to a fresh block: copy-on-write);
+//! - a block's mapping becomes durable only after its data is;
+//! - a superseded block's entry is invalidated only after its LBA's newer
+//!   mapping is durable, and an LBA is evicted only when no superseded entry
+//!   of it is still valid on disk.
+
+mod lba_map;
+
+use lba_map::{LbaMap, NO_BLOCK};
+use std::collections::HashMap;
+
+pub const LBA_NONE: u32 = u32::MAX;
+pub const LOC_NONE: u32 = u32::MAX;
+
+/// Where a block is in its life cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BlockState {
+    /// On the free list; its durable entry is invalid.
+    Free = 0,
+    /// The current block of its LBA.
+    Mapped = 1,
+    /// Replaced by a newer block of the same LBA; its durable entry may
+    /// still be valid until a commit invalidates it.
+    Superseded = 2,
+    /// Clean and evicted; its durable entry is valid until a commit invalidates it.
+    Evicting = 3,
+    /// Out of use with an invalid durable entry, waiting for in-flight I/O.
+    Dropped = 4,
+}
+
+pub mod flag {
+    pub const DIRTY: u8 = 1 << 0;
+    /// The LBA's newest submitted value is in the log (meaningful on Mapped blocks).
+    pub const LOGGED: u8 = 1 << 1;
+    /// The durable entry holds this block's mapping.
+    pub const COMMITTED: u8 = 1 << 2;
+    /// The running commit writes this block's mapping.
+    pub const COMMIT_PENDING: u8 = 1 << 3;
+    /// The running commit invalidates this block's entry.
+    pub const INVALIDATE_PENDING: u8 = 1 << 4;
+    /// A data write into this block is in flight.
+    pub const BUSY: u8 = 1 << 5;
+    /// CLOCK reference bit.
+    pub const REFERENCED: u8 = 1 << 6;
+    /// The durable entry says dirty (a committed block only turns clean).
+    pub const DURABLE_DIRTY: u8 = 1 << 7;
+}
+
+/// What a commit should write for one block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurableEntry {
+    pub lba: u32,
+    pub version: u8,
+    pub dirty: bool,
+}
+
+pub struct CacheIndex {
+    lba: Box<[u32]>,
+    state: Box<[BlockState]>,
+    flags: Box<[u8]>,
+    /// Distinguishes successive blocks of one LBA on disk (serial arithmetic).
+    version: Box<[u8]>,
+    /// Reads in flight from the block (requests, write-back, log copies).
+    pins: Box<[u8]>,
+    /// Mapped: location of the LBA's newest log entry. Free: next free block.
+    log_loc: Box<[u32]>,
+    map: LbaMap,
+    free_head: u32,
+    free_count: u32,
+    dirty_count: u32,
+    /// Mapped blocks that are dirty and whose value is not in the log.
+    unlogged_dirty_count: u32,
+    /// Per LBA: how many superseded or evicted blocks still have a valid
+    /// durable entry, and the newest version among them.
+    superseded_valid: HashMap<u32, (u32, u8)>,
+    /// The same blocks, to find them when their successor commits.
+    superseded_blocks: Vec<u32>,
+    clock_hand: u32,
+}
+
+impl CacheIndex {
+    pub fn new(blocks_count: u32) -> Self {
+        let n = blocks_count as usize;
+        let mut index = CacheIndex {
+            lba: vec![LBA_NONE; n].into_boxed_slice(),
+            state: vec![BlockState::Free; n].into_boxed_slice(),
+            flags: vec![0; n].into_boxed_slice(),
+            version: vec![0; n].into_boxed_slice(),
+            pins: vec![0; n].into_boxed_slice(),
+            log_loc: vec![LOC_NONE; n].into_boxed_slice(),
+            map: LbaMap::new(blocks_count),
+            free_head: NO_BLOCK,
+            free_count: 0,
+            dirty_count: 0,
+            unlogged_dirty_count: 0,
+            superseded_valid: HashMap::with_capacity(256),
+            superseded_blocks: Vec::with_capacity(256),
+            clock_hand: 0,
+        };
+        for block in (0..blocks_count).rev() {
+            index.push_free(block);
+        }
+        index
+    }
+
+    pub fn blocks_count(&self) -> u32 {
+        self.lba.len() as u32
+    }
+    pub fn free_count(&self) -> u32 {
+        self.free_count
+    }
+    pub fn dirty_count(&self) -> u32 {
+        self.dirty_count
+    }
+    pub fn unlogged_dirty_count(&self) -> u32 {
+        self.unlogged_dirty_count
+    }
+
+    fn unlogged_dirty(&self, block: u32) -> bool {
+        self.state(block) == BlockState::Mapped && self.flags[block as usize] & (flag::DIRTY | flag::LOGGED) == flag::DIRTY
+    }
+
+    /// Runs a state change on `blocks` and keeps `unlogged_dirty_count` exact.
+    fn tracked<R>(&mut self, blocks: [u32; 2], change: impl FnOnce(&mut Self) -> R) -> R {
+        let before = blocks.map(|b| b != NO_BLOCK && self.unlogged_dirty(b));
+        let result = change(self);
+        for (b, was) in blocks.into_iter().zip(before) {
+            let now = b != NO_BLOCK && self.unlogged_dirty(b);
+            match (was, now) {
+                (false, true) => self.unlogged_dirty_count += 1,
+                (true, false) => self.unlogged_dirty_count -= 1,
+                _ => {}
+            }
+        }
+        result
+    }
+
+    pub fn set_logged(&mut self, block: u32, logged: bool) {
+        self.tracked([block, NO_BLOCK], |index| {
+            if logged {
+                index.flags[block as usize] |= flag::LOGGED;
+            } else {
+                index.flags[block as usize] &= !flag::LOGGED;
+            }
+        })
+    }
+
+    pub fn lookup(&self, lba: u32) -> Option<u32> {
+        self.map.get(lba, &self.lba)
+    }
+    pub fn lba(&self, block: u32) -> u32 {
+        self.lba[block as usize]
+    }
+    pub fn state(&self, block: u32) -> BlockState {
+        self.state[block as usize]
+    }
+    pub fn has(&self, block: u32, bits: u8) -> bool {
+        self.flags[block as usize] & bits != 0
+    }
+    /// Sets flags other than DIRTY and LOGGED (which have their own setters).
+    pub fn set(&mut self, block: u32, bits: u8) {
+        debug_assert_eq!(bits & (flag::DIRTY | flag::LOGGED), 0);
+        self.flags[block as usize] |= bits;
+    }
+    pub fn clear(&mut self, block: u32, bits: u8) {
+        debug_assert_eq!(bits & (flag::DIRTY | flag::LOGGED), 0);
+        self.flags[block as usize] &= !bits;
+    }
+    pub fn flags_bits(&self, block: u32) -> u8 {
+        self.flags[block as usize]
+    }
+    pub fn version(&self, block: u32) -> u8 {
+        self.version[block as usize]
+    }
+    pub fn log_loc(&self, block: u32) -> u32 {
+        debug_assert_eq!(self.state(block), BlockState::Mapped);
+        self.log_loc[block as usize]
+    }
+    pub fn set_log_loc(&mut self, block: u32, loc: u32) {
+        debug_assert_eq!(self.state(block), BlockState::Mapped);
+        self.log_loc[block as usize] = loc;
+    }
+    pub fn pins(&self, block: u32) -> u8 {
+        self.pins[block as usize]
+    }
+
+    pub fn pin(&mut self, block: u32) {
+        let pins = &mut self.pins[block as usize];
+        assert!(*pins < u8::MAX, "block {block} pinned too often");
+        *pins += 1;
+    }
+
+    /// Returns true when the block became free.
+    pub fn unpin(&mut self, block: u32) -> bool {
+        let pins = &mut self.pins[block as usize];
+        assert!(*pins > 0, "unpin of unpinned block {block}");
+        *pins -= 1;
+        self.free_if_dropped(block)
+    }
+
+    fn push_free(&mut self, block: u32) {
+        let b = block as usize;
+        self.state[b] = BlockState::Free;
+        self.flags[b] = 0;
+        self.lba[b] = LBA_NONE;
+        self.log_loc[b] = self.free_head;
+        self.free_head = block;
+        self.free_count += 1;
+    }
+
+    fn pop_free(&mut self) -> Option<u32> {
+        if self.free_head == NO_BLOCK {
+            return None;
+        }
+        let block = self.free_head;
+        self.free_head = self.log_loc[block as usize];
+        self.free_count -= 1;
+        Some(block)
+    }
+
+    /// Frees a dropped block once nothing is in flight on it.
+    pub fn free_if_dropped(&mut self, block: u32) -> bool {
+        let idle = self.pins[block as usize] == 0 && !self.has(block, flag::BUSY);
+        if self.state(block) == BlockState::Dropped && idle {
+            self.push_free(block);
+            return true;
+        }
+        false
+    }
+
+    fn set_dirty_flag(&mut self, block: u32, dirty: bool) {
+        let was = self.has(block, flag::DIRTY);
+        if was == dirty {
+            return;
+        }
+        if dirty {
+            self.flags[block as usize] |= flag::DIRTY;
+            self.dirty_count += 1;
+        } else {
+            self.flags[block as usize] &= !flag::DIRTY;
+            self.dirty_count -= 1;
+        }
+    }
+
+    /// Takes a free block for `lba` and makes it the LBA's current block
+    /// (busy: the caller writes its data next). The previous block, if any,
+    /// is superseded; the LBA's log state moves to the new block.
+    pub fn map_new_block(&mut self, lba: u32, dirty: bool) -> Option<u32> {
+        let block = self.pop_free()?;
+        let previous = self.lookup(lba);
+        self.tracked([block, previous.unwrap_or(NO_BLOCK)], |index| index.map_into(block, lba, previous, dirty));
+        Some(block)
+    }
+
+    fn map_into(&mut self, block: u32, lba: u32, previous: Option<u32>, dirty: bool) {
+        let b = block as usize;
+        self.lba[b] = lba;
+        self.state[b] = BlockState::Mapped;
+        self.flags[b] = flag::BUSY | flag::REFERENCED;
+        self.log_loc[b] = LOC_NONE;
+        self.version[b] = self.superseded_valid.get(&lba).map_or(0, |&(_, newest)| newest.wrapping_add(1));
+        if let Some(old) = previous {
+            self.version[b] = self.version[old as usize].wrapping_add(1);
+            self.log_loc[b] = self.log_loc[old as usize];
+            if self.has(old, flag::LOGGED) {
+                self.flags[b] |= flag::LOGGED;
+            }
+            self.supersede(old);
+        }
+        self.map.insert(lba, block, &self.lba);
+        self.set_dirty_flag(block, dirty);
+    }
+
+    /// The old block stays until it can no longer be what a restart must
+    /// find: an uncommitted one until its successor's write completes (it
+    /// may hold the last acknowledged value), a committed one until a commit
+    /// invalidates it.
+    fn supersede(&mut self, old: u32) {
+        let was_dirty = self.has(old, flag::DIRTY);
+        self.set_dirty_flag(old, false);
+        self.flags[old as usize] &= !flag::LOGGED;
+        self.log_loc[old as usize] = LOC_NONE;
+        if !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
+            if was_dirty {
+                self.flags[old as usize] |= flag::DURABLE_DIRTY;
+            } else {
+                self.flags[old as usize] &= !flag::DURABLE_DIRTY;
+            }
+        }
+        self.add_superseded(old);
+    }
+
+    /// The write into `old`'s successor completed: an `old` that never
+    /// reached the disk's metadata is no longer needed.
+    pub fn release_predecessor(&mut self, old: u32) {
+        let never_durable = !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING | flag::INVALIDATE_PENDING);
+        if self.state(old) == BlockState::Superseded && never_durable {
+            self.release_superseded(old);
+            self.state[old as usize] = BlockState::Dropped;
+            self.free_if_dropped(old);
+        }
+    }
+
+    /// Undoes `map_new_block` after the data write failed: the previous block
+    /// (if still superseded) becomes current again.
+    pub fn unmap_failed_block(&mut self, block: u32, previous: Option<u32>) {
+        self.tracked([block, previous.unwrap_or(NO_BLOCK)], |index| index.unmap_failed(block, previous))
+    }
+
+    fn unmap_failed(&mut self, block: u32, previous: Option<u32>) {
+        let lba = self.lba(block);
+        let loc = self.log_loc[block as usize];
+        let logged = self.has(block, flag::LOGGED);
+        let dirty = self.has(block, flag::DIRTY);
+        self.set_dirty_flag(block, false);
+        self.map.remove(lba, &self.lba);
+        self.state[block as usize] = BlockState::Dropped;
+        self.flags[block as usize] &= !(flag::BUSY | flag::LOGGED);
+        self.free_if_dropped(block);
+        let Some(old) = previous.filter(|&p| self.state(p) == BlockState::Superseded && self.lba(p) == lba) else {
+            return;
+        };
+        self.release_superseded(old);
+        self.state[old as usize] = BlockState::Mapped;
+        self.log_loc[old as usize] = loc;
+        if logged {
+            self.flags[old as usize] |= flag::LOGGED;
+        }
+        self.set_dirty_flag(old, dirty || self.has(old, flag::DURABLE_DIRTY));
+        self.map.insert(lba, old, &self.lba);
+    }
+
+    fn release_superseded(&mut self, block: u32) {
+        let position = self.superseded_blocks.iter().position(|&b| b == block).expect("superseded block not listed");
+        self.superseded_blocks.swap_remove(position);
+        let lba = self.lba(block);
+        let entry = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
+        entry.0 -= 1;
+        if entry.0 == 0 {
+            self.superseded_valid.remove(&lba);
+        }
+    }
+
+    /// Superseded and evicted blocks whose durable entry is still valid.
+    pub fn superseded_blocks(&self) -> &[u32] {
+        &self.superseded_blocks
+    }
+
+    fn add_superseded(&mut self, block: u32) {
+        self.state[block as usize] = BlockState::Superseded;
+        self.count_valid_entry(block);
+    }
+
+    /// `block` keeps a valid durable entry for its LBA until a commit
+    /// invalidates it; a new block of that LBA must get a newer version.
+    fn count_valid_entry(&mut self, block: u32) {
+        let version = self.version[block as usize];
+        let entry = self.superseded_valid.entry(self.lba[block as usize]).or_insert((0, version));
+        entry.0 += 1;
+        if serial_newer(version, entry.1) {
+            entry.1 = version;
+        }
+        self.superseded_blocks.push(block);
+    }
+
+    pub fn has_superseded_entries(&self, lba: u32) -> bool {
+        self.superseded_valid.contains_key(&lba)
+    }
+
+    pub fn mark_clean(&mut self, block: u32) {
+        self.tracked([block, NO_BLOCK], |index| {
+            index.set_dirty_flag(block, false);
+            index.flags[block as usize] &= !flag::LOGGED;
+            index.log_loc[block as usize] = LOC_NONE;
+        })
+    }
+
+    /// What the next commit writes for `block`; `commit_unwritten_data` is the
+    /// `CommitBeforeData` mutation.
+    pub fn desired_entry(&self, block: u32, commit_unwritten_data: bool) -> Option<DurableEntry> {
+        let entry = DurableEntry {
+            lba: self.lba(block),
+            version: self.version(block),
+            dirty: self.has(block, flag::DIRTY),
+        };
+        let durable = DurableEntry { dirty: self.has(block, flag::DURABLE_DIRTY), ..entry };
+        match self.state(block) {
+            BlockState::Free | BlockState::Dropped => None,
+            BlockState::Mapped if self.has(block, flag::COMMITTED | flag::COMMIT_PENDING) => Some(entry),
+            BlockState::Mapped if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
+            BlockState::Mapped => Some(entry),
+            BlockState::Superseded if self.successor_durable(block) => None,
+            BlockState::Superseded if self.has(block, flag::COMMITTED | flag::COMMIT_PENDING) => Some(durable),
+            BlockState::Superseded if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
+            BlockState::Superseded => Some(durable),
+            BlockState::Evicting => None,
+        }
+    }
+
+    fn successor_durable(&self, block: u32) -> bool {
+        self.lookup(self.lba(block)).is_some_and(|current| self.has(current, flag::COMMITTED))
+    }
+
+    /// Called when a commit's page encoding is taken: records what becomes
+    /// durable when the commit completes.
+    pub fn note_encoded(&mut self, block: u32, entry: Option<DurableEntry>) {
+        match (self.state(block), entry) {
+            (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
+                self.set(block, flag::COMMIT_PENDING)
+            }
+            (BlockState::Superseded | BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
+            _ => {}
+        }
+        if let Some(entry) = entry {
+            if entry.dirty {
+                self.set(block, flag::DURABLE_DIRTY);
+            } else {
+                self.clear(block, flag::DURABLE_DIRTY);
+            }
+        }
+    }
+
+    /// Applies a completed commit to `block`; returns true if it became free.
+    pub fn note_committed(&mut self, block: u32) -> bool {
+        if self.has(block, flag::COMMIT_PENDING) {
+            self.clear(block, flag::COMMIT_PENDING);
+            self.set(block, flag::COMMITTED);
+        }
+        if !self.has(block, flag::INVALIDATE_PENDING) {
+            return false;
+        }
+        self.clear(block, flag::INVALIDATE_PENDING | flag::COMMITTED | flag::DURABLE_DIRTY);
+        if matches!(self.state(block), BlockState::Superseded | BlockState::Evicting) {
+            self.release_superseded(block);
+        }
+        self.state[block as usize] = BlockState::Dropped;
+        self.free_if_dropped(block)
+    }
+
+    /// Clean-first CLOCK: finds up to `wanted` clean, idle blocks and evicts
+    /// them. Uncommitted ones are free at once (the count is returned);
+    /// committed ones go to `awaiting_commit` until a commit invalidates them.
+    pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> u32 {
+        let n = self.blocks_count();
+        let mut freed = 0;
+        // Two sweeps: the first clears reference bits.
+        for _ in 0..(2 * n) {
+            if freed + awaiting_commit.len() as u32 >= wanted {
+                break;
+            }
+            let block = self.clock_hand;
+            self.clock_hand = (self.clock_hand + 1) % n;
+            if !self.evictable(block) {
+                continue;
+            }
+            if self.has(block, flag::REFERENCED) {
+                self.clear(block, flag::REFERENCED);
+                continue;
+            }
+            self.map.remove(self.lba(block), &self.lba);
+            if self.has(block, flag::COMMITTED) {
+                self.state[block as usize] = BlockState::Evicting;
+                self.count_valid_entry(block);
+                awaiting_commit.push(block);
+            } else {
+                self.state[block as usize] = BlockState::Dropped;
+                freed += u32::from(self.free_if_dropped(block));
+            }
+        }
+        freed
+    }
+
+    fn evictable(&self, block: u32) -> bool {
+        self.state(block) == BlockState::Mapped
+            && self.flags[block as usize] & (flag::DIRTY | flag::BUSY | flag::COMMIT_PENDING) == 0
+            && self.pins(block) == 0
+            && !self.has_superseded_entries(self.lba(block))
+    }
+
+    /// Drops the cached copy of `lba` (passthrough writes); same rules as eviction.
+    /// Returns false if the block cannot be dropped now.
+    pub fn invalidate_clean(&mut self, lba: u32) -> bool {
+        let Some(block) = self.lookup(lba) else { return true };
+        if !self.evictable(block) {
+            return false;
+        }
+        self.map.remove(lba, &self.lba);
+        if self.has(block, flag::COMMITTED) {
+            self.state[block as usize] = BlockState::Evicting;
+            self.count_valid_entry(block);
+        } else {
+            self.state[block as usize] = BlockState::Dropped;
+            self.free_if_dropped(block);
+        }
+        true
+    }
+
+    /// Restores a block from a durable entry at warm restart; of two blocks
+    /// claiming one LBA the newer version is current, the other superseded.
+    pub fn restore(&mut self, block: u32, entry: DurableEntry) {
+        let other = self.lookup(entry.lba).unwrap_or(NO_BLOCK);
+        self.tracked([block, other], |index| index.restore_entry(block, entry))
+    }
+
+    fn restore_entry(&mut self, block: u32, entry: DurableEntry) {
+        let b = block as usize;
+        self.lba[b] = entry.lba;
+        self.version[b] = entry.version;
+        self.flags[b] = flag::COMMITTED | if entry.dirty { flag::DURABLE_DIRTY } else { 0 };
+        self.log_loc[b] = LOC_NONE;
+        match self.lookup(entry.lba) {
+            None => {
+                self.state[b] = BlockState::Mapped;
+                self.map.insert(entry.lba, block, &self.lba);
+                self.set_dirty_flag(block, entry.dirty);
+            }
+            Some(other) if serial_newer(self.version[other as usize], entry.version) => {
+                self.add_superseded(block);
+            }
+            Some(other) => {
+                self.set_dirty_flag(other, false);
+                self.map.remove(entry.lba, &self.lba);
+                self.add_superseded(other);
+                self.state[b] = BlockState::Mapped;
+                self.map.insert(entry.lba, block, &self.lba);
+                self.set_dirty_flag(block, entry.dirty);
+            }
+        }
+    }
+
+    /// After `restore` calls: every block not restored goes on the free list.
+    pub fn rebuild_free_list(&mut self) {
+        self.free_head = NO_BLOCK;
+        self.free_count = 0;
+        for block in (0..self.blocks_count()).rev() {
+            if self.state(block) == BlockState::Free {
+                self.push_free(block);
+            }
+        }
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        let per_block = 4 + 1 + 1 + 1 + 1 + 4;
+        self.lba.len() * per_block
+            + self.map.memory_bytes()
+            + self.superseded_valid.capacity() * 8
+            + self.superseded_blocks.capacity() * 4
+    }
+}
+
+/// RFC 1982 serial-number comparison on 8 bits: is `a` newer than `b`?
+/// Valid because at most a few blocks of one LBA are ever valid on disk.
+pub fn serial_newer(a: u8, b: u8) -> bool {
+    a != b && a.wrapping_sub(b) < 128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_on_write_keeps_the_previous_block_until_it_is_not_needed() {
+        let mut index = CacheIndex::new(16);
+        let a = index.map_new_block(7, true).unwrap();
+        index.clear(a, flag::BUSY);
+        index.set(a, flag::COMMITTED);
+        let b = index.map_new_block(7, true).unwrap();
+        assert_eq!(index.state(a), BlockState::Superseded);
+        assert!(index.has_superseded_entries(7));
+        assert_eq!(index.lookup(7), Some(b));
+        assert_eq!(index.version(b), 1);
+        let c = index.map_new_block(7, true).unwrap();
+        // b was never committed, but may hold the last acknowledged value
+        // until c's write completes.
+        assert_eq!(index.state(b), BlockState::Superseded);
+        index.clear(b, flag::BUSY);
+        assert!(index.desired_entry(b, false).is_some(), "b may be what a restart must find");
+        index.clear(c, flag::BUSY);
+        index.release_predecessor(b);
+        assert_eq!(index.state(b), BlockState::Free);
+        assert_eq!(index.lookup(7), Some(c));
+        assert_eq!(index.dirty_count(), 1);
+    }
+
+    #[test]
+    fn superseded_entry_invalidated_only_after_successor_commits() {
+        let mut index = CacheIndex::new(16);
+        let a = index.map_new_block(3, true).unwrap();
+        index.clear(a, flag::BUSY);
+        index.set(a, flag::COMMITTED | flag::DURABLE_DIRTY);
+        let b = index.map_new_block(3, true).unwrap();
+        index.clear(b, flag::BUSY);
+        assert!(index.desired_entry(a, false).is_some(), "old mapping must stay valid");
+        let entry_b = index.desired_entry(b, false);
+        index.note_encoded(b, entry_b);
+        index.note_committed(b);
+        assert!(index.desired_entry(a, false).is_none());
+        index.note_encoded(a, None);
+        assert!(index.note_committed(a));
+        assert!(!index.has_superseded_entries(3));
+    }
+
+    #[test]
+    fn eviction_skips_dirty_busy_and_lbas_with_valid_superseded_entries() {
+        let mut index = CacheIndex::new(16);
+        for lba in 0..4 {
+            let b = index.map_new_block(lba, lba == 0).unwrap();
+            if lba != 1 {
+                index.clear(b, flag::BUSY);
+            }
+        }
+        let mut pending = Vec::new();
+        let freed = index.evict(16, &mut pending);
+        assert_eq!((freed, pending.len()), (2, 0));
+        assert!(index.lookup(0).is_some() && index.lookup(1).is_some());
+        assert!(index.lookup(2).is_none() && index.lookup(3).is_none());
+    }
+
+    #[test]
+    fn serial_comparison_wraps() {
+        assert!(serial_newer(1, 0));
+        assert!(serial_newer(0, 255));
+        assert!(!serial_newer(255, 0));
+        assert!(!serial_newer(5, 5));
+    }
+}

@@ -1,0 +1,285 @@
+//! Durable cache metadata: a commit writes the metadata pages whose blocks
+//! changed.
+//!
+//! Write ordering (why a warm restart never returns stale or foreign data):
+//! 1. Data is only ever written into a block whose durable entry is invalid
+//!    (copy-on-write; a reused block was invalidated by an earlier commit).
+//! 2. A commit first encodes the pages — a new mapping only for a block
+//!    whose data write has completed — then FLUSHes the cache device, so
+//!    that data is durable before any page that points to it is written.
+//! 3. The pages go to the older of each page's two slots, so a torn page
+//!    write leaves the previous version; every change inside one commit is
+//!    independent of the others (see `cache::CacheIndex::desired_entry`), so
+//!    any subset of pages landing is a consistent state.
+//! 4. A second FLUSH makes the pages durable; only then do the commit's
+//!    effects count: mappings become `COMMITTED`, invalidated blocks free.
+//! 5. A superseded block is invalidated only in a commit that starts after
+//!    its LBA's newer mapping is durable, and on restart the newer version
+//!    wins (8-bit serial numbers), so an LBA never goes back in time.
+
+use super::{Engine, Op, META_POOL_PAGES};
+use crate::config::Mutation;
+use crate::format::{MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
+use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
+use std::collections::VecDeque;
+
+/// A commit covers every page dirty when it started, in rounds of at most
+/// `META_POOL_PAGES` pages (each round: encode, FLUSH, write, FLUSH).
+struct InFlight {
+    /// Pages of later rounds.
+    remaining: VecDeque<u32>,
+    /// Page index per pool slot in the current round.
+    pages: Vec<u32>,
+    writes_pending: u32,
+    failed: bool,
+}
+
+pub(super) struct Commit {
+    page_dirty: Vec<bool>,
+    dirty_pages: VecDeque<u32>,
+    /// Sequence of the newest durable version of each page.
+    pub page_seq: Vec<u64>,
+    in_flight: Option<InFlight>,
+    started: u64,
+    completed: u64,
+    wanted: u64,
+    last_commit_at: Nanos,
+}
+
+fn page_of(block: u32) -> u32 {
+    block / META_ENTRIES_PER_PAGE as u32
+}
+
+impl Commit {
+    pub fn new(pages_count: u32) -> Self {
+        Commit {
+            page_dirty: vec![false; pages_count as usize],
+            dirty_pages: VecDeque::with_capacity(pages_count as usize),
+            page_seq: vec![0; pages_count as usize],
+            in_flight: None,
+            started: 0,
+            completed: 0,
+            wanted: 0,
+            last_commit_at: 0,
+        }
+    }
+
+    pub fn mark_block(&mut self, block: u32) {
+        self.mark_page(page_of(block));
+    }
+
+    pub fn mark_page(&mut self, page: u32) {
+        if !self.page_dirty[page as usize] {
+            self.page_dirty[page as usize] = true;
+            self.dirty_pages.push_back(page);
+        }
+    }
+
+    pub fn mark_all(&mut self) {
+        for page in 0..self.page_dirty.len() as u32 {
+            self.mark_page(page);
+        }
+    }
+
+    /// Asks for a commit that starts from now; returns its number.
+    pub fn request(&mut self) -> u64 {
+        let target = self.started + 1;
+        self.wanted = self.wanted.max(target);
+        target
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    pub fn wanted(&self) -> bool {
+        self.wanted > self.started || !self.dirty_pages.is_empty()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.is_none()
+    }
+
+    pub fn has_dirty_pages(&self) -> bool {
+        !self.dirty_pages.is_empty()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.page_dirty.len() * (1 + 4 + 8)
+    }
+}
+
+impl Engine {
+    /// Starts a commit when one is wanted: by a flush, by evictions and
+    /// superseded blocks waiting to be freed, or periodically.
+    pub(super) fn maybe_commit(&mut self) {
+        if !self.commit.is_idle() || !self.config.policy.uses_cache() && self.policy_target.is_none() && !self.commit.has_dirty_pages() {
+            return;
+        }
+        let requested = self.commit.wanted > self.commit.started;
+        let low_free = self.cache.free_count() < self.free_blocks_low_watermark();
+        let periodic = self.commit.has_dirty_pages()
+            && (self.is_idle() || self.now.saturating_sub(self.commit.last_commit_at) >= self.config.superblock_interval_ns);
+        if requested || (low_free && self.commit.has_dirty_pages()) || periodic {
+            self.start_commit();
+        }
+    }
+
+    fn start_commit(&mut self) {
+        self.commit.started += 1;
+        self.commit.last_commit_at = self.now;
+        let remaining = std::mem::take(&mut self.commit.dirty_pages);
+        for &page in &remaining {
+            self.commit.page_dirty[page as usize] = false;
+        }
+        let pages = Vec::with_capacity(META_POOL_PAGES as usize);
+        self.commit.in_flight = Some(InFlight { remaining, pages, writes_pending: 0, failed: false });
+        self.start_commit_round();
+    }
+
+    fn start_commit_round(&mut self) {
+        let in_flight = self.commit.in_flight.as_mut().expect("no commit");
+        in_flight.pages.clear();
+        while in_flight.pages.len() < META_POOL_PAGES as usize {
+            let Some(page) = in_flight.remaining.pop_front() else { break };
+            in_flight.pages.push(page);
+        }
+        let pages = in_flight.pages.clone();
+        if pages.is_empty() {
+            self.commit.in_flight = None;
+            self.commit.completed = self.commit.started;
+            self.stats.commits += 1;
+            return;
+        }
+        for (slot, &page) in pages.iter().enumerate() {
+            self.encode_page(page, slot as u32);
+        }
+        if self.mutation() == Mutation::CommitBeforeData {
+            self.write_commit_pages();
+        } else {
+            self.submit(Op::CommitFlush { second: false }, DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None);
+        }
+    }
+
+    fn page_blocks(&self, page: u32) -> std::ops::Range<u32> {
+        let first = page * META_ENTRIES_PER_PAGE as u32;
+        first..(first + META_ENTRIES_PER_PAGE as u32).min(self.cache.blocks_count())
+    }
+
+    fn encode_page(&mut self, page: u32, pool_slot: u32) {
+        let unwritten = self.mutation() == Mutation::CommitBeforeData;
+        let blocks = self.page_blocks(page);
+        let mut entries = Vec::with_capacity(blocks.len());
+        for block in blocks.clone() {
+            let desired = self.cache.desired_entry(block, unwritten);
+            self.cache.note_encoded(block, desired);
+            entries.push(match desired {
+                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version as u32, dirty: e.dirty },
+                None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false },
+            });
+        }
+        let header = MetaPageHeader {
+            instance_id: self.config.instance_id,
+            page_index: page,
+            page_seq: self.commit.page_seq[page as usize] + 1,
+            entries_count: entries.len() as u16,
+        };
+        let region = self.regions.meta_pool;
+        let start = pool_slot as usize * UNIT_BYTES;
+        header.encode(&mut entries.into_iter(), &mut self.region(region)[start..start + UNIT_BYTES]);
+    }
+
+    fn write_commit_pages(&mut self) {
+        let pages = self.commit.in_flight.as_ref().expect("no commit").pages.clone();
+        for (slot, &page) in pages.iter().enumerate() {
+            let seq = self.commit.page_seq[page as usize] + 1;
+            let offset = self.cache_layout.meta_page_offset(page, seq % 2 == 1);
+            let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: (slot * UNIT_BYTES) as u32 };
+            let op = Op::MetaWrite { pool_slot: slot as u32 };
+            self.submit(op, DeviceRole::Cache, IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+        }
+        self.commit.in_flight.as_mut().unwrap().writes_pending = pages.len() as u32;
+        self.stats.meta_pages_written += pages.len() as u64;
+    }
+
+    pub(super) fn commit_flush_done(&mut self, second: bool, status: IoStatus) {
+        match status {
+            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+            IoStatus::Error => self.abort_commit(),
+            IoStatus::Ok if !second => self.write_commit_pages(),
+            IoStatus::Ok => self.finish_commit_round(),
+        }
+    }
+
+    pub(super) fn meta_write_done(&mut self, _pool_slot: u32, status: IoStatus) {
+        if status == IoStatus::DeviceLost {
+            return self.fail("cache device lost".into());
+        }
+        let in_flight = self.commit.in_flight.as_mut().expect("page write without commit");
+        in_flight.writes_pending -= 1;
+        in_flight.failed |= status != IoStatus::Ok;
+        if in_flight.writes_pending > 0 {
+            return;
+        }
+        if in_flight.failed {
+            self.abort_commit();
+        } else {
+            self.submit(Op::CommitFlush { second: true }, DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None);
+        }
+    }
+
+    fn finish_commit_round(&mut self) {
+        let pages = self.commit.in_flight.as_ref().expect("no commit").pages.clone();
+        for page in pages {
+            self.commit.page_seq[page as usize] += 1;
+            for block in self.page_blocks(page) {
+                self.cache.note_committed(block);
+            }
+        }
+        // Superseded blocks whose newer mapping is now durable can be invalidated.
+        for i in 0..self.cache.superseded_blocks().len() {
+            let block = self.cache.superseded_blocks()[i];
+            if self.cache.desired_entry(block, false).is_none() {
+                self.commit.mark_block(block);
+            }
+        }
+        self.start_commit_round();
+    }
+
+    /// A page write or flush failed. Whether a page landed is unknown, so the
+    /// pending flags stay (they are the cautious reading both ways) and the
+    /// pages are written again, with the same sequence and slot, next time.
+    fn abort_commit(&mut self) {
+        let in_flight = self.commit.in_flight.take().expect("no commit");
+        for page in in_flight.pages.into_iter().chain(in_flight.remaining) {
+            self.commit.mark_page(page);
+        }
+        self.commit.wanted = self.commit.wanted.max(self.commit.started + 1);
+    }
+
+    pub(super) fn free_blocks_low_watermark(&self) -> u32 {
+        (self.cache.blocks_count() / 64).max(8)
+    }
+
+    /// Evicts ahead so writes and fills find free blocks.
+    pub(super) fn keep_free_blocks(&mut self) {
+        let low = self.free_blocks_low_watermark();
+        if self.cache.free_count() >= low {
+            return;
+        }
+        self.evict_blocks(2 * low - self.cache.free_count());
+    }
+
+    /// Evicts up to `wanted` clean blocks; committed ones are freed by the
+    /// commit that invalidates their entries.
+    pub(super) fn evict_blocks(&mut self, wanted: u32) {
+        let mut pending = std::mem::take(&mut self.eviction_scratch);
+        let freed = self.cache.evict(wanted, &mut pending);
+        self.stats.evictions += freed as u64 + pending.len() as u64;
+        for &block in &pending {
+            self.commit.mark_block(block);
+        }
+        pending.clear();
+        self.eviction_scratch = pending;
+    }
+}

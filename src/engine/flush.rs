@@ -1,0 +1,223 @@
+//! Flush semantics per policy. A flush covers every write acknowledged before
+//! it was submitted (DESIGN.md §2).
+//!
+//! - passthrough: FLUSH the backing device.
+//! - wt: FLUSH the backing device and commit the cache metadata.
+//! - wb, wb-ordered: commit the cache metadata (cache FLUSH, pages, FLUSH).
+//! - wb-flush: write back every dirty block, FLUSH the backing device, commit.
+//! - hhc: every dirty block is in a durable log segment at or before a barrier
+//!   segment on every healthy mirror, and the cache metadata is committed. It
+//!   cleans nothing. With no healthy mirror it falls back to wb-flush.
+
+use super::{Engine, Op};
+use crate::config::{Mutation, Policy};
+use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, RequestError};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LogStage {
+    None,
+    /// Waiting until no dirty block is missing from the log.
+    WaitLogged,
+    /// Waiting for the barrier segment to be sealed.
+    WaitBarrierSeal,
+    /// Waiting until the barrier at this sequence is durable.
+    WaitDurable(u64),
+}
+
+pub(super) struct FlushState {
+    pub request: u32,
+    /// Unique per flush; tags the write-backs it waits for.
+    pub tag: u32,
+    pub commit_target: Option<u64>,
+    pub log: LogStage,
+    pub writebacks_remaining: u32,
+    pub backing_flush_wanted: bool,
+    pub backing_flush_ticket: Option<u64>,
+    pub error: Option<RequestError>,
+}
+
+/// Generations of backing-device FLUSH: a waiter needs one issued after it
+/// registered.
+#[derive(Default)]
+pub(super) struct BackingFlusher {
+    pub issued: u64,
+    pub completed: u64,
+    pub wanted: u64,
+    pub in_flight: bool,
+    /// The last generation that failed (its waiters see an error).
+    pub failed: u64,
+}
+
+impl Engine {
+    pub(super) fn start_flush(&mut self, key: u32) {
+        self.stats.flushes += 1;
+        self.requests.get_mut(key).unwrap().pending += 1;
+        let tag = self.next_flush_tag();
+        let mut flush = FlushState {
+            request: key,
+            tag,
+            commit_target: None,
+            log: LogStage::None,
+            writebacks_remaining: 0,
+            backing_flush_wanted: false,
+            backing_flush_ticket: None,
+            error: None,
+        };
+        match self.config.policy {
+            Policy::Passthrough => flush.backing_flush_wanted = true,
+            Policy::WriteThrough => {
+                flush.backing_flush_wanted = true;
+                flush.commit_target = Some(self.commit.request());
+            }
+            Policy::WriteBack | Policy::WriteBackOrdered => flush.commit_target = Some(self.commit.request()),
+            Policy::WriteBackFlush => self.flush_by_writeback(&mut flush),
+            Policy::Hhc if self.mutation() == Mutation::FlushSkipsLog => flush.commit_target = Some(self.commit.request()),
+            Policy::Hhc if self.log_active() && self.log.has_healthy_mirror() => {
+                flush.log = LogStage::WaitLogged;
+                flush.commit_target = Some(self.commit.request());
+            }
+            Policy::Hhc => {
+                self.stats.flush_fallbacks += 1;
+                self.flush_by_writeback(&mut flush);
+            }
+        }
+        if self.policy_target.is_some() && !flush.backing_flush_wanted && flush.writebacks_remaining == 0 {
+            // While draining to wt/passthrough, writes went through: make them durable too.
+            flush.backing_flush_wanted = true;
+        }
+        self.flushes.push(flush);
+    }
+
+    fn next_flush_tag(&mut self) -> u32 {
+        self.writeback.flush_tag_counter = self.writeback.flush_tag_counter.wrapping_add(1);
+        self.writeback.flush_tag_counter
+    }
+
+    /// wb-flush semantics: write back every dirty block, then FLUSH the backing device.
+    fn flush_by_writeback(&mut self, flush: &mut FlushState) {
+        let count = self.enqueue_all_dirty(Some(flush.tag));
+        flush.writebacks_remaining = count;
+        flush.backing_flush_wanted = true;
+        flush.commit_target = Some(self.commit.request());
+    }
+
+    /// A write-back tagged for a flush finished (or failed).
+    pub(super) fn flush_writeback_done(&mut self, tag: u32, ok: bool) {
+        if let Some(flush) = self.flushes.iter_mut().find(|f| f.tag == tag) {
+            flush.writebacks_remaining -= 1;
+            if !ok {
+                flush.error = Some(RequestError::Io);
+            }
+        }
+    }
+
+    pub(super) fn progress_flushes(&mut self) {
+        let mut i = 0;
+        while i < self.flushes.len() {
+            self.progress_flush(i);
+            if self.flush_finished(i) {
+                let flush = self.flushes.swap_remove(i);
+                self.sub_done(flush.request, 1, flush.error);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn progress_flush(&mut self, i: usize) {
+        let log_usable = self.log_active() && self.log.has_healthy_mirror();
+        let flush = &mut self.flushes[i];
+        if flush.log != LogStage::None && !log_usable {
+            // Every mirror is gone: fall back to writing back.
+            flush.log = LogStage::None;
+            self.stats.flush_fallbacks += 1;
+            let tag = flush.tag;
+            let count = self.enqueue_all_dirty(Some(tag));
+            let flush = &mut self.flushes[i];
+            flush.writebacks_remaining += count;
+            flush.backing_flush_wanted = true;
+            return;
+        }
+        match flush.log {
+            LogStage::WaitLogged if self.cache.unlogged_dirty_count() == 0 => {
+                if self.log.barrier_covers_all() {
+                    flush.log = match self.log.last_sealed_sequence() {
+                        Some(sequence) => LogStage::WaitDurable(sequence),
+                        None => LogStage::None,
+                    };
+                } else {
+                    flush.log = LogStage::WaitBarrierSeal;
+                    self.logging.barrier_wanted = true;
+                }
+            }
+            LogStage::WaitDurable(sequence) if self.log.durable_barrier_sequence.is_some_and(|d| d >= sequence) => {
+                flush.log = LogStage::None;
+            }
+            _ => {}
+        }
+        let flush = &mut self.flushes[i];
+        if flush.backing_flush_wanted && flush.writebacks_remaining == 0 && flush.backing_flush_ticket.is_none() {
+            flush.backing_flush_ticket = Some(self.writeback.backing.request(self.config.backing_has_flush));
+        }
+    }
+
+    /// Every flush waiting for a barrier seal now waits for this sequence.
+    pub(super) fn barrier_sealed(&mut self, sequence: u64) {
+        for flush in &mut self.flushes {
+            if flush.log == LogStage::WaitBarrierSeal {
+                flush.log = LogStage::WaitDurable(sequence);
+            }
+        }
+    }
+
+    fn flush_finished(&mut self, i: usize) -> bool {
+        let flush = &self.flushes[i];
+        let commit_done = flush.commit_target.is_none_or(|t| self.commit.completed() >= t);
+        let backing_done = !flush.backing_flush_wanted
+            || flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.completed >= t);
+        let finished = commit_done && backing_done && flush.log == LogStage::None && flush.writebacks_remaining == 0;
+        if finished && flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.failed >= t) {
+            self.flushes[i].error = Some(RequestError::Io);
+        }
+        finished
+    }
+
+    // ---- backing-device FLUSH ----
+
+    pub(super) fn issue_backing_flush(&mut self) {
+        let flusher = &mut self.writeback.backing;
+        if flusher.in_flight || flusher.wanted <= flusher.issued {
+            return;
+        }
+        flusher.issued += 1;
+        flusher.in_flight = true;
+        self.submit(Op::FlushBacking, DeviceRole::Backing, IoKind::Flush, 0, 0, IoBuffer::None);
+    }
+
+    pub(super) fn backing_flush_done(&mut self, status: IoStatus) {
+        let flusher = &mut self.writeback.backing;
+        flusher.in_flight = false;
+        flusher.completed = flusher.issued;
+        if status != IoStatus::Ok {
+            flusher.failed = flusher.issued;
+        }
+        if status == IoStatus::DeviceLost {
+            self.fail("backing device lost".into());
+            return;
+        }
+        self.finish_durable_writebacks();
+    }
+}
+
+impl BackingFlusher {
+    /// Registers a waiter; returns the generation it needs. Without FLUSH
+    /// support a completed write is durable, so no generation is needed.
+    pub fn request(&mut self, has_flush: bool) -> u64 {
+        if !has_flush {
+            return self.completed;
+        }
+        let ticket = self.issued + 1;
+        self.wanted = self.wanted.max(ticket);
+        ticket
+    }
+}

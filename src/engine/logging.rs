@@ -1,0 +1,466 @@
+//! The engine's side of the HDD log: copying writes into the open buffer,
+//! logging dirty blocks that missed the log (pool exhausted, warm restart,
+//! re-sync, reclamation) from the cache device, sealing and writing segments
+//! to every mirror, revokes, active reclamation, the log superblock, and
+//! mirror failure and attachment.
+
+use super::{Engine, Op};
+use crate::cache::{flag, BlockState, LOC_NONE};
+use crate::format::{segment, LogSuperblock, SegmentHeader, LBA_NONE, UNIT_BYTES};
+use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
+use crate::log::{BufferState, MirrorHealth};
+use crate::config::Policy;
+
+#[derive(Default)]
+pub(super) struct LogWork {
+    /// A flush (or reclamation) wants the open buffer sealed as a barrier.
+    pub barrier_wanted: bool,
+    /// Reclamation re-logged live head entries; a barrier makes that count.
+    pub barrier_after_relog: bool,
+    scan_hand: u32,
+    superblock_ops_pending: u32,
+    superblock_head: u64,
+    last_superblock_at: Nanos,
+    reclaim_in_flight: bool,
+    reclaim_mirror_next: u8,
+}
+
+impl Engine {
+    /// Whether writes are mirrored into the log now.
+    pub(super) fn log_active(&self) -> bool {
+        self.config.policy == Policy::Hhc
+            && self.policy_target.is_none()
+            && self.log.writable_mirrors().next().is_some()
+    }
+
+    pub(super) fn log_space_low(&self) -> bool {
+        let total = self.log_layout.segments_count as u64;
+        self.log.segments_free() < (total / 4).max(2 * self.config.log_buffers_count as u64 + 2)
+    }
+
+    /// Opens a buffer with a free slot (sealing a full one); None if the
+    /// pool or the log is exhausted.
+    fn open_buffer_with_slot(&mut self) -> Option<usize> {
+        if self.log.open_is_full() {
+            let buffer = self.log.open_buffer?;
+            if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+                return None;
+            }
+            self.seal_and_write(false);
+        }
+        self.log.open()
+    }
+
+    pub(super) fn open_buffer_with_revoke_room(&mut self) -> Option<usize> {
+        if self.log.open_revokes_full() {
+            let buffer = self.log.open_buffer?;
+            if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+                return None;
+            }
+            self.seal_and_write(false);
+        }
+        self.log.open()
+    }
+
+    /// The one data copy of the write path: the block's data into the log.
+    /// `data` is None when the request data is no longer at hand (the write
+    /// waited); the block is then logged later from the cache device.
+    pub(super) fn log_copy(&mut self, block: u32, lba: u32, data: Option<(&dyn RequestData, u64)>) {
+        let Some((data, offset)) = data else {
+            self.cache.set_logged(block, false);
+            return;
+        };
+        let bs = self.config.block_size as usize;
+        let previous = self.cache.log_loc(block);
+        if let Some(slot) = self.log.open_slot_of(previous) {
+            let buffer = self.log.open_buffer.unwrap();
+            if self.log.buffers[buffer].slot_reads_in_flight == 0 {
+                // Still buffered: update in place.
+                let start = self.log_layout.segment.slot_offset(slot);
+                let region = self.log.buffers[buffer].region;
+                data.copy_to(offset, &mut self.region(region)[start..start + bs]);
+                self.cache.set_logged(block, true);
+                self.stats.log_blocks_copied += 1;
+                return;
+            }
+        }
+        let Some(buffer) = self.open_buffer_with_slot() else {
+            self.cache.set_logged(block, false);
+            return;
+        };
+        let region = self.log.buffers[buffer].region;
+        let memory = self.regions.all[region as usize].as_mut_slice();
+        let (loc, start) = self.log.append(memory, lba as u64, previous);
+        data.copy_to(offset, &mut memory[start..start + bs]);
+        self.cache.set_log_loc(block, loc);
+        self.cache.set_logged(block, true);
+        self.stats.log_blocks_copied += 1;
+        if self.log.open_is_full() && self.log.buffers[buffer].slot_reads_in_flight == 0 {
+            self.seal_and_write(false);
+        }
+    }
+
+    /// Logs dirty blocks whose value is not in the log by reading them from
+    /// the cache device straight into a log buffer slot.
+    pub(super) fn log_unlogged_blocks(&mut self) {
+        if !self.log_active() || self.cache.unlogged_dirty_count() == 0 {
+            return;
+        }
+        let n = self.cache.blocks_count();
+        let mut visits = n;
+        while visits > 0 && self.cache.unlogged_dirty_count() > 0 {
+            visits -= 1;
+            let block = self.logging.scan_hand;
+            self.logging.scan_hand = (block + 1) % n;
+            let candidate = self.cache.state(block) == BlockState::Mapped
+                && self.cache.has(block, flag::DIRTY)
+                && !self.cache.has(block, flag::LOGGED | flag::BUSY)
+                && self.cache.pins(block) == 0;
+            if !candidate {
+                continue;
+            }
+            let Some(buffer) = self.open_buffer_with_slot() else { return };
+            let region = self.log.buffers[buffer].region;
+            let memory = self.regions.all[region as usize].as_mut_slice();
+            let (loc, start) = self.log.append(memory, self.cache.lba(block) as u64, LOC_NONE);
+            self.log.buffers[buffer].slot_reads_in_flight += 1;
+            self.cache.pin(block);
+            let bs = self.config.block_size as u64;
+            let offset = self.cache_layout.block_offset(block as u64);
+            let target = IoBuffer::Engine { region, offset_bytes: start as u32 };
+            let op = Op::LogSlotRead { block, buffer: buffer as u32, loc };
+            self.submit(op, DeviceRole::Cache, IoKind::Read, offset, bs, target);
+        }
+    }
+
+    pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, status: IoStatus) {
+        self.log.buffers[buffer as usize].slot_reads_in_flight -= 1;
+        let sequence = self.log.buffers[buffer as usize].sequence;
+        let adopt = status == IoStatus::Ok
+            && self.cache.state(block) == BlockState::Mapped
+            && self.cache.has(block, flag::DIRTY)
+            && !self.cache.has(block, flag::LOGGED);
+        if adopt {
+            let previous = self.cache.log_loc(block);
+            self.log.kill(previous, Some(sequence));
+            self.cache.set_log_loc(block, loc);
+            self.cache.set_logged(block, true);
+            self.stats.log_blocks_from_cache += 1;
+        } else {
+            // Superseded, cleaned or unreadable meanwhile: leave a hole.
+            self.log.kill(loc, Some(sequence));
+            let region = self.log.buffers[buffer as usize].region;
+            let memory = self.regions.all[region as usize].as_mut_slice();
+            self.log.drop_in_open(memory, loc % self.log.slots());
+        }
+        self.cache.unpin(block);
+        if status == IoStatus::DeviceLost {
+            self.fail("cache device lost".into());
+        }
+    }
+
+    /// Drops `block`'s log entries: in place if still buffered, and with a
+    /// revoke record for the copies already on the mirrors. False if no
+    /// buffer can take the revoke now.
+    pub(super) fn revoke(&mut self, block: u32) -> bool {
+        let Some(buffer) = self.open_buffer_with_revoke_room() else { return false };
+        let loc = self.cache.log_loc(block);
+        let region = self.log.buffers[buffer].region;
+        let memory = self.regions.all[region as usize].as_mut_slice();
+        if let Some(slot) = self.log.open_slot_of(loc) {
+            self.log.drop_in_open(memory, slot);
+        }
+        self.log.kill(loc, None);
+        self.log.record_revoke(memory, self.cache.lba(block) as u64);
+        self.stats.revokes += 1;
+        true
+    }
+
+    /// Seals the open buffer when it is full, its revoke table is full, or a
+    /// barrier is wanted.
+    pub(super) fn maybe_seal(&mut self) {
+        if !self.log_active() {
+            self.logging.barrier_wanted = false;
+            return;
+        }
+        if self.logging.barrier_after_relog && self.cache.unlogged_dirty_count() == 0 {
+            self.logging.barrier_after_relog = false;
+            self.logging.barrier_wanted = true;
+        }
+        let Some(buffer) = self.log.open_buffer.or_else(|| self.logging.barrier_wanted.then(|| self.log.open()).flatten())
+        else {
+            return;
+        };
+        if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+            return;
+        }
+        if self.logging.barrier_wanted {
+            self.logging.barrier_wanted = false;
+            let sequence = self.seal_and_write(true);
+            self.barrier_sealed(sequence);
+        } else if self.log.open_is_full() || self.log.open_revokes_full() {
+            self.seal_and_write(false);
+        }
+    }
+
+    /// Seals the open buffer and writes it to every writable mirror.
+    fn seal_and_write(&mut self, barrier: bool) -> u64 {
+        let buffer = self.log.open_buffer.expect("no open buffer");
+        let region = self.log.buffers[buffer].region;
+        let memory = self.regions.all[region as usize].as_mut_slice();
+        let (buffer, index, len) = self.log.seal(memory, barrier);
+        let sequence = self.log.buffers[buffer].sequence;
+        let offset = self.log_layout.segment_offset(index);
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
+        self.stats.log_segments_written += 1;
+        self.stats.log_bytes_written += len * mirrors.len() as u64;
+        for &mirror in &mirrors {
+            self.log.buffers[buffer].mirror_ops_pending += 1;
+            let op = Op::SegmentWrite { buffer: buffer as u32, mirror };
+            let target = IoBuffer::Engine { region, offset_bytes: 0 };
+            self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, len, target);
+        }
+        if mirrors.is_empty() {
+            self.log.segment_durable(buffer);
+        }
+        sequence
+    }
+
+    pub(super) fn segment_write_done(&mut self, buffer: u32, mirror: u8, status: IoStatus) {
+        if status == IoStatus::Ok && self.log.buffers[buffer as usize].barrier {
+            // A barrier must be on the platter, not in the drive's cache.
+            let op = Op::SegmentFlush { buffer, mirror };
+            self.submit(op, DeviceRole::Log(mirror), IoKind::Flush, 0, 0, IoBuffer::None);
+            return;
+        }
+        self.segment_flush_done(buffer, mirror, status);
+    }
+
+    pub(super) fn segment_flush_done(&mut self, buffer: u32, mirror: u8, status: IoStatus) {
+        if status != IoStatus::Ok {
+            self.mirror_failed(mirror);
+        }
+        let b = &mut self.log.buffers[buffer as usize];
+        b.mirror_ops_pending -= 1;
+        if b.mirror_ops_pending == 0 && b.state == BufferState::Writing {
+            self.log.segment_durable(buffer as usize);
+            self.log.advance_head();
+        }
+    }
+
+    pub(super) fn mirror_failed(&mut self, mirror: u8) {
+        let health = &mut self.log.mirrors[mirror as usize];
+        if *health == MirrorHealth::Failed {
+            return;
+        }
+        log::warn!("hhc: log mirror {mirror} failed");
+        *health = MirrorHealth::Failed;
+        self.stats.mirror_failures += 1;
+    }
+
+    /// A fresh mirror joins. With no healthy mirror left the log starts over
+    /// on it; otherwise it syncs: every dirty block is logged again, and the
+    /// mirror counts once every live entry lies in segments written to it.
+    pub(super) fn attach_mirror(&mut self, mirror: u8) {
+        if mirror as usize >= self.log.mirrors.len() {
+            return;
+        }
+        let from_sequence = if self.log.has_healthy_mirror() {
+            self.log.tail_sequence + 1
+        } else {
+            let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
+            self.log.reinitialise(first);
+            first
+        };
+        self.log.mirrors[mirror as usize] = if self.log.has_healthy_mirror() {
+            MirrorHealth::Syncing { from_sequence }
+        } else {
+            MirrorHealth::Healthy
+        };
+        self.relog_all_dirty();
+        // Seal what is open so the next segment (from_sequence) starts fresh.
+        if self.log.open_buffer.is_some() {
+            self.logging.barrier_wanted = true;
+        }
+        self.write_superblock(self.log.head_sequence, true);
+    }
+
+    /// Marks every dirty block as missing from the log.
+    pub(super) fn relog_all_dirty(&mut self) {
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
+                if !self.log.has_healthy_mirror() {
+                    self.cache.set_log_loc(block, LOC_NONE);
+                }
+                self.cache.set_logged(block, false);
+            }
+        }
+    }
+
+    /// Leaving or entering `hhc`: the old log must never be replayed over
+    /// data written back without revokes, so it is emptied first.
+    pub(super) fn restart_log_for_switch(&mut self, _to: Policy) {
+        if self.config.mirrors_count == 0 || self.log.writable_mirrors().next().is_none() {
+            return;
+        }
+        let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
+        self.log.reinitialise(first);
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) == BlockState::Mapped {
+                self.cache.set_log_loc(block, LOC_NONE);
+                self.cache.set_logged(block, false);
+            }
+        }
+        self.write_superblock(first, true);
+    }
+
+    // ---- reclamation ----
+
+    /// Active reclamation when the log runs short (or is idle and half
+    /// full): live entries of the head segment are logged again from the
+    /// cache device, so the head can advance.
+    pub(super) fn reclaim_log_space(&mut self) {
+        if !self.log_active() {
+            return;
+        }
+        self.log.advance_head();
+        let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
+        let wanted = self.log_space_low() || (self.is_idle() && half_full);
+        if !wanted || self.logging.reclaim_in_flight {
+            return;
+        }
+        let Some((sequence, live)) = self.log.head_live_count() else { return };
+        if live == 0 {
+            // Dead but superseded after the last durable barrier: a barrier frees it.
+            if self.log.open_buffer.is_some() {
+                self.logging.barrier_wanted = true;
+            }
+            return;
+        }
+        let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
+        if mirrors.is_empty() {
+            return;
+        }
+        let mirror = mirrors[self.logging.reclaim_mirror_next as usize % mirrors.len()];
+        self.logging.reclaim_in_flight = true;
+        self.stats.log_reclaim_reads += 1;
+        let index = self.log.segment_index(sequence);
+        let offset = self.log_layout.segment_offset(index);
+        let len = self.log_layout.segment.segment_bytes as u64;
+        let target = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
+        self.submit(Op::ReclaimRead { sequence }, DeviceRole::Log(mirror), IoKind::Read, offset, len, target);
+    }
+
+    pub(super) fn reclaim_read_done(&mut self, sequence: u64, status: IoStatus) {
+        self.logging.reclaim_in_flight = false;
+        let layout = self.log_layout.segment;
+        let memory = self.regions.all[self.regions.reclaim as usize].as_mut_slice();
+        let header = match status {
+            IoStatus::Ok => segment::sealed_len(&layout, memory).and_then(|len| SegmentHeader::decode(&layout, &memory[..len])),
+            _ => Err(crate::format::FormatError::Truncated),
+        };
+        let Some(header) = header.ok().filter(|h| h.sequence == sequence) else {
+            // Try another mirror next time.
+            self.logging.reclaim_mirror_next = self.logging.reclaim_mirror_next.wrapping_add(1);
+            return;
+        };
+        for (slot, &lba) in header.lbas.iter().enumerate() {
+            if lba == LBA_NONE || lba >= u32::MAX as u64 {
+                continue;
+            }
+            let loc = self.log.loc(sequence, slot as u32);
+            if let Some(block) = self.cache.lookup(lba as u32) {
+                if self.cache.has(block, flag::DIRTY) && self.cache.log_loc(block) == loc {
+                    self.cache.set_logged(block, false);
+                }
+            }
+        }
+        self.logging.barrier_after_relog = true;
+    }
+
+    // ---- superblock ----
+
+    pub(super) fn maybe_write_superblock(&mut self) {
+        if self.config.mirrors_count == 0 || self.logging.superblock_ops_pending > 0 {
+            return;
+        }
+        let behind = self.log.head_sequence > self.log.durable_head_sequence;
+        let periodic = self.now.saturating_sub(self.logging.last_superblock_at) >= self.config.superblock_interval_ns;
+        let syncing = self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. }));
+        if behind && (self.log_space_low() || periodic || self.is_idle()) || (syncing && behind) {
+            self.write_superblock(self.log.head_sequence, false);
+        }
+    }
+
+    /// Writes the superblock (recording `head`) to every writable mirror;
+    /// `both_copies` for a fresh or restarted log.
+    pub(super) fn write_superblock(&mut self, head: u64, both_copies: bool) {
+        if self.logging.superblock_ops_pending > 0 && !both_copies {
+            return;
+        }
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
+        let copies: u64 = if both_copies { 2 } else { 1 };
+        for _ in 0..copies {
+            self.log.superblock_write_seq += 1;
+            let write_seq = self.log.superblock_write_seq;
+            for &mirror in &mirrors {
+                let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
+                self.logging.superblock_ops_pending += 1;
+                let op = Op::SuperblockWrite { mirror };
+                self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+            }
+        }
+        self.stats.superblock_writes += 1;
+        self.logging.superblock_head = head;
+        self.logging.last_superblock_at = self.now;
+    }
+
+    /// Encodes mirror `mirror`'s superblock for `write_seq`; returns the
+    /// device offset of the copy it goes to and the buffer holding it.
+    pub(super) fn encode_superblock(&mut self, mirror: u8, write_seq: u64, head: u64) -> (u64, IoBuffer) {
+        let copy = write_seq % 2;
+        let superblock = LogSuperblock {
+            instance_id: self.config.instance_id,
+            write_seq,
+            block_size: self.config.block_size,
+            segment_bytes: self.config.segment_bytes,
+            segments_count: self.log_layout.segments_count,
+            head_segment: self.log.segment_index(head),
+            head_sequence: head,
+            mirrors_count: self.config.mirrors_count,
+            mirror_index: mirror,
+            backing_blocks: self.config.backing_blocks(),
+        };
+        let unit = mirror as usize * 2 + copy as usize;
+        let region = self.regions.superblock;
+        superblock.encode(&mut self.region(region)[unit * UNIT_BYTES..(unit + 1) * UNIT_BYTES]);
+        (copy * UNIT_BYTES as u64, IoBuffer::Engine { region, offset_bytes: (unit * UNIT_BYTES) as u32 })
+    }
+
+    pub(super) fn superblock_write_done(&mut self, mirror: u8, status: IoStatus) {
+        if status == IoStatus::Ok {
+            self.submit(Op::SuperblockFlush { mirror }, DeviceRole::Log(mirror), IoKind::Flush, 0, 0, IoBuffer::None);
+            return;
+        }
+        self.superblock_flush_done(mirror, status);
+    }
+
+    pub(super) fn superblock_flush_done(&mut self, mirror: u8, status: IoStatus) {
+        if status != IoStatus::Ok {
+            self.mirror_failed(mirror);
+        }
+        self.logging.superblock_ops_pending -= 1;
+        if self.logging.superblock_ops_pending > 0 {
+            return;
+        }
+        let head = self.logging.superblock_head;
+        self.log.superblock_durable(head);
+        for health in &mut self.log.mirrors {
+            if let MirrorHealth::Syncing { from_sequence } = *health {
+                if head >= from_sequence {
+                    *health = MirrorHealth::Healthy;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! The sans-IO engine: requests, device completions and time go in; device
+//! commands and request completions come out. It never blocks, never reads a
+//! clock and never performs I/O.
+//!
+//! Files by concern: `requests` (read/write paths), `flush` (flush semantics
+//! per policy), `writeback` (background write-back and revokes), `logging`
+//! (log appends, sealing, mirrors, reclamation, superblock), `commit` (durable
+//! cache metadata), `startup` (format and warm restart), `stats`.
+
+mod commit;
+mod flush;
+mod logging;
+mod requests;
+mod slab;
+mod startup;
+mod stats;
+mod writeback;
+
+pub use stats::{MemoryReport, Stats};
+
+use crate::cache::CacheIndex;
+use crate::config::{CacheLayout, Config, ConfigError, LogLayout, Mutation, Policy};
+use crate::format::UNIT_BYTES;
+use crate::io::{
+    DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos, Request,
+    RequestCompletion, RequestData, RequestError,
+};
+use crate::log::LogManager;
+use commit::Commit;
+use flush::FlushState;
+use requests::{RequestState, Waiting};
+use slab::Slab;
+use std::collections::{HashMap, VecDeque};
+use writeback::Writeback;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartMode {
+    /// New cache and log: write superblocks and empty metadata.
+    Format,
+    /// Warm restart: load the cache metadata and rebuild the log state.
+    Open,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineState {
+    Starting,
+    Ready,
+    /// Shutting down: no new requests; committing metadata.
+    Stopping,
+    Stopped,
+    /// Unusable (e.g. the cache device was lost); the reason says why.
+    Failed(String),
+}
+
+/// What a device command was for; decides what its completion does.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    ReadCache { request: u32, block: u32, block_in_request: u32 },
+    ReadBacking { request: u32, lba: u64, blocks_count: u32, first_block_in_request: u32 },
+    FillCache { request: u32, block: u32 },
+    WriteCache { request: u32, block: u32, previous: Option<u32> },
+    WriteBacking { request: u32, lba: u64, blocks_count: u32 },
+    FlushBacking,
+    WritebackRead { block: u32, staging: u32 },
+    WritebackWrite { block: u32, staging: u32 },
+    LogSlotRead { block: u32, buffer: u32, loc: u32 },
+    SegmentWrite { buffer: u32, mirror: u8 },
+    SegmentFlush { buffer: u32, mirror: u8 },
+    SuperblockWrite { mirror: u8 },
+    SuperblockFlush { mirror: u8 },
+    ReclaimRead { sequence: u64 },
+    CommitFlush { second: bool },
+    MetaWrite { pool_slot: u32 },
+    Startup,
+}
+
+/// Engine-owned I/O memory regions.
+struct Regions {
+    all: Vec<Box<dyn IoRegion>>,
+    log_buffers: Vec<u32>,
+    staging: u32,
+    meta_pool: u32,
+    superblock: u32,
+    reclaim: u32,
+}
+
+pub(crate) const META_POOL_PAGES: u32 = 256;
+
+pub struct Engine {
+    config: Config,
+    cache_layout: CacheLayout,
+    log_layout: LogLayout,
+    state: EngineState,
+    regions: Regions,
+    cache: CacheIndex,
+    log: LogManager,
+    ops: Slab<Op>,
+    requests: Slab<RequestState>,
+    waiting: VecDeque<Waiting>,
+    io_out: VecDeque<DeviceIo>,
+    completions_out: VecDeque<RequestCompletion>,
+    flushes: Vec<FlushState>,
+    commit: Commit,
+    writeback: Writeback,
+    logging: logging::LogWork,
+    startup: Option<startup::Startup>,
+    /// Policy being switched to, once dirty data has been drained.
+    policy_target: Option<Policy>,
+    /// In-flight miss reads per LBA: (count, a write happened meanwhile).
+    misses: HashMap<u32, (u32, bool)>,
+    eviction_scratch: Vec<u32>,
+    /// Log entries found at warm restart whose blocks are clean by now:
+    /// (lba, loc), revoked once the log can take it.
+    startup_revokes: Vec<(u64, u32)>,
+    stats: Stats,
+    now: Nanos,
+    last_request_at: Nanos,
+}
+
+impl Engine {
+    pub fn new(config: Config, start: StartMode, alloc: &mut dyn IoAllocator, now: Nanos) -> Result<Engine, ConfigError> {
+        let (cache_layout, log_layout) = config.validate()?;
+        let blocks_count = u32::try_from(cache_layout.blocks_count)
+            .map_err(|_| ConfigError(format!("cache of {} blocks exceeds 2^32 blocks", cache_layout.blocks_count)))?;
+        let bs = config.block_size as usize;
+        let mut all: Vec<Box<dyn IoRegion>> = Vec::new();
+        let mut add = |len: usize, all: &mut Vec<Box<dyn IoRegion>>| {
+            all.push(alloc.alloc(len));
+            (all.len() - 1) as u32
+        };
+        let buffers_count = if config.mirrors_count > 0 { config.log_buffers_count } else { 0 };
+        let log_buffers = (0..buffers_count).map(|_| add(config.segment_bytes as usize, &mut all)).collect::<Vec<_>>();
+        let staging = add(config.writeback_parallelism as usize * bs, &mut all);
+        let meta_pool = add(META_POOL_PAGES as usize * UNIT_BYTES, &mut all);
+        let superblock = add(2 * UNIT_BYTES * (config.mirrors_count as usize).max(1), &mut all);
+        let reclaim = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
+        let regions = Regions { all, log_buffers: log_buffers.clone(), staging, meta_pool, superblock, reclaim };
+        let first_sequence = log_layout.segments_count as u64;
+        let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
+        let mut engine = Engine {
+            cache: CacheIndex::new(blocks_count),
+            log,
+            ops: Slab::with_capacity(1024),
+            requests: Slab::with_capacity(256),
+            waiting: VecDeque::with_capacity(256),
+            io_out: VecDeque::with_capacity(1024),
+            completions_out: VecDeque::with_capacity(256),
+            flushes: Vec::with_capacity(16),
+            commit: Commit::new(cache_layout.meta_pages_count),
+            writeback: Writeback::new(config.writeback_parallelism),
+            logging: logging::LogWork::default(),
+            startup: None,
+            policy_target: None,
+            misses: HashMap::with_capacity(256),
+            eviction_scratch: Vec::with_capacity(256),
+            startup_revokes: Vec::new(),
+            stats: Stats::default(),
+            state: EngineState::Starting,
+            config,
+            cache_layout,
+            log_layout,
+            regions,
+            now,
+            last_request_at: now,
+        };
+        engine.begin_startup(start);
+        Ok(engine)
+    }
+
+    pub fn state(&self) -> &EngineState {
+        &self.state
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.config.policy
+    }
+
+    /// The exposed bdev size in blocks (the backing device's).
+    pub fn blocks_count(&self) -> u64 {
+        self.config.backing_blocks()
+    }
+
+    pub fn cache_layout(&self) -> &CacheLayout {
+        &self.cache_layout
+    }
+
+    pub fn log_layout(&self) -> &LogLayout {
+        &self.log_layout
+    }
+
+    // ---- inputs ----
+
+    /// A bdev request. `data` is the write's buffer (for the one copy into
+    /// the log); `None` for reads and flushes.
+    pub fn handle_request(&mut self, now: Nanos, request: Request, data: Option<&dyn RequestData>) {
+        self.now = now;
+        self.last_request_at = now;
+        self.start_request(request, data);
+        self.run_background();
+    }
+
+    pub fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus) {
+        self.now = now;
+        let op = self.ops.remove(id as u32).unwrap_or_else(|| panic!("completion for unknown I/O {id}"));
+        if status != IoStatus::Ok {
+            self.stats.device_errors += 1;
+        }
+        match op {
+            Op::ReadCache { request, block, block_in_request } => self.read_cache_done(request, block, block_in_request, status),
+            Op::ReadBacking { request, lba, blocks_count, first_block_in_request } => {
+                self.read_backing_done(request, lba, blocks_count, first_block_in_request, status)
+            }
+            Op::FillCache { request, block } => self.fill_done(request, block, status),
+            Op::WriteCache { request, block, previous } => self.write_cache_done(request, block, previous, status),
+            Op::WriteBacking { request, blocks_count, .. } => self.write_backing_done(request, blocks_count, status),
+            Op::FlushBacking => self.backing_flush_done(status),
+            Op::WritebackRead { block, staging } => self.writeback_read_done(block, staging, status),
+            Op::WritebackWrite { block, staging } => self.writeback_write_done(block, staging, status),
+            Op::LogSlotRead { block, buffer, loc } => self.log_slot_read_done(block, buffer, loc, status),
+            Op::SegmentWrite { buffer, mirror } => self.segment_write_done(buffer, mirror, status),
+            Op::SegmentFlush { buffer, mirror } => self.segment_flush_done(buffer, mirror, status),
+            Op::SuperblockWrite { mirror } => self.superblock_write_done(mirror, status),
+            Op::SuperblockFlush { mirror } => self.superblock_flush_done(mirror, status),
+            Op::ReclaimRead { sequence } => self.reclaim_read_done(sequence, status),
+            Op::CommitFlush { second } => self.commit_flush_done(second, status),
+            Op::MetaWrite { pool_slot } => self.meta_write_done(pool_slot, status),
+            Op::Startup => self.startup_io_done(id, status),
+        }
+        self.run_background();
+    }
+
+    /// Time passes: background write-back, logging, commits, reclamation.
+    pub fn handle_timer(&mut self, now: Nanos) {
+        self.now = now;
+        self.run_background();
+    }
+
+    /// A device was hot-removed or died.
+    pub fn handle_device_removed(&mut self, now: Nanos, role: DeviceRole) {
+        self.now = now;
+        self.device_lost(role);
+        self.run_background();
+    }
+
+    /// A replacement log mirror is attached; it is formatted and re-synced.
+    pub fn handle_mirror_attached(&mut self, now: Nanos, mirror: u8) {
+        self.now = now;
+        self.attach_mirror(mirror);
+        self.run_background();
+    }
+
+    /// Switches the write policy. Leaving write-back for `wt` or
+    /// `passthrough` first writes every dirty block back.
+    pub fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError> {
+        self.now = now;
+        if policy.uses_log() && self.config.mirrors_count == 0 {
+            return Err(ConfigError("policy hhc needs at least one log device".into()));
+        }
+        self.begin_policy_switch(policy);
+        self.run_background();
+        Ok(())
+    }
+
+    /// Clean stop: stop taking requests, commit metadata, then `Stopped`.
+    pub fn shutdown(&mut self, now: Nanos) {
+        self.now = now;
+        if self.state == EngineState::Ready {
+            self.state = EngineState::Stopping;
+        }
+        self.run_background();
+    }
+
+    // ---- outputs ----
+
+    pub fn poll_io(&mut self) -> Option<DeviceIo> {
+        self.io_out.pop_front()
+    }
+
+    pub fn poll_completion(&mut self) -> Option<RequestCompletion> {
+        self.completions_out.pop_front()
+    }
+
+    /// When the engine wants `handle_timer` next, if at all.
+    pub fn next_timer(&self) -> Option<Nanos> {
+        if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
+            return None;
+        }
+        let busy = self.cache.dirty_count() > 0
+            || !self.waiting.is_empty()
+            || !self.flushes.is_empty()
+            || self.commit.wanted()
+            || self.log.head_sequence > self.log.durable_head_sequence;
+        busy.then(|| self.now + self.tick_ns())
+    }
+
+    fn tick_ns(&self) -> Nanos {
+        (self.config.idle_after_ns / 10).max(100_000)
+    }
+
+    pub fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
+        if let Some(startup) = self.startup.as_mut() {
+            if let Some(memory) = startup.io_memory_mut(region) {
+                return memory;
+            }
+        }
+        self.regions.all[region as usize].as_mut_slice()
+    }
+
+    // ---- internal plumbing ----
+
+    fn submit(&mut self, op: Op, device: DeviceRole, kind: IoKind, offset_bytes: u64, len_bytes: u64, buffer: IoBuffer) {
+        let id = self.ops.insert(op) as IoId;
+        self.io_out.push_back(DeviceIo { id, device, kind, offset_bytes, len_bytes, buffer });
+    }
+
+    fn region(&mut self, region: u32) -> &mut [u8] {
+        self.regions.all[region as usize].as_mut_slice()
+    }
+
+    fn complete_request(&mut self, id: u64, result: Result<(), RequestError>) {
+        self.completions_out.push_back(RequestCompletion { id, result });
+    }
+
+    fn is_idle(&self) -> bool {
+        self.now.saturating_sub(self.last_request_at) >= self.config.idle_after_ns
+    }
+
+    fn mutation(&self) -> Mutation {
+        self.config.mutation
+    }
+
+    /// Background work after every input, in dependency order.
+    fn run_background(&mut self) {
+        if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
+            return;
+        }
+        self.retry_waiting();
+        self.log_unlogged_blocks();
+        self.apply_pending_revokes();
+        self.progress_flushes();
+        self.progress_policy_switch();
+        self.schedule_writeback();
+        self.reclaim_log_space();
+        self.maybe_seal();
+        self.keep_free_blocks();
+        self.maybe_commit();
+        self.maybe_write_superblock();
+        self.progress_shutdown();
+    }
+
+    fn progress_shutdown(&mut self) {
+        if self.state != EngineState::Stopping || !self.requests.is_empty() {
+            return;
+        }
+        if self.commit.is_idle() && !self.commit.has_dirty_pages() && self.ops.is_empty() {
+            self.state = EngineState::Stopped;
+        } else if self.commit.is_idle() && self.commit.has_dirty_pages() {
+            self.commit.request();
+        }
+    }
+
+    fn device_lost(&mut self, role: DeviceRole) {
+        match role {
+            DeviceRole::Cache => self.fail("cache device lost".into()),
+            DeviceRole::Log(mirror) => self.mirror_failed(mirror),
+            DeviceRole::Backing => self.fail("backing device lost".into()),
+        }
+    }
+
+    /// Stops serving: every outstanding request fails; dirty data stays where
+    /// it is durable (cache metadata and the log) for recovery.
+    fn fail(&mut self, reason: String) {
+        if matches!(self.state, EngineState::Failed(_)) {
+            return;
+        }
+        log::error!("hhc engine stopped: {reason}");
+        self.state = EngineState::Failed(reason);
+        let ids: Vec<u32> = self.requests.keys().collect();
+        for key in ids {
+            if let Some(request) = self.requests.remove(key) {
+                self.complete_request(request.id, Err(RequestError::NotReady));
+            }
+        }
+        self.waiting.clear();
+        self.flushes.clear();
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.stats.clone();
+        stats.dirty_blocks = self.cache.dirty_count() as u64;
+        stats.unlogged_dirty_blocks = self.cache.unlogged_dirty_count() as u64;
+        stats.free_blocks = self.cache.free_count() as u64;
+        stats.cache_blocks = self.cache.blocks_count() as u64;
+        stats.log_segments_in_use = self.log.segments_in_use();
+        stats.log_segments_total = self.log_layout.segments_count as u64;
+        stats.log_live_entries = self.log.live_entries;
+        stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
+        stats
+    }
+
+    pub fn memory_report(&self) -> MemoryReport {
+        MemoryReport {
+            cache_blocks: self.cache.blocks_count() as u64,
+            cache_index_bytes: self.cache.memory_bytes() as u64,
+            log_live_entries: self.log.live_entries,
+            log_bookkeeping_bytes: self.log.memory_bytes() as u64,
+            commit_bookkeeping_bytes: self.commit.memory_bytes() as u64,
+            io_buffer_bytes: self.regions.all.len() as u64, // replaced below
+        }
+        .with_io_buffers(self.io_buffer_bytes())
+    }
+
+    fn io_buffer_bytes(&self) -> u64 {
+        let c = &self.config;
+        let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
+        log + c.writeback_parallelism as u64 * c.block_size as u64 + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
+    }
+}
+
+impl IoMachine for Engine {
+    fn poll_io(&mut self) -> Option<DeviceIo> {
+        Engine::poll_io(self)
+    }
+    fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus) {
+        Engine::handle_io_completion(self, now, id, status)
+    }
+    fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
+        Engine::io_memory_mut(self, region)
+    }
+}
+
+impl Engine {
+    /// One LBA's cache state in words, for diagnostics and test failures.
+    pub fn describe_lba(&self, lba: u64) -> String {
+        let Some(block) = u32::try_from(lba).ok().and_then(|l| self.cache.lookup(l)) else {
+            return format!("lba {lba}: not cached");
+        };
+        format!(
+            "lba {lba}: block {block} state {:?} flags {:#010b} version {} pins {}",
+            self.cache.state(block),
+            self.cache.flags_bits(block),
+            self.cache.version(block),
+            self.cache.pins(block)
+        )
+    }
+}

@@ -1,0 +1,392 @@
+//! Read and write paths: hits, misses and fills, copy-on-write block writes,
+//! write-through and passthrough, and requests waiting for a block.
+
+use super::{Engine, EngineState, Op};
+use crate::cache::{flag, BlockState};
+use crate::config::{Mutation, Policy};
+use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Request, RequestData, RequestError, RequestId, RequestKind};
+
+pub(super) struct RequestState {
+    pub id: RequestId,
+    pub kind: RequestKind,
+    pub lba: u64,
+    pub blocks_count: u32,
+    /// Sub-operations (per block, per backing run, per flush stage) outstanding.
+    pub pending: u32,
+    pub error: Option<RequestError>,
+}
+
+/// A block of a request that could not start yet.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Waiting {
+    pub request: u32,
+    pub block_in_request: u32,
+    pub write: bool,
+}
+
+/// How writes behave right now (a switch away from write-back writes
+/// through while the dirty data drains).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteMode {
+    Passthrough,
+    Through,
+    Back,
+}
+
+impl Engine {
+    pub(super) fn start_request(&mut self, request: Request, data: Option<&dyn RequestData>) {
+        if self.state != EngineState::Ready {
+            self.complete_request(request.id, Err(RequestError::NotReady));
+            return;
+        }
+        let end = request.lba.checked_add(request.blocks_count as u64);
+        let io = request.kind != RequestKind::Flush;
+        if io && (request.blocks_count == 0 || end.is_none_or(|end| end > self.blocks_count())) {
+            self.stats.request_errors += 1;
+            self.complete_request(request.id, Err(RequestError::OutOfRange));
+            return;
+        }
+        let key = self.requests.insert(RequestState {
+            id: request.id,
+            kind: request.kind,
+            lba: request.lba,
+            blocks_count: request.blocks_count,
+            pending: 1, // held until the request is fully dispatched
+            error: None,
+        });
+        match request.kind {
+            RequestKind::Read => self.start_read(key),
+            RequestKind::Write => self.start_write(key, data),
+            RequestKind::Flush => self.start_flush(key),
+        }
+        self.sub_done(key, 1, None);
+    }
+
+    fn write_mode(&self) -> WriteMode {
+        match (self.config.policy, self.policy_target) {
+            (Policy::Passthrough, _) => WriteMode::Passthrough,
+            (_, Some(Policy::Passthrough | Policy::WriteThrough)) | (Policy::WriteThrough, _) => WriteMode::Through,
+            _ => WriteMode::Back,
+        }
+    }
+
+    /// One sub-operation of `key` finished; completes the request when none remain.
+    pub(super) fn sub_done(&mut self, key: u32, count: u32, error: Option<RequestError>) {
+        let request = self.requests.get_mut(key).expect("sub-operation of unknown request");
+        assert!(request.pending >= count, "request {} completed too often", request.id);
+        request.pending -= count;
+        if error.is_some() && request.error.is_none() {
+            request.error = error;
+        }
+        if request.pending > 0 {
+            return;
+        }
+        let request = self.requests.remove(key).expect("request vanished");
+        if request.error.is_some() {
+            self.stats.request_errors += 1;
+        }
+        self.complete_request(request.id, request.error.map_or(Ok(()), Err));
+    }
+
+    fn request_buffer(&self, key: u32, block_in_request: u32) -> IoBuffer {
+        let request = self.requests.get(key).expect("unknown request");
+        IoBuffer::Request { request: request.id, offset_bytes: block_in_request as u64 * self.config.block_size as u64 }
+    }
+
+    // ---- reads ----
+
+    fn start_read(&mut self, key: u32) {
+        self.stats.reads += 1;
+        let (lba, count) = {
+            let r = self.requests.get(key).unwrap();
+            (r.lba, r.blocks_count)
+        };
+        if !self.config.policy.uses_cache() {
+            self.requests.get_mut(key).unwrap().pending += 1;
+            self.submit_backing_read(key, lba, count, 0);
+            return;
+        }
+        self.requests.get_mut(key).unwrap().pending += count;
+        let mut run: Option<(u64, u32, u32)> = None; // (first lba, blocks, first index) of misses
+        for i in 0..count {
+            let block_lba = lba + i as u64;
+            match self.cache.lookup(block_lba as u32) {
+                None => {
+                    self.note_miss_started(block_lba as u32);
+                    run = match run {
+                        Some((first, n, first_i)) if first + n as u64 == block_lba => Some((first, n + 1, first_i)),
+                        other => {
+                            if let Some((first, n, first_i)) = other {
+                                self.submit_backing_read(key, first, n, first_i);
+                            }
+                            Some((block_lba, 1, i))
+                        }
+                    }
+                }
+                Some(_) => {
+                    if !self.try_start_block_read(key, i) {
+                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false });
+                    }
+                }
+            }
+        }
+        if let Some((first, n, first_i)) = run {
+            self.submit_backing_read(key, first, n, first_i);
+        }
+    }
+
+    /// Starts one block of a read; false if it must wait (block being written).
+    fn try_start_block_read(&mut self, key: u32, i: u32) -> bool {
+        let lba = self.requests.get(key).unwrap().lba + i as u64;
+        match self.cache.lookup(lba as u32) {
+            Some(block) if self.cache.has(block, flag::BUSY) => false,
+            Some(block) => {
+                self.stats.read_hits += 1;
+                self.cache.pin(block);
+                self.cache.set(block, flag::REFERENCED);
+                let source = if self.mutation() == Mutation::ReadWrongBlock {
+                    (block + 1) % self.cache.blocks_count()
+                } else {
+                    block
+                };
+                let offset = self.cache_layout.block_offset(source as u64);
+                let buffer = self.request_buffer(key, i);
+                let bs = self.config.block_size as u64;
+                self.submit(Op::ReadCache { request: key, block, block_in_request: i }, DeviceRole::Cache, IoKind::Read, offset, bs, buffer);
+                true
+            }
+            None => {
+                self.note_miss_started(lba as u32);
+                self.submit_backing_read(key, lba, 1, i);
+                true
+            }
+        }
+    }
+
+    fn note_miss_started(&mut self, lba: u32) {
+        self.stats.read_misses += 1;
+        let entry = self.misses.entry(lba).or_insert((0, false));
+        entry.0 += 1;
+    }
+
+    /// Returns whether the fill of a finished miss may insert the block.
+    fn note_miss_finished(&mut self, lba: u32) -> bool {
+        let Some(entry) = self.misses.get_mut(&lba) else { return false };
+        entry.0 -= 1;
+        let fresh = !entry.1;
+        if entry.0 == 0 {
+            self.misses.remove(&lba);
+        }
+        fresh
+    }
+
+    fn submit_backing_read(&mut self, key: u32, lba: u64, blocks_count: u32, first_block_in_request: u32) {
+        let bs = self.config.block_size as u64;
+        let buffer = self.request_buffer(key, first_block_in_request);
+        let op = Op::ReadBacking { request: key, lba, blocks_count, first_block_in_request };
+        self.submit(op, DeviceRole::Backing, IoKind::Read, lba * bs, blocks_count as u64 * bs, buffer);
+    }
+
+    pub(super) fn read_cache_done(&mut self, key: u32, block: u32, i: u32, status: IoStatus) {
+        let clean = self.cache.state(block) == BlockState::Mapped && !self.cache.has(block, flag::DIRTY);
+        self.cache.unpin(block);
+        match status {
+            IoStatus::Ok => self.sub_done(key, 1, None),
+            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+            IoStatus::Error if clean => {
+                // The backing device holds the same data: serve it from there.
+                let lba = self.requests.get(key).unwrap().lba + i as u64;
+                self.submit_backing_read(key, lba, 1, i);
+            }
+            IoStatus::Error => self.sub_done(key, 1, Some(RequestError::Io)),
+        }
+    }
+
+    pub(super) fn read_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, first: u32, status: IoStatus) {
+        if !self.config.policy.uses_cache() {
+            self.sub_done(key, 1, (status != IoStatus::Ok).then_some(RequestError::Io));
+            return;
+        }
+        let fills_allowed = status == IoStatus::Ok && self.write_mode() != WriteMode::Passthrough;
+        let mut done = 0;
+        for n in 0..blocks_count {
+            let block_lba = (lba + n as u64) as u32;
+            let fresh = self.note_miss_finished(block_lba);
+            let fill = fills_allowed && fresh && self.cache.lookup(block_lba).is_none() && self.cache.free_count() > 0;
+            if !fill {
+                done += 1;
+                continue;
+            }
+            let block = self.cache.map_new_block(block_lba, false).expect("free block vanished");
+            self.stats.fills += 1;
+            let offset = self.cache_layout.block_offset(block as u64);
+            let buffer = self.request_buffer(key, first + n);
+            let bs = self.config.block_size as u64;
+            self.submit(Op::FillCache { request: key, block }, DeviceRole::Cache, IoKind::Write, offset, bs, buffer);
+        }
+        let error = (status != IoStatus::Ok).then_some(RequestError::Io);
+        if done > 0 {
+            self.sub_done(key, done, error);
+        }
+    }
+
+    pub(super) fn fill_done(&mut self, key: u32, block: u32, status: IoStatus) {
+        match status {
+            IoStatus::Ok => {
+                self.cache.clear(block, flag::BUSY);
+                if !self.cache.free_if_dropped(block) {
+                    self.commit.mark_block(block);
+                }
+            }
+            IoStatus::Error => self.cache.unmap_failed_block(block, None),
+            IoStatus::DeviceLost => return self.fail("cache device lost".into()),
+        }
+        // The request's data came from the backing device; the fill is a side effect.
+        self.sub_done(key, 1, None);
+    }
+
+    // ---- writes ----
+
+    fn start_write(&mut self, key: u32, data: Option<&dyn RequestData>) {
+        self.stats.writes += 1;
+        let (lba, count) = {
+            let r = self.requests.get(key).unwrap();
+            (r.lba, r.blocks_count)
+        };
+        let mode = self.write_mode();
+        if mode != WriteMode::Back {
+            self.requests.get_mut(key).unwrap().pending += 1;
+            let bs = self.config.block_size as u64;
+            let buffer = self.request_buffer(key, 0);
+            let op = Op::WriteBacking { request: key, lba, blocks_count: count };
+            self.submit(op, DeviceRole::Backing, IoKind::Write, lba * bs, count as u64 * bs, buffer);
+        }
+        if mode == WriteMode::Passthrough {
+            for i in 0..count {
+                self.cache.invalidate_clean((lba + i as u64) as u32);
+            }
+            return;
+        }
+        self.requests.get_mut(key).unwrap().pending += count;
+        for i in 0..count {
+            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true });
+            }
+        }
+    }
+
+    /// Writes one block into a fresh cache block (copy-on-write) and, for
+    /// `hhc`, copies it into the log. False if no free block is available.
+    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>) -> bool {
+        let lba = (self.requests.get(key).unwrap().lba + i as u64) as u32;
+        if self.cache.free_count() == 0 {
+            self.evict_blocks(8);
+        }
+        let dirty = self.write_mode() == WriteMode::Back;
+        if !dirty && self.writeback.lbas_in_flight.contains(&lba) {
+            // A write-through must not race an older write-back of the block.
+            return false;
+        }
+        let previous = self.cache.lookup(lba);
+        let Some(block) = self.cache.map_new_block(lba, dirty) else { return false };
+        if let Some(entry) = self.misses.get_mut(&lba) {
+            entry.1 = true; // an in-flight miss read may return older data
+        }
+        if dirty && self.log_active() {
+            let offset = i as u64 * self.config.block_size as u64;
+            self.log_copy(block, lba, data.map(|d| (d, offset)));
+        } else {
+            self.cache.set_logged(block, false);
+        }
+        let offset = self.cache_layout.block_offset(block as u64);
+        let buffer = self.request_buffer(key, i);
+        let bs = self.config.block_size as u64;
+        self.submit(Op::WriteCache { request: key, block, previous }, DeviceRole::Cache, IoKind::Write, offset, bs, buffer);
+        true
+    }
+
+    pub(super) fn write_cache_done(&mut self, key: u32, block: u32, previous: Option<u32>, status: IoStatus) {
+        match status {
+            IoStatus::Ok => {
+                self.cache.clear(block, flag::BUSY);
+                if !self.cache.free_if_dropped(block) {
+                    self.commit.mark_block(block);
+                }
+                if let Some(old) = previous {
+                    self.cache.release_predecessor(old);
+                }
+                self.sub_done(key, 1, None);
+            }
+            IoStatus::Error => {
+                if self.cache.state(block) == BlockState::Mapped {
+                    self.cache.unmap_failed_block(block, previous);
+                    if let Some(old) = previous.filter(|&p| self.cache.state(p) == BlockState::Mapped) {
+                        // Its log entry was replaced by this write's: log it again.
+                        self.cache.set_logged(old, false);
+                    }
+                } else {
+                    self.cache.clear(block, flag::BUSY);
+                    self.cache.free_if_dropped(block);
+                }
+                self.sub_done(key, 1, Some(RequestError::Io));
+            }
+            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+        }
+    }
+
+    pub(super) fn write_backing_done(&mut self, key: u32, _blocks_count: u32, status: IoStatus) {
+        let error = match status {
+            IoStatus::Ok => None,
+            _ => {
+                // The cache may now hold data the backing device lacks; drop
+                // the clean copies so later reads see what the backing has.
+                let (lba, count) = {
+                    let r = self.requests.get(key).unwrap();
+                    (r.lba, r.blocks_count)
+                };
+                for i in 0..count {
+                    self.cache.invalidate_clean((lba + i as u64) as u32);
+                }
+                Some(RequestError::Io)
+            }
+        };
+        self.sub_done(key, 1, error);
+    }
+
+    /// Starts waiting blocks that can start now, in arrival order.
+    pub(super) fn retry_waiting(&mut self) {
+        let mut remaining = self.waiting.len();
+        while remaining > 0 {
+            remaining -= 1;
+            let Some(waiting) = self.waiting.pop_front() else { break };
+            if self.requests.get(waiting.request).is_none() {
+                continue;
+            }
+            let started = if waiting.write {
+                // Writes keep their order: stop at the first one that cannot start.
+                let started = self.try_start_block_write(waiting.request, waiting.block_in_request, None);
+                if !started {
+                    self.waiting.push_front(waiting);
+                    self.requeue_reads_behind(remaining);
+                    return;
+                }
+                started
+            } else {
+                self.try_start_block_read(waiting.request, waiting.block_in_request)
+            };
+            if !started {
+                self.waiting.push_back(waiting);
+            }
+        }
+    }
+
+    /// Lets reads queued behind a stuck write start if they can.
+    fn requeue_reads_behind(&mut self, count: usize) {
+        for _ in 0..count {
+            let Some(waiting) = self.waiting.remove(1) else { return };
+            if waiting.write || !self.try_start_block_read(waiting.request, waiting.block_in_request) {
+                self.waiting.push_back(waiting);
+            }
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! Bringing an instance up: `Format` writes a fresh cache superblock, empty
+//! metadata (both slots) and log superblocks; `Open` (warm restart) loads the
+//! metadata, scans the log to rebuild its state, and invalidates the log
+//! positions just past the scanned end, where segments of the previous run
+//! may have landed out of order — a later scan must never chain into them.
+
+use super::{Engine, EngineState, Op, StartMode, META_POOL_PAGES};
+use crate::cache::{flag, BlockState, DurableEntry};
+use crate::format::{CacheSuperblock, MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
+use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, HeapAllocator};
+use crate::recovery::{LogScanner, ScannedLog};
+use std::collections::HashMap;
+
+/// Scanner regions are exposed to drivers above this number.
+const SCANNER_REGION_BASE: u32 = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    FormatCache { next_page: u32 },
+    FormatFlush,
+    FormatLog,
+    FormatLogFlush,
+    ReadSuperblock,
+    ReadPages { first_page: u32 },
+    ScanLog,
+    CleanTail,
+    CleanTailFlush,
+}
+
+pub(super) struct Startup {
+    phase: Phase,
+    pending: u32,
+    failed: Option<String>,
+    scanner: Option<LogScanner>,
+    /// Engine I/O id -> scanner I/O id.
+    scanner_ids: HashMap<IoId, IoId>,
+}
+
+impl Startup {
+    pub fn io_memory_mut(&mut self, region: u32) -> Option<&mut [u8]> {
+        let scanner = self.scanner.as_mut()?;
+        (region >= SCANNER_REGION_BASE).then(|| scanner.io_memory_mut(region - SCANNER_REGION_BASE))
+    }
+}
+
+impl Engine {
+    pub(super) fn begin_startup(&mut self, mode: StartMode) {
+        let phase = match mode {
+            StartMode::Format => Phase::FormatCache { next_page: 0 },
+            StartMode::Open => Phase::ReadSuperblock,
+        };
+        self.startup = Some(Startup { phase, pending: 0, failed: None, scanner: None, scanner_ids: HashMap::new() });
+        self.enter_phase(phase);
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.startup.as_mut().unwrap().phase = phase;
+        self.enter_phase(phase);
+    }
+
+    fn startup_submit(&mut self, device: DeviceRole, kind: IoKind, offset: u64, len: u64, buffer: IoBuffer) {
+        self.startup.as_mut().unwrap().pending += 1;
+        self.submit(Op::Startup, device, kind, offset, len, buffer);
+    }
+
+    fn enter_phase(&mut self, phase: Phase) {
+        match phase {
+            Phase::FormatCache { next_page } => self.format_cache(next_page),
+            Phase::FormatFlush => self.startup_submit(DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None),
+            Phase::FormatLog => self.format_log(),
+            Phase::FormatLogFlush | Phase::CleanTailFlush => self.flush_mirrors(),
+            Phase::ReadSuperblock => {
+                let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: 0 };
+                self.startup_submit(DeviceRole::Cache, IoKind::Read, 0, UNIT_BYTES as u64, buffer);
+            }
+            Phase::ReadPages { first_page } => self.read_pages(first_page),
+            Phase::ScanLog => self.start_scan(),
+            Phase::CleanTail => self.clean_tail(),
+        }
+        if self.startup.as_ref().is_some_and(|s| s.pending == 0 && s.scanner.is_none()) {
+            self.phase_done();
+        }
+    }
+
+    pub(super) fn startup_io_done(&mut self, id: IoId, status: IoStatus) {
+        let Some(startup) = self.startup.as_mut() else { return };
+        if let Some(scanner_id) = startup.scanner_ids.remove(&id) {
+            let now = self.now;
+            startup.scanner.as_mut().unwrap().handle_io_completion(now, scanner_id, status);
+            self.pump_scanner();
+            return;
+        }
+        startup.pending -= 1;
+        if status != IoStatus::Ok && startup.failed.is_none() {
+            startup.failed = Some(format!("device error during {:?}", startup.phase));
+        }
+        if startup.pending == 0 {
+            self.phase_done();
+        }
+    }
+
+    fn phase_done(&mut self) {
+        let startup = self.startup.as_ref().unwrap();
+        if let Some(reason) = startup.failed.clone() {
+            self.startup = None;
+            self.state = EngineState::Failed(reason);
+            return;
+        }
+        let next = match startup.phase {
+            Phase::FormatCache { next_page } if next_page < self.cache_layout.meta_pages_count => {
+                Phase::FormatCache { next_page }
+            }
+            Phase::FormatCache { .. } => Phase::FormatFlush,
+            Phase::FormatFlush if self.config.mirrors_count > 0 => Phase::FormatLog,
+            Phase::FormatLog => Phase::FormatLogFlush,
+            Phase::CleanTail => Phase::CleanTailFlush,
+            Phase::FormatFlush | Phase::FormatLogFlush | Phase::CleanTailFlush => return self.startup_finished(),
+            Phase::ReadSuperblock => match self.check_superblock() {
+                Ok(()) => Phase::ReadPages { first_page: 0 },
+                Err(reason) => {
+                    self.startup = None;
+                    self.state = EngineState::Failed(reason);
+                    return;
+                }
+            },
+            Phase::ReadPages { first_page } => {
+                let next_page = self.load_pages(first_page);
+                if next_page < self.cache_layout.meta_pages_count {
+                    Phase::ReadPages { first_page: next_page }
+                } else {
+                    self.cache.rebuild_free_list();
+                    if self.config.mirrors_count > 0 {
+                        Phase::ScanLog
+                    } else {
+                        return self.startup_finished();
+                    }
+                }
+            }
+            Phase::ScanLog => Phase::CleanTail,
+        };
+        self.set_phase(next);
+    }
+
+    fn startup_finished(&mut self) {
+        self.startup = None;
+        self.state = EngineState::Ready;
+        // Superseded blocks restored from disk are invalidated by the first commit.
+        for i in 0..self.cache.superseded_blocks().len() {
+            let block = self.cache.superseded_blocks()[i];
+            self.commit.mark_block(block);
+        }
+    }
+
+    // ---- format ----
+
+    fn format_cache(&mut self, first_page: u32) {
+        if first_page == 0 {
+            let superblock = CacheSuperblock {
+                instance_id: self.config.instance_id,
+                block_size: self.config.block_size,
+                blocks_count: self.cache_layout.blocks_count,
+                meta_pages_count: self.cache_layout.meta_pages_count,
+                backing_blocks: self.config.backing_blocks(),
+            };
+            let region = self.regions.superblock;
+            superblock.encode(&mut self.region(region)[..UNIT_BYTES]);
+            let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
+            self.startup_submit(DeviceRole::Cache, IoKind::Write, 0, UNIT_BYTES as u64, buffer);
+        }
+        // Both slots of each page: sequence 0 in slot A, 1 in slot B.
+        let pages_per_round = META_POOL_PAGES / 2;
+        let end = (first_page + pages_per_round).min(self.cache_layout.meta_pages_count);
+        for page in first_page..end {
+            let entries_count = self.page_entries(page);
+            for seq in 0..2u64 {
+                let slot = ((page - first_page) * 2 + seq as u32) as usize;
+                let header = MetaPageHeader { instance_id: self.config.instance_id, page_index: page, page_seq: seq, entries_count };
+                let empty = MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false };
+                let region = self.regions.meta_pool;
+                let memory = &mut self.region(region)[slot * UNIT_BYTES..(slot + 1) * UNIT_BYTES];
+                header.encode(&mut std::iter::repeat_n(empty, entries_count as usize), memory);
+                let offset = self.cache_layout.meta_page_offset(page, seq == 1);
+                let buffer = IoBuffer::Engine { region, offset_bytes: (slot * UNIT_BYTES) as u32 };
+                self.startup_submit(DeviceRole::Cache, IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+            }
+            self.commit.page_seq[page as usize] = 1;
+        }
+        self.startup.as_mut().unwrap().phase = Phase::FormatCache { next_page: end };
+    }
+
+    fn page_entries(&self, page: u32) -> u16 {
+        let first = page as u64 * META_ENTRIES_PER_PAGE as u64;
+        (self.cache_layout.blocks_count - first).min(META_ENTRIES_PER_PAGE as u64) as u16
+    }
+
+    /// Both superblock copies on every mirror, so no copy of an earlier
+    /// instance is left to be mistaken for ours.
+    fn format_log(&mut self) {
+        let head = self.log.head_sequence;
+        for _ in 0..2 {
+            self.log.superblock_write_seq += 1;
+            let write_seq = self.log.superblock_write_seq;
+            for mirror in 0..self.config.mirrors_count {
+                let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
+                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+            }
+        }
+    }
+
+    fn flush_mirrors(&mut self) {
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
+        for mirror in mirrors {
+            self.startup_submit(DeviceRole::Log(mirror), IoKind::Flush, 0, 0, IoBuffer::None);
+        }
+    }
+
+    // ---- open ----
+
+    fn check_superblock(&mut self) -> Result<(), String> {
+        let region = self.regions.meta_pool;
+        let superblock = CacheSuperblock::decode(&self.region(region)[..UNIT_BYTES])
+            .map_err(|e| format!("cache superblock: {e}"))?;
+        let expected = (
+            self.config.instance_id,
+            self.config.block_size,
+            self.cache_layout.blocks_count,
+            self.cache_layout.meta_pages_count,
+        );
+        let found = (superblock.instance_id, superblock.block_size, superblock.blocks_count, superblock.meta_pages_count);
+        if expected != found {
+            return Err(format!(
+                "cache superblock (instance {:#x}, block size {}, {} blocks) does not match the configuration (instance {:#x}, block size {}, {} blocks)",
+                found.0, found.1, found.2, expected.0, expected.1, expected.2
+            ));
+        }
+        Ok(())
+    }
+
+    fn read_pages(&mut self, first_page: u32) {
+        let end = (first_page + META_POOL_PAGES / 2).min(self.cache_layout.meta_pages_count);
+        for page in first_page..end {
+            for slot_b in [false, true] {
+                let slot = ((page - first_page) * 2 + slot_b as u32) as usize;
+                let offset = self.cache_layout.meta_page_offset(page, slot_b);
+                let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: (slot * UNIT_BYTES) as u32 };
+                self.startup_submit(DeviceRole::Cache, IoKind::Read, offset, UNIT_BYTES as u64, buffer);
+            }
+        }
+    }
+
+    /// Restores the entries of the pages read; returns the next page to read.
+    fn load_pages(&mut self, first_page: u32) -> u32 {
+        let end = (first_page + META_POOL_PAGES / 2).min(self.cache_layout.meta_pages_count);
+        let mut entries = Vec::with_capacity(META_ENTRIES_PER_PAGE);
+        let mut newest = Vec::with_capacity(META_ENTRIES_PER_PAGE);
+        for page in first_page..end {
+            let mut best: Option<u64> = None;
+            for slot_b in [false, true] {
+                let slot = ((page - first_page) * 2 + slot_b as u32) as usize;
+                let region = self.regions.meta_pool;
+                let bytes = &self.region(region)[slot * UNIT_BYTES..(slot + 1) * UNIT_BYTES];
+                let Ok(header) = MetaPageHeader::decode(bytes, &mut entries) else { continue };
+                let valid = header.instance_id == self.config.instance_id
+                    && header.page_index == page
+                    && header.entries_count == self.page_entries(page);
+                if valid && best.is_none_or(|seq| header.page_seq > seq) {
+                    best = Some(header.page_seq);
+                    std::mem::swap(&mut newest, &mut entries);
+                }
+            }
+            let Some(seq) = best else {
+                log::warn!("hhc: metadata page {page} unreadable in both slots; its blocks are dropped");
+                self.commit.mark_page(page);
+                continue;
+            };
+            self.commit.page_seq[page as usize] = seq;
+            let first_block = page * META_ENTRIES_PER_PAGE as u32;
+            for (i, entry) in newest.iter().enumerate() {
+                if entry.lba == LBA_NONE || entry.lba >= self.config.backing_blocks() || entry.epoch > u8::MAX as u32 {
+                    continue;
+                }
+                let durable = DurableEntry { lba: entry.lba as u32, version: entry.epoch as u8, dirty: entry.dirty };
+                self.cache.restore(first_block + i as u32, durable);
+            }
+        }
+        end
+    }
+
+    fn start_scan(&mut self) {
+        let mirrors: Vec<u8> = (0..self.config.mirrors_count).collect();
+        let scanner = LogScanner::new(self.log_layout, mirrors, &mut HeapAllocator);
+        self.startup.as_mut().unwrap().scanner = Some(scanner);
+        self.pump_scanner();
+    }
+
+    /// Moves the scanner's commands into the engine's output, renaming ids
+    /// and regions; rebuilds the log once the scan is done.
+    fn pump_scanner(&mut self) {
+        let startup = self.startup.as_mut().unwrap();
+        let scanner = startup.scanner.as_mut().unwrap();
+        let mut commands: Vec<DeviceIo> = Vec::new();
+        while let Some(io) = scanner.poll_io() {
+            commands.push(io);
+        }
+        if commands.is_empty() && scanner.is_done() {
+            let result = scanner.take_result().expect("scan finished without result");
+            startup.scanner = None;
+            match result {
+                Ok(scanned) => self.rebuild_log(scanned),
+                Err(error) => {
+                    log::warn!("hhc: log scan failed ({error:?}); the log mirrors are treated as failed");
+                    for mirror in 0..self.config.mirrors_count {
+                        self.mirror_failed(mirror);
+                    }
+                }
+            }
+            if self.startup.as_ref().unwrap().pending == 0 {
+                self.phase_done();
+            }
+            return;
+        }
+        for mut io in commands {
+            if let IoBuffer::Engine { region, offset_bytes } = io.buffer {
+                io.buffer = IoBuffer::Engine { region: region + SCANNER_REGION_BASE, offset_bytes };
+            }
+            let scanner_id = io.id;
+            let id = self.ops.insert(Op::Startup) as IoId;
+            self.startup.as_mut().unwrap().scanner_ids.insert(id, scanner_id);
+            self.io_out.push_back(DeviceIo { id, ..io });
+        }
+    }
+
+    /// Log state from a scan: ring position, live entries of dirty blocks,
+    /// revokes owed for entries of blocks that are clean by now.
+    fn rebuild_log(&mut self, scanned: ScannedLog) {
+        self.log.superblock_write_seq = scanned.superblock.write_seq;
+        for (mirror, unit) in scanned.superblock_units.iter().enumerate() {
+            if unit.is_none() {
+                self.mirror_failed(mirror as u8);
+            }
+        }
+        let head = scanned.superblock.head_sequence;
+        let segments: Vec<(u64, bool)> = scanned.segments.iter().map(|s| (s.sequence, s.barrier)).collect();
+        self.log.restore_ring(head, &segments);
+        let mut live: HashMap<u64, u32> = HashMap::new();
+        for segment in &scanned.segments {
+            for lba in &segment.revokes {
+                live.remove(lba);
+            }
+            for (slot, &lba) in segment.lbas.iter().enumerate() {
+                if lba == LBA_NONE {
+                    continue;
+                }
+                let loc = self.log.loc(segment.sequence, slot as u32);
+                if let Some(previous) = live.insert(lba, loc) {
+                    self.log.note_superseded(previous, segment.sequence);
+                }
+            }
+        }
+        let mut entries: Vec<(u64, u32)> = live.into_iter().collect();
+        entries.sort_unstable();
+        for (lba, loc) in entries {
+            self.log.restore_entry(loc);
+            let block = (lba < u32::MAX as u64).then(|| self.cache.lookup(lba as u32)).flatten();
+            match block {
+                Some(block) if self.cache.has(block, flag::DIRTY) => self.cache.set_log_loc(block, loc),
+                _ => self.startup_revokes.push((lba, loc)),
+            }
+        }
+        debug_assert!(self.cache.superseded_blocks().iter().all(|&b| self.cache.state(b) == BlockState::Superseded));
+    }
+
+    /// Zeroes the first unit of the positions just past the scanned end on
+    /// every mirror, so stale segments there can never extend the log.
+    fn clean_tail(&mut self) {
+        if !self.log.has_healthy_mirror() {
+            return;
+        }
+        let region = self.regions.reclaim;
+        self.region(region)[..UNIT_BYTES].fill(0);
+        let tail = self.log.tail_sequence;
+        let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
+        for sequence in tail..tail + self.config.log_buffers_count as u64 {
+            let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
+            for &mirror in &mirrors {
+                let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
+                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+            }
+        }
+    }
+}

@@ -1,0 +1,678 @@
+//! Replay after the loss of the cache device: copy every block that is live
+//! at the last barrier from the log to the backing device, flush the backing
+//! device, then re-initialise the log so the replayed segments are never
+//! replayed again.
+//!
+//! The log is re-initialised only after the backing device holds the data
+//! durably (DESIGN.md §2, invariant 4): until then the log stays the only
+//! copy and a failed replay can simply be run again.
+
+use super::scan::ScannedLog;
+use crate::config::LogLayout;
+use crate::format::{LogSuperblock, LBA_NONE, UNIT_BYTES};
+use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+/// Blocks being copied at once; bounds the staging memory.
+pub const REPLAY_PARALLELISM: usize = 16;
+
+const REGION_STAGING: u32 = 0;
+const REGION_SUPERBLOCKS: u32 = 1;
+
+/// A block to replay: where its newest live copy sits in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveBlock {
+    pub lba: u64,
+    pub segment_index: u32,
+    pub slot: u32,
+    pub sequence: u64,
+    /// The mirror whose copy of the segment the scan found valid.
+    pub mirror: u8,
+}
+
+/// What a replay will do, computed from the scan alone (also the dry run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayPlan {
+    /// In log order, so the log mirrors are read sequentially.
+    pub blocks: Vec<LiveBlock>,
+    /// Segments up to and including the last barrier.
+    pub segments_replayed: u64,
+    /// Revoke records in those segments.
+    pub revokes_applied: u64,
+    /// Sequence of the last replayed (barrier) segment.
+    pub last_sequence: Option<u64>,
+}
+
+/// Final state per LBA over the segments up to the last barrier. Within a
+/// segment the revokes come first — they cancel entries of earlier segments
+/// only — then the slots, later slots replacing earlier ones.
+pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
+    let replayed = match scanned.last_barrier {
+        Some(last) => &scanned.segments[..=last],
+        None => &[][..],
+    };
+    let mut live: HashMap<u64, LiveBlock> = HashMap::new();
+    let mut revokes_applied = 0;
+    for segment in replayed {
+        for lba in &segment.revokes {
+            live.remove(lba);
+            revokes_applied += 1;
+        }
+        for (slot, &lba) in segment.lbas.iter().enumerate() {
+            if lba == LBA_NONE {
+                continue;
+            }
+            let block = LiveBlock {
+                lba,
+                segment_index: segment.segment_index,
+                slot: slot as u32,
+                sequence: segment.sequence,
+                mirror: segment.mirror,
+            };
+            live.insert(lba, block);
+        }
+    }
+    let mut blocks: Vec<LiveBlock> = live.into_values().collect();
+    blocks.sort_by_key(|block| (block.sequence, block.slot));
+    ReplayPlan {
+        blocks,
+        segments_replayed: replayed.len() as u64,
+        revokes_applied,
+        last_sequence: replayed.last().map(|segment| segment.sequence),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayReport {
+    pub blocks_replayed: u64,
+    pub segments_replayed: u64,
+    pub revokes_applied: u64,
+    /// Sequence of the last replayed (barrier) segment; None if there was none.
+    pub last_sequence: Option<u64>,
+    /// Valid segments after the last barrier, dropped as never covered by a flush.
+    pub segments_after_barrier: u64,
+    /// Log reads retried on another mirror.
+    pub read_retries: u64,
+    pub new_head_segment: u32,
+    pub new_head_sequence: u64,
+    pub new_write_seq: u64,
+    /// Mirrors whose new superblock was written; the others failed.
+    pub mirrors_reinitialised: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayError {
+    /// The log names a block beyond the backing device it was made for.
+    LbaOutOfRange {
+        lba: u64,
+        backing_blocks: u64,
+    },
+    /// No mirror could return this block.
+    LogUnreadable {
+        lba: u64,
+    },
+    BackingWrite {
+        lba: u64,
+    },
+    BackingFlush,
+    /// The backing device has the data, but no mirror took the new
+    /// superblock; replaying again is harmless.
+    Reinit,
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplayError::LbaOutOfRange { lba, backing_blocks } => {
+                write!(f, "log entry for block {lba} beyond the backing device of {backing_blocks} blocks")
+            }
+            ReplayError::LogUnreadable { lba } => write!(f, "block {lba} could not be read from any log mirror"),
+            ReplayError::BackingWrite { lba } => write!(f, "writing block {lba} to the backing device failed"),
+            ReplayError::BackingFlush => write!(f, "flushing the backing device failed"),
+            ReplayError::Reinit => write!(f, "no log mirror accepted the new superblock"),
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    LogRead { staging_slot: usize, block: usize, attempt: usize },
+    BackingWrite { staging_slot: usize, block: usize },
+    Flush,
+    SuperblockWrite,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Copying,
+    Flushing,
+    Reinitialising,
+    Done,
+}
+
+pub struct Replay {
+    layout: LogLayout,
+    mirrors: Vec<u8>,
+    backing_has_flush: bool,
+    superblock: LogSuperblock,
+    superblock_units: Vec<Option<u64>>,
+    plan: ReplayPlan,
+    report: ReplayReport,
+    next_block: usize,
+    staging: Box<dyn IoRegion>,
+    free_staging_slots: Vec<usize>,
+    superblock_memory: Box<dyn IoRegion>,
+    queued: VecDeque<(DeviceIo, Pending)>,
+    in_flight: HashMap<IoId, Pending>,
+    next_io_id: IoId,
+    phase: Phase,
+    failure: Option<ReplayError>,
+    result: Option<Result<ReplayReport, ReplayError>>,
+}
+
+impl Replay {
+    /// `mirrors` are the log mirror indices to read from and re-initialise.
+    pub fn new(
+        layout: LogLayout,
+        scanned: ScannedLog,
+        mirrors: Vec<u8>,
+        backing_has_flush: bool,
+        alloc: &mut dyn IoAllocator,
+    ) -> Replay {
+        let plan = plan_replay(&scanned);
+        let report = initial_report(&layout, &scanned, &plan);
+        let block_size = layout.segment.block_size as usize;
+        let mut replay = Replay {
+            staging: alloc.alloc(REPLAY_PARALLELISM * block_size),
+            superblock_memory: alloc.alloc(mirrors.len().max(1) * UNIT_BYTES),
+            free_staging_slots: (0..REPLAY_PARALLELISM).rev().collect(),
+            layout,
+            mirrors,
+            backing_has_flush,
+            superblock: scanned.superblock,
+            superblock_units: scanned.superblock_units,
+            plan,
+            report,
+            next_block: 0,
+            queued: VecDeque::new(),
+            in_flight: HashMap::new(),
+            next_io_id: 0,
+            phase: Phase::Copying,
+            failure: None,
+            result: None,
+        };
+        if let Some(lba) = replay.plan.blocks.iter().map(|b| b.lba).find(|&lba| lba >= replay.superblock.backing_blocks)
+        {
+            replay.fail(ReplayError::LbaOutOfRange { lba, backing_blocks: replay.superblock.backing_blocks });
+        }
+        replay.advance();
+        replay
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    pub fn result(&self) -> Option<&Result<ReplayReport, ReplayError>> {
+        self.result.as_ref()
+    }
+
+    pub fn plan(&self) -> &ReplayPlan {
+        &self.plan
+    }
+
+    /// Blocks written to the backing device so far (for progress reports).
+    pub fn blocks_replayed(&self) -> u64 {
+        self.report.blocks_replayed
+    }
+
+    pub fn blocks_total(&self) -> u64 {
+        self.plan.blocks.len() as u64
+    }
+
+    fn queue(
+        &mut self,
+        device: DeviceRole,
+        kind: IoKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+        buffer: IoBuffer,
+        pending: Pending,
+    ) {
+        let io = DeviceIo { id: self.next_io_id, device, kind, offset_bytes, len_bytes, buffer };
+        self.next_io_id += 1;
+        self.queued.push_back((io, pending));
+    }
+
+    fn staging_buffer(&self, staging_slot: usize) -> IoBuffer {
+        let offset_bytes = (staging_slot * self.layout.segment.block_size as usize) as u32;
+        IoBuffer::Engine { region: REGION_STAGING, offset_bytes }
+    }
+
+    /// The mirror to read `block` from on attempt `attempt`: the one the scan
+    /// found valid first, then the others in order.
+    fn mirror_for_attempt(&self, block: &LiveBlock, attempt: usize) -> Option<u8> {
+        let others = self.mirrors.iter().copied().filter(|&m| m != block.mirror);
+        std::iter::once(block.mirror).chain(others).nth(attempt)
+    }
+
+    fn queue_log_read(&mut self, staging_slot: usize, block: usize, attempt: usize) -> bool {
+        let live = self.plan.blocks[block];
+        let Some(mirror) = self.mirror_for_attempt(&live, attempt) else { return false };
+        let offset_bytes =
+            self.layout.segment_offset(live.segment_index) + self.layout.segment.slot_offset(live.slot) as u64;
+        let len_bytes = self.layout.segment.block_size as u64;
+        let buffer = self.staging_buffer(staging_slot);
+        let pending = Pending::LogRead { staging_slot, block, attempt };
+        self.queue(DeviceRole::Log(mirror), IoKind::Read, offset_bytes, len_bytes, buffer, pending);
+        true
+    }
+
+    fn queue_backing_write(&mut self, staging_slot: usize, block: usize) {
+        let block_size = self.layout.segment.block_size as u64;
+        let offset_bytes = self.plan.blocks[block].lba * block_size;
+        let buffer = self.staging_buffer(staging_slot);
+        let pending = Pending::BackingWrite { staging_slot, block };
+        self.queue(DeviceRole::Backing, IoKind::Write, offset_bytes, block_size, buffer, pending);
+    }
+
+    /// Stops issuing work; the error is reported once nothing is in flight.
+    fn fail(&mut self, error: ReplayError) {
+        self.queued.clear();
+        self.failure.get_or_insert(error);
+    }
+
+    fn handle_log_read(&mut self, staging_slot: usize, block: usize, attempt: usize, status: IoStatus) {
+        if status == IoStatus::Ok {
+            return self.queue_backing_write(staging_slot, block);
+        }
+        if self.queue_log_read(staging_slot, block, attempt + 1) {
+            self.report.read_retries += 1;
+            return;
+        }
+        self.free_staging_slots.push(staging_slot);
+        self.fail(ReplayError::LogUnreadable { lba: self.plan.blocks[block].lba });
+    }
+
+    fn handle_backing_write(&mut self, staging_slot: usize, block: usize, status: IoStatus) {
+        self.free_staging_slots.push(staging_slot);
+        if status == IoStatus::Ok {
+            self.report.blocks_replayed += 1;
+        } else {
+            self.fail(ReplayError::BackingWrite { lba: self.plan.blocks[block].lba });
+        }
+    }
+
+    /// Moves to the next phase when the current one has drained.
+    fn advance(&mut self) {
+        if self.phase == Phase::Done || !self.in_flight.is_empty() || !self.queued.is_empty() {
+            return self.start_copies();
+        }
+        if let Some(error) = self.failure.clone() {
+            return self.finish(Err(error));
+        }
+        match self.phase {
+            Phase::Copying if self.next_block < self.plan.blocks.len() => self.start_copies(),
+            Phase::Copying if self.backing_has_flush => self.start_flush(),
+            Phase::Copying | Phase::Flushing => self.start_reinit(),
+            Phase::Reinitialising if self.report.mirrors_reinitialised == 0 => self.finish(Err(ReplayError::Reinit)),
+            Phase::Reinitialising => self.finish(Ok(self.report.clone())),
+            Phase::Done => {}
+        }
+    }
+
+    /// Fills every free staging slot with the next block's log read.
+    fn start_copies(&mut self) {
+        while self.phase == Phase::Copying && self.failure.is_none() && self.next_block < self.plan.blocks.len() {
+            let Some(staging_slot) = self.free_staging_slots.pop() else { return };
+            let started = self.queue_log_read(staging_slot, self.next_block, 0);
+            assert!(started, "attempt 0 always has the scanned mirror");
+            self.next_block += 1;
+        }
+    }
+
+    fn start_flush(&mut self) {
+        self.phase = Phase::Flushing;
+        self.queue(DeviceRole::Backing, IoKind::Flush, 0, 0, IoBuffer::None, Pending::Flush);
+    }
+
+    /// Writes the new superblock on every mirror, into the unit that does not
+    /// hold the mirror's newest copy, so a torn write leaves that copy intact.
+    fn start_reinit(&mut self) {
+        self.phase = Phase::Reinitialising;
+        for position in 0..self.mirrors.len() {
+            let mirror = self.mirrors[position];
+            let superblock = self.new_superblock(mirror);
+            let unit_memory = &mut self.superblock_memory.as_mut_slice()[position * UNIT_BYTES..][..UNIT_BYTES];
+            superblock.encode(unit_memory);
+            let newest_unit = self.superblock_units.get(position).copied().flatten();
+            let unit = newest_unit.map_or(superblock.write_seq % 2, |newest| 1 - newest);
+            let buffer = IoBuffer::Engine { region: REGION_SUPERBLOCKS, offset_bytes: (position * UNIT_BYTES) as u32 };
+            let offset_bytes = unit * UNIT_BYTES as u64;
+            self.queue(
+                DeviceRole::Log(mirror),
+                IoKind::Write,
+                offset_bytes,
+                UNIT_BYTES as u64,
+                buffer,
+                Pending::SuperblockWrite,
+            );
+        }
+    }
+
+    fn new_superblock(&self, mirror: u8) -> LogSuperblock {
+        LogSuperblock {
+            write_seq: self.report.new_write_seq,
+            head_segment: self.report.new_head_segment,
+            head_sequence: self.report.new_head_sequence,
+            mirrors_count: self.superblock.mirrors_count.max(mirror.saturating_add(1)),
+            mirror_index: mirror,
+            ..self.superblock.clone()
+        }
+    }
+
+    fn finish(&mut self, result: Result<ReplayReport, ReplayError>) {
+        self.phase = Phase::Done;
+        self.result = Some(result);
+    }
+}
+
+/// Report fields known before any I/O: the plan's counts and the new head.
+fn initial_report(layout: &LogLayout, scanned: &ScannedLog, plan: &ReplayPlan) -> ReplayReport {
+    let superblock = &scanned.superblock;
+    // The head moves past every scanned segment, replayed or not, so that
+    // none of them is ever replayed again.
+    let (new_head_segment, new_head_sequence) = match scanned.segments.last() {
+        Some(last) => ((last.segment_index + 1) % layout.segments_count, last.sequence + 1),
+        None => (superblock.head_segment, superblock.head_sequence),
+    };
+    ReplayReport {
+        blocks_replayed: 0,
+        segments_replayed: plan.segments_replayed,
+        revokes_applied: plan.revokes_applied,
+        last_sequence: plan.last_sequence,
+        segments_after_barrier: scanned.segments.len() as u64 - plan.segments_replayed,
+        read_retries: 0,
+        new_head_segment,
+        new_head_sequence,
+        new_write_seq: superblock.write_seq + 1,
+        mirrors_reinitialised: 0,
+    }
+}
+
+impl IoMachine for Replay {
+    fn poll_io(&mut self) -> Option<DeviceIo> {
+        let (io, pending) = self.queued.pop_front()?;
+        self.in_flight.insert(io.id, pending);
+        Some(io)
+    }
+
+    fn handle_io_completion(&mut self, _now: Nanos, id: IoId, status: IoStatus) {
+        let pending = self.in_flight.remove(&id).expect("completion for an unknown command");
+        match pending {
+            Pending::LogRead { staging_slot, block, attempt } => {
+                self.handle_log_read(staging_slot, block, attempt, status)
+            }
+            Pending::BackingWrite { staging_slot, block } => self.handle_backing_write(staging_slot, block, status),
+            Pending::Flush if status != IoStatus::Ok => self.fail(ReplayError::BackingFlush),
+            Pending::Flush => {}
+            Pending::SuperblockWrite if status == IoStatus::Ok => self.report.mirrors_reinitialised += 1,
+            Pending::SuperblockWrite => {}
+        }
+        self.advance();
+    }
+
+    fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
+        match region {
+            REGION_STAGING => self.staging.as_mut_slice(),
+            REGION_SUPERBLOCKS => self.superblock_memory.as_mut_slice(),
+            _ => panic!("replay has no region {region}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_log::*;
+    use super::*;
+    use crate::driver::mem::{IoRecord, MemDevices};
+    use proptest::prelude::*;
+
+    const MIRRORS: [u8; 2] = [0, 1];
+
+    fn backing(devices: &MemDevices) -> Vec<u8> {
+        devices.device(DeviceRole::Backing).unwrap().to_vec()
+    }
+
+    fn recover(devices: &mut MemDevices, segments_count: u32) -> Result<ReplayReport, ReplayError> {
+        let scanned = scan(devices, layout(segments_count), &MIRRORS).unwrap();
+        replay(devices, layout(segments_count), scanned, &MIRRORS, true)
+    }
+
+    /// Overwrites, holes, revokes of earlier and of same-segment entries, and
+    /// a barrier-less tail.
+    fn mixed_run() -> Vec<SegmentSpec> {
+        vec![
+            spec(20, false, &[(1, 1), (2, 1), (3, 1), (1, 2)], &[]),
+            spec(21, true, &[(4, 1), HOLE, (5, 1)], &[2, 6]),
+            // Revokes 4 (earlier segment) and 7 (written in this very segment:
+            // the revoke comes first, so the new entry stays live).
+            spec(22, false, &[(7, 1), (3, 2)], &[4, 7]),
+            spec(23, true, &[(8, 1)], &[]),
+            // Past the last barrier: never covered by a flush.
+            spec(24, false, &[(1, 3), (9, 1)], &[8]),
+        ]
+    }
+
+    fn image_with(run: &[SegmentSpec], head_segment: u32, segments_count: u32) -> LogImage {
+        let mut image = LogImage::new(layout(segments_count), MIRRORS.len());
+        image.write_superblock(7, head_segment, run[0].sequence);
+        for (position, segment) in run.iter().enumerate() {
+            image.write_segment((head_segment + position as u32) % segments_count, segment);
+        }
+        image
+    }
+
+    #[test]
+    fn replays_the_live_blocks_of_a_mixed_log() {
+        let run = mixed_run();
+        let mut devices = image_with(&run, 3, 6).into_devices();
+        let report = recover(&mut devices, 6).unwrap();
+        assert_eq!(backing(&devices), expected_backing(&run));
+        // Live at the barrier: 1v2, 3v2, 5, 7, 8.
+        assert_eq!(report.blocks_replayed, 5);
+        assert_eq!((report.segments_replayed, report.segments_after_barrier), (4, 1));
+        assert_eq!((report.revokes_applied, report.last_sequence), (4, Some(23)));
+        assert_eq!((report.new_head_segment, report.new_head_sequence, report.new_write_seq), (2, 25, 8));
+        assert_eq!(report.mirrors_reinitialised, 2);
+    }
+
+    #[test]
+    fn reinitialised_log_replays_nothing_again() {
+        let run = mixed_run();
+        let mut devices = image_with(&run, 3, 6).into_devices();
+        recover(&mut devices, 6).unwrap();
+        let rescanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        assert!(rescanned.segments.is_empty());
+        assert_eq!((rescanned.superblock.write_seq, rescanned.superblock.head_segment), (8, 2));
+        // write_seq 7 lived in unit 1, so the new copy went to unit 0 and both stay valid.
+        assert_eq!(rescanned.superblock_units, vec![Some(0), Some(0)]);
+        let log = devices.device(DeviceRole::Log(1)).unwrap();
+        assert_eq!(LogSuperblock::decode(&log[UNIT_BYTES..]).unwrap().write_seq, 7);
+        assert_eq!(LogSuperblock::decode(log).unwrap().mirror_index, 1);
+        devices.device_mut(DeviceRole::Backing).unwrap().fill(0);
+        let again = replay(&mut devices, layout(6), rescanned, &MIRRORS, true).unwrap();
+        assert_eq!(again.blocks_replayed, 0);
+        assert!(backing(&devices).iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn flushes_the_backing_device_before_touching_the_log() {
+        let mut devices = image_with(&mixed_run(), 0, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        let history_start = devices.history().len();
+        replay(&mut devices, layout(6), scanned, &MIRRORS, true).unwrap();
+        let history: Vec<IoRecord> = devices.history()[history_start..].to_vec();
+        let is = |record: &IoRecord, device: DeviceRole, kind: IoKind| record.device == device && record.kind == kind;
+        let flush = history.iter().position(|r| is(r, DeviceRole::Backing, IoKind::Flush)).unwrap();
+        let last_backing_write = history.iter().rposition(|r| is(r, DeviceRole::Backing, IoKind::Write)).unwrap();
+        let first_log_write = history.iter().position(|r| r.kind == IoKind::Write && r.device != DeviceRole::Backing);
+        assert!(last_backing_write < flush && flush < first_log_write.unwrap());
+        assert_eq!(history.iter().filter(|r| r.kind == IoKind::Flush).count(), 1);
+    }
+
+    #[test]
+    fn without_backing_flush_no_flush_is_issued() {
+        let mut devices = image_with(&mixed_run(), 0, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        replay(&mut devices, layout(6), scanned, &MIRRORS, false).unwrap();
+        assert!(devices.history().iter().all(|r| r.kind != IoKind::Flush));
+        assert_eq!(backing(&devices), expected_backing(&mixed_run()));
+    }
+
+    #[test]
+    fn a_log_without_barrier_replays_nothing_but_is_reinitialised() {
+        let run = vec![spec(5, false, &[(1, 1)], &[]), spec(6, false, &[(2, 1)], &[])];
+        let mut devices = image_with(&run, 0, 6).into_devices();
+        let report = recover(&mut devices, 6).unwrap();
+        assert_eq!((report.blocks_replayed, report.segments_replayed, report.last_sequence), (0, 0, None));
+        assert_eq!((report.new_head_segment, report.new_head_sequence), (2, 7));
+        assert!(backing(&devices).iter().all(|&b| b == 0));
+        assert!(scan(&mut devices, layout(6), &MIRRORS).unwrap().segments.is_empty());
+    }
+
+    #[test]
+    fn a_backing_write_error_fails_and_leaves_the_log_alone() {
+        let mut devices = image_with(&mixed_run(), 0, 6).into_devices();
+        let logs_before: Vec<Vec<u8>> =
+            MIRRORS.iter().map(|&m| devices.device(DeviceRole::Log(m)).unwrap().to_vec()).collect();
+        devices.set_failing(DeviceRole::Backing, true);
+        assert!(matches!(recover(&mut devices, 6), Err(ReplayError::BackingWrite { .. })));
+        for (&mirror, before) in MIRRORS.iter().zip(&logs_before) {
+            assert_eq!(devices.device(DeviceRole::Log(mirror)).unwrap(), &before[..]);
+        }
+        // The log still holds everything: a later attempt succeeds.
+        devices.set_failing(DeviceRole::Backing, false);
+        recover(&mut devices, 6).unwrap();
+        assert_eq!(backing(&devices), expected_backing(&mixed_run()));
+    }
+
+    #[test]
+    fn unreadable_blocks_come_from_the_other_mirror() {
+        let mut devices = image_with(&mixed_run(), 0, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        devices.set_failing(DeviceRole::Log(0), true);
+        let report = replay(&mut devices, layout(6), scanned, &MIRRORS, true).unwrap();
+        assert_eq!(backing(&devices), expected_backing(&mixed_run()));
+        assert_eq!(report.read_retries, 5);
+        assert_eq!(report.mirrors_reinitialised, 1);
+    }
+
+    #[test]
+    fn fails_when_no_mirror_can_return_a_block_or_take_the_superblock() {
+        let mut devices = image_with(&mixed_run(), 0, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        devices.set_failing(DeviceRole::Log(0), true);
+        devices.set_failing(DeviceRole::Log(1), true);
+        let result = replay(&mut devices, layout(6), scanned.clone(), &MIRRORS, true);
+        assert!(matches!(result, Err(ReplayError::LogUnreadable { .. })));
+        let no_barrier = ScannedLog { last_barrier: None, ..scanned };
+        assert_eq!(replay(&mut devices, layout(6), no_barrier, &MIRRORS, true), Err(ReplayError::Reinit));
+    }
+
+    #[test]
+    fn fails_on_a_flush_error() {
+        struct FlushFails(MemDevices);
+        impl crate::driver::SyncDevices for FlushFails {
+            fn execute(&mut self, io: &DeviceIo, data: &mut [u8]) -> IoStatus {
+                if io.kind == IoKind::Flush {
+                    return IoStatus::Error;
+                }
+                self.0.execute(io, data)
+            }
+        }
+        let mut devices = image_with(&mixed_run(), 0, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        let mut replay = Replay::new(layout(6), scanned, MIRRORS.to_vec(), true, &mut crate::io::HeapAllocator);
+        let mut devices = FlushFails(devices);
+        crate::driver::pump(&mut devices, &mut replay).unwrap();
+        assert_eq!(replay.result(), Some(&Err(ReplayError::BackingFlush)));
+        assert!(devices.0.history().iter().all(|r| r.kind != IoKind::Write || r.device == DeviceRole::Backing));
+    }
+
+    #[test]
+    fn rejects_blocks_beyond_the_backing_device() {
+        let run = vec![spec(1, true, &[(1, 1), (BACKING_BLOCKS, 1)], &[])];
+        let mut devices = image_with(&run, 0, 6).into_devices();
+        let expected = ReplayError::LbaOutOfRange { lba: BACKING_BLOCKS, backing_blocks: BACKING_BLOCKS };
+        assert_eq!(recover(&mut devices, 6), Err(expected));
+        assert!(backing(&devices).iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn more_blocks_than_staging_slots() {
+        // 21 distinct blocks: more than REPLAY_PARALLELISM staging slots.
+        let run: Vec<SegmentSpec> = (0..3u64)
+            .map(|s| {
+                let entries: Vec<(u64, u64)> = (0..7).map(|slot| ((s * 7 + slot) % BACKING_BLOCKS, s)).collect();
+                spec(100 + s, s == 2, &entries, &[])
+            })
+            .collect();
+        let mut devices = image_with(&run, 0, 6).into_devices();
+        let report = recover(&mut devices, 6).unwrap();
+        assert_eq!(report.blocks_replayed, 21);
+        assert_eq!(backing(&devices), expected_backing(&run));
+    }
+
+    fn arb_spec() -> impl Strategy<Value = SegmentSpec> {
+        let entry = prop_oneof![4 => (0..16u64, 0..4u64), 1 => Just(HOLE)];
+        (proptest::collection::vec(entry, 0..=7), proptest::collection::vec(0..16u64, 0..4), any::<bool>())
+            .prop_map(|(entries, revokes, barrier)| SegmentSpec { sequence: 0, barrier, entries, revokes })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Random logs over two mirrors with random single-copy corruption
+        /// and an optional segment torn on both mirrors: the backing device
+        /// must end up as the reference says, for the run before the tear.
+        #[test]
+        fn prop_replay_matches_reference(
+            mut run in proptest::collection::vec(arb_spec(), 1..8),
+            head_segment in 0u32..8,
+            corruptions in proptest::collection::vec((0usize..8, 0usize..2, 0usize..(8 * 4096)), 0..4),
+            torn_at in proptest::option::of(0usize..8),
+        ) {
+            for (position, segment) in run.iter_mut().enumerate() {
+                segment.sequence = 1000 + position as u64;
+            }
+            let mut image = image_with(&run, head_segment, 8);
+            let index_of = |position: usize| (head_segment + position as u32) % 8;
+            for &(position, mirror, byte) in &corruptions {
+                let sealed = image.layout.segment.sealed_bytes(run[position % run.len()].entries.len() as u32);
+                // Corrupt one mirror only: the other keeps a good copy.
+                let mirror = if corruptions.iter().any(|c| c.0 % run.len() == position % run.len() && c.1 != mirror) { 0 } else { mirror };
+                image.corrupt_segment(mirror, index_of(position % run.len()), byte % sealed);
+            }
+            let valid_len = match torn_at.filter(|&t| t < run.len()) {
+                Some(torn) => {
+                    image.corrupt_segment(0, index_of(torn), 13);
+                    image.corrupt_segment(1, index_of(torn), 13);
+                    torn
+                }
+                None => run.len(),
+            };
+            let mut devices = image.into_devices();
+            let scanned = scan(&mut devices, layout(8), &MIRRORS).unwrap();
+            prop_assert_eq!(scanned.segments.len(), valid_len);
+            let report = replay(&mut devices, layout(8), scanned, &MIRRORS, true).unwrap();
+            prop_assert_eq!(backing(&devices), expected_backing(&run[..valid_len]));
+            let live = expected_backing(&run[..valid_len]).chunks(BLOCK_SIZE as usize).filter(|b| b.iter().any(|&x| x != 0)).count();
+            prop_assert_eq!(report.blocks_replayed, live as u64);
+            prop_assert!(scan(&mut devices, layout(8), &MIRRORS).unwrap().segments.is_empty());
+        }
+    }
+}

@@ -1,0 +1,608 @@
+//! Log scan: find the newest superblock on any mirror, then follow segments
+//! from the head by sequence number until no mirror holds the next one.
+//!
+//! Segment reads are sequential and one at a time: the log sits on HDDs, and
+//! the scan needs each header before it knows how much to read.
+
+use crate::config::LogLayout;
+use crate::format::{sealed_len, LogSuperblock, SegmentHeader, LOG_SUPERBLOCK_COPIES, UNIT_BYTES};
+use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos};
+use std::collections::VecDeque;
+use std::fmt;
+
+const REGION_SUPERBLOCKS: u32 = 0;
+const REGION_SEGMENT: u32 = 1;
+
+/// One valid segment of the run that starts at the log head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedSegment {
+    pub segment_index: u32,
+    pub sequence: u64,
+    pub barrier: bool,
+    pub lbas: Vec<u64>,
+    pub revokes: Vec<u64>,
+    /// The mirror whose copy was valid (the first one tried that was).
+    pub mirror: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedLog {
+    /// The newest valid superblock over every mirror.
+    pub superblock: LogSuperblock,
+    /// For each scanned mirror (in the order given to the scanner), the unit
+    /// (0 or 1) holding its newest valid superblock copy, if any.
+    pub superblock_units: Vec<Option<u64>>,
+    pub segments: Vec<ScannedSegment>,
+    /// Index into `segments` of the last segment with the barrier flag.
+    pub last_barrier: Option<usize>,
+    /// Copies that were invalid where another mirror's copy was valid.
+    pub corrupt_copies_detected: u64,
+    /// Reads that failed; the scan went on with the other mirrors.
+    pub io_errors: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScanError {
+    NoMirrors,
+    /// No superblock copy could be read from any mirror.
+    SuperblocksUnreadable,
+    NoValidSuperblock,
+    /// Two mirrors belong to different HHC instances.
+    InstanceMismatch {
+        expected: u64,
+        found: u64,
+        mirror: u8,
+    },
+    /// The superblock disagrees with the layout the scanner was given.
+    GeometryMismatch(String),
+    /// Every mirror failed to read the segment at this position, so the log
+    /// may continue beyond it and nothing can be concluded.
+    SegmentUnreadable {
+        segment_index: u32,
+    },
+}
+
+impl fmt::Display for ScanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScanError::NoMirrors => write!(f, "no log mirror given"),
+            ScanError::SuperblocksUnreadable => write!(f, "no log superblock copy could be read"),
+            ScanError::NoValidSuperblock => write!(f, "no valid log superblock on any mirror"),
+            ScanError::InstanceMismatch { expected, found, mirror } => {
+                write!(f, "log mirror {mirror} belongs to instance {found:#x}, expected {expected:#x}")
+            }
+            ScanError::GeometryMismatch(what) => write!(f, "log geometry mismatch: {what}"),
+            ScanError::SegmentUnreadable { segment_index } => {
+                write!(f, "segment {segment_index} could not be read from any mirror")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ScanError {}
+
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    SuperblockCopy(usize),
+    SegmentFirstBlock,
+    SegmentRest { total_len: usize },
+}
+
+/// Where the segment scan stands: which position, which mirror is being tried.
+struct SegmentScan {
+    superblock: LogSuperblock,
+    superblock_units: Vec<Option<u64>>,
+    position: u32,
+    attempt: usize,
+    invalid_copies_here: u64,
+    segments: Vec<ScannedSegment>,
+    corrupt_copies_detected: u64,
+    io_errors: u64,
+}
+
+enum Phase {
+    Superblocks { statuses: Vec<Option<IoStatus>> },
+    Segments(SegmentScan),
+    Done,
+}
+
+pub struct LogScanner {
+    layout: LogLayout,
+    mirrors: Vec<u8>,
+    /// Mirrors that reported `DeviceLost`; never asked again.
+    lost: Vec<bool>,
+    superblock_memory: Box<dyn IoRegion>,
+    segment_memory: Box<dyn IoRegion>,
+    queued: VecDeque<(DeviceIo, Pending)>,
+    in_flight: Vec<(IoId, Pending)>,
+    next_io_id: IoId,
+    phase: Phase,
+    result: Option<Result<ScannedLog, ScanError>>,
+}
+
+impl LogScanner {
+    /// `mirrors` are the log mirror indices (`DeviceRole::Log(i)`) to read, in
+    /// order of preference.
+    pub fn new(layout: LogLayout, mirrors: Vec<u8>, alloc: &mut dyn IoAllocator) -> LogScanner {
+        let copies_count = mirrors.len() * LOG_SUPERBLOCK_COPIES as usize;
+        let mut scanner = LogScanner {
+            layout,
+            lost: vec![false; mirrors.len()],
+            superblock_memory: alloc.alloc(copies_count.max(1) * UNIT_BYTES),
+            segment_memory: alloc.alloc(layout.segment.segment_bytes as usize),
+            mirrors,
+            queued: VecDeque::new(),
+            in_flight: Vec::new(),
+            next_io_id: 0,
+            phase: Phase::Superblocks { statuses: vec![None; copies_count] },
+            result: None,
+        };
+        if scanner.mirrors.is_empty() {
+            scanner.finish(Err(ScanError::NoMirrors));
+        }
+        for copy in 0..copies_count {
+            scanner.queue_superblock_read(copy);
+        }
+        scanner
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.result.is_some() && self.in_flight.is_empty()
+    }
+
+    pub fn result(&self) -> Option<&Result<ScannedLog, ScanError>> {
+        self.result.as_ref().filter(|_| self.is_done())
+    }
+
+    /// Moves the result out once the scan is done.
+    pub fn take_result(&mut self) -> Option<Result<ScannedLog, ScanError>> {
+        if self.is_done() {
+            self.result.take()
+        } else {
+            None
+        }
+    }
+
+    fn queue_read(
+        &mut self,
+        mirror_position: usize,
+        offset_bytes: u64,
+        len_bytes: usize,
+        buffer: IoBuffer,
+        pending: Pending,
+    ) {
+        let io = DeviceIo {
+            id: self.next_io_id,
+            device: DeviceRole::Log(self.mirrors[mirror_position]),
+            kind: IoKind::Read,
+            offset_bytes,
+            len_bytes: len_bytes as u64,
+            buffer,
+        };
+        self.next_io_id += 1;
+        self.queued.push_back((io, pending));
+    }
+
+    /// Copy `copy` is unit `copy % 2` of mirror `copy / 2`.
+    fn queue_superblock_read(&mut self, copy: usize) {
+        let copies = LOG_SUPERBLOCK_COPIES as usize;
+        let unit_offset = (copy % copies * UNIT_BYTES) as u64;
+        let buffer = IoBuffer::Engine { region: REGION_SUPERBLOCKS, offset_bytes: (copy * UNIT_BYTES) as u32 };
+        self.queue_read(copy / copies, unit_offset, UNIT_BYTES, buffer, Pending::SuperblockCopy(copy));
+    }
+
+    fn finish(&mut self, result: Result<ScannedLog, ScanError>) {
+        self.queued.clear();
+        self.phase = Phase::Done;
+        self.result = Some(result);
+    }
+
+    fn handle_superblock_read(&mut self, copy: usize, status: IoStatus) {
+        let Phase::Superblocks { statuses } = &mut self.phase else { return };
+        statuses[copy] = Some(status);
+        if statuses.iter().any(Option::is_none) {
+            return;
+        }
+        let statuses: Vec<IoStatus> = statuses.iter().flatten().copied().collect();
+        for (copy, status) in statuses.iter().enumerate() {
+            if *status == IoStatus::DeviceLost {
+                self.lost[copy / LOG_SUPERBLOCK_COPIES as usize] = true;
+            }
+        }
+        match self.choose_superblock(&statuses) {
+            Ok(scan) => self.start_segments(scan),
+            Err(error) => self.finish(Err(error)),
+        }
+    }
+
+    fn choose_superblock(&mut self, statuses: &[IoStatus]) -> Result<SegmentScan, ScanError> {
+        if statuses.iter().all(|s| *s != IoStatus::Ok) {
+            return Err(ScanError::SuperblocksUnreadable);
+        }
+        let copies = LOG_SUPERBLOCK_COPIES as usize;
+        let memory = self.superblock_memory.as_mut_slice();
+        let mut newest: Option<LogSuperblock> = None;
+        let mut superblock_units = vec![None; self.mirrors.len()];
+        for (position, units) in superblock_units.iter_mut().enumerate() {
+            let readable = (0..copies).filter(|unit| statuses[position * copies + unit] == IoStatus::Ok);
+            let unit_bytes =
+                readable.map(|unit| (unit, &memory[(position * copies + unit) * UNIT_BYTES..][..UNIT_BYTES]));
+            let (unit_list, bytes): (Vec<usize>, Vec<&[u8]>) = unit_bytes.unzip();
+            let Some((chosen, superblock)) = super::newest_superblock(bytes) else { continue };
+            *units = Some(unit_list[chosen] as u64);
+            if let Some(best) = &newest {
+                if best.instance_id != superblock.instance_id {
+                    let mirror = self.mirrors[position];
+                    return Err(ScanError::InstanceMismatch {
+                        expected: best.instance_id,
+                        found: superblock.instance_id,
+                        mirror,
+                    });
+                }
+            }
+            if newest.as_ref().is_none_or(|best| superblock.write_seq > best.write_seq) {
+                newest = Some(superblock);
+            }
+        }
+        let superblock = newest.ok_or(ScanError::NoValidSuperblock)?;
+        self.check_geometry(&superblock)?;
+        Ok(SegmentScan {
+            superblock,
+            superblock_units,
+            position: 0,
+            attempt: 0,
+            invalid_copies_here: 0,
+            segments: Vec::new(),
+            corrupt_copies_detected: 0,
+            io_errors: statuses.iter().filter(|s| **s != IoStatus::Ok).count() as u64,
+        })
+    }
+
+    fn check_geometry(&self, superblock: &LogSuperblock) -> Result<(), ScanError> {
+        let layout = &self.layout;
+        let found = (superblock.block_size, superblock.segment_bytes, superblock.segments_count);
+        let expected = (layout.segment.block_size, layout.segment.segment_bytes, layout.segments_count);
+        if found != expected {
+            return Err(ScanError::GeometryMismatch(format!(
+                "superblock says (block size, segment bytes, segments) = {found:?}, layout has {expected:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn start_segments(&mut self, scan: SegmentScan) {
+        self.phase = Phase::Segments(scan);
+        self.try_next_copy();
+    }
+
+    fn scan_mut(&mut self) -> &mut SegmentScan {
+        match &mut self.phase {
+            Phase::Segments(scan) => scan,
+            _ => unreachable!("segment completion outside the segment phase"),
+        }
+    }
+
+    fn scan_ref(&self) -> &SegmentScan {
+        match &self.phase {
+            Phase::Segments(scan) => scan,
+            _ => unreachable!("segment completion outside the segment phase"),
+        }
+    }
+
+    /// Reads the first block of the current position from the next mirror
+    /// still to try, or ends the position when none is left.
+    fn try_next_copy(&mut self) {
+        let Phase::Segments(scan) = &mut self.phase else { unreachable!("segment read outside the segment phase") };
+        let lost = &self.lost;
+        let Some(attempt) = (scan.attempt..self.mirrors.len()).find(|&a| !lost[a]) else {
+            return self.end_of_run();
+        };
+        scan.attempt = attempt;
+        let (index, _) = position_target(&self.layout, scan);
+        let buffer = IoBuffer::Engine { region: REGION_SEGMENT, offset_bytes: 0 };
+        let block_size = self.layout.segment.block_size as usize;
+        self.queue_read(attempt, self.layout.segment_offset(index), block_size, buffer, Pending::SegmentFirstBlock);
+    }
+
+    fn copy_failed(&mut self, status: IoStatus) {
+        let scan = self.scan_mut();
+        let attempt = scan.attempt;
+        match status {
+            IoStatus::Ok => scan.invalid_copies_here += 1,
+            IoStatus::Error => scan.io_errors += 1,
+            IoStatus::DeviceLost => {
+                scan.io_errors += 1;
+                self.lost[attempt] = true;
+            }
+        }
+        self.scan_mut().attempt += 1;
+        self.try_next_copy();
+    }
+
+    fn handle_first_block(&mut self, status: IoStatus) {
+        if status != IoStatus::Ok {
+            return self.copy_failed(status);
+        }
+        let block_size = self.layout.segment.block_size as usize;
+        let first_block = &self.segment_memory.as_mut_slice()[..block_size];
+        match sealed_len(&self.layout.segment, first_block) {
+            Ok(total_len) if total_len > block_size => self.read_rest(total_len),
+            Ok(total_len) => self.check_copy(total_len),
+            Err(_) => self.copy_failed(IoStatus::Ok),
+        }
+    }
+
+    fn read_rest(&mut self, total_len: usize) {
+        let scan = self.scan_mut();
+        let attempt = scan.attempt;
+        let (index, _) = position_target(&self.layout, self.scan_ref());
+        let block_size = self.layout.segment.block_size as usize;
+        let offset_bytes = self.layout.segment_offset(index) + block_size as u64;
+        let buffer = IoBuffer::Engine { region: REGION_SEGMENT, offset_bytes: block_size as u32 };
+        self.queue_read(attempt, offset_bytes, total_len - block_size, buffer, Pending::SegmentRest { total_len });
+    }
+
+    fn handle_rest(&mut self, total_len: usize, status: IoStatus) {
+        if status != IoStatus::Ok {
+            return self.copy_failed(status);
+        }
+        self.check_copy(total_len);
+    }
+
+    /// A copy counts only if it decodes and sits where the run expects it.
+    fn check_copy(&mut self, total_len: usize) {
+        let decoded = SegmentHeader::decode(&self.layout.segment, &self.segment_memory.as_mut_slice()[..total_len]);
+        let scan = self.scan_ref();
+        let (index, sequence) = position_target(&self.layout, scan);
+        let instance_id = scan.superblock.instance_id;
+        match decoded {
+            Ok(header)
+                if header.sequence == sequence
+                    && header.segment_index == index
+                    && header.instance_id == instance_id =>
+            {
+                self.accept(header)
+            }
+            _ => self.copy_failed(IoStatus::Ok),
+        }
+    }
+
+    fn accept(&mut self, header: SegmentHeader) {
+        let segments_count = self.layout.segments_count;
+        let mirror = self.mirrors[self.scan_ref().attempt];
+        let scan = self.scan_mut();
+        scan.segments.push(ScannedSegment {
+            segment_index: header.segment_index,
+            sequence: header.sequence,
+            barrier: header.barrier,
+            lbas: header.lbas,
+            revokes: header.revokes,
+            mirror,
+        });
+        scan.corrupt_copies_detected += scan.invalid_copies_here;
+        scan.invalid_copies_here = 0;
+        scan.attempt = 0;
+        scan.position += 1;
+        // The ring holds segments_count segments; a longer run would be a lap.
+        if scan.position == segments_count {
+            return self.end_of_run();
+        }
+        self.try_next_copy();
+    }
+
+    /// No mirror holds the next segment: the run ends here, unless no mirror
+    /// could even be read, in which case the end is unknown.
+    fn end_of_run(&mut self) {
+        let Phase::Segments(scan) = std::mem::replace(&mut self.phase, Phase::Done) else {
+            unreachable!("end of run outside the segment phase")
+        };
+        let ended_in_the_ring = scan.position == self.layout.segments_count;
+        if !ended_in_the_ring && scan.invalid_copies_here == 0 {
+            let (segment_index, _) = position_target(&self.layout, &scan);
+            return self.finish(Err(ScanError::SegmentUnreadable { segment_index }));
+        }
+        let last_barrier = scan.segments.iter().rposition(|segment| segment.barrier);
+        self.finish(Ok(ScannedLog {
+            superblock: scan.superblock,
+            superblock_units: scan.superblock_units,
+            segments: scan.segments,
+            last_barrier,
+            corrupt_copies_detected: scan.corrupt_copies_detected,
+            io_errors: scan.io_errors,
+        }));
+    }
+}
+
+/// Segment index and expected sequence at the scan's current position.
+fn position_target(layout: &LogLayout, scan: &SegmentScan) -> (u32, u64) {
+    let index = (scan.superblock.head_segment as u64 + scan.position as u64) % layout.segments_count as u64;
+    (index as u32, scan.superblock.head_sequence.wrapping_add(scan.position as u64))
+}
+
+impl IoMachine for LogScanner {
+    fn poll_io(&mut self) -> Option<DeviceIo> {
+        let (io, pending) = self.queued.pop_front()?;
+        self.in_flight.push((io.id, pending));
+        Some(io)
+    }
+
+    fn handle_io_completion(&mut self, _now: Nanos, id: IoId, status: IoStatus) {
+        let position = self.in_flight.iter().position(|(pending_id, _)| *pending_id == id);
+        let (_, pending) = self.in_flight.swap_remove(position.expect("completion for an unknown command"));
+        if self.result.is_some() {
+            return;
+        }
+        match pending {
+            Pending::SuperblockCopy(copy) => self.handle_superblock_read(copy, status),
+            Pending::SegmentFirstBlock => self.handle_first_block(status),
+            Pending::SegmentRest { total_len } => self.handle_rest(total_len, status),
+        }
+    }
+
+    fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
+        match region {
+            REGION_SUPERBLOCKS => self.superblock_memory.as_mut_slice(),
+            REGION_SEGMENT => self.segment_memory.as_mut_slice(),
+            _ => panic!("log scanner has no region {region}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_log::*;
+    use super::*;
+    use crate::io::HeapAllocator;
+
+    fn sequences(scanned: &ScannedLog) -> Vec<(u32, u64)> {
+        scanned.segments.iter().map(|s| (s.segment_index, s.sequence)).collect()
+    }
+
+    #[test]
+    fn follows_sequences_around_the_ring_and_stops_at_a_stale_segment() {
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock(3, 4, 100);
+        image.write_segment(4, &spec(100, false, &[(1, 1)], &[]));
+        image.write_segment(5, &spec(101, true, &[(2, 1), HOLE], &[7]));
+        image.write_segment(0, &spec(102, true, &[(3, 1)], &[]));
+        image.write_segment(1, &spec(103, false, &[(4, 1)], &[]));
+        // Left from the previous lap of the ring.
+        image.write_segment(2, &spec(98, true, &[(5, 1)], &[]));
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        assert_eq!(sequences(&scanned), vec![(4, 100), (5, 101), (0, 102), (1, 103)]);
+        assert_eq!(scanned.last_barrier, Some(2));
+        assert_eq!(scanned.segments[1].lbas, vec![2, crate::format::LBA_NONE]);
+        assert_eq!(scanned.segments[1].revokes, vec![7]);
+        assert_eq!((scanned.corrupt_copies_detected, scanned.io_errors), (0, 0));
+        assert_eq!(scanned.superblock_units, vec![Some(1)]);
+    }
+
+    #[test]
+    fn takes_the_newest_superblock_over_units_and_mirrors() {
+        let mut image = LogImage::new(layout(6), 2);
+        let old = image.superblock(3, 0, 1, 0);
+        let newer = image.superblock(4, 1, 2, 0);
+        let newest = image.superblock(5, 2, 3, 1);
+        image.write_superblock_unit(0, 0, &old);
+        image.write_superblock_unit(0, 1, &newer);
+        image.write_superblock_unit(1, 0, &newest);
+        image.write_segment(2, &spec(3, true, &[(1, 1)], &[]));
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0, 1]).unwrap();
+        assert_eq!(scanned.superblock, newest);
+        assert_eq!(scanned.superblock_units, vec![Some(1), Some(0)]);
+        assert_eq!(sequences(&scanned), vec![(2, 3)]);
+    }
+
+    #[test]
+    fn falls_back_to_another_mirror_on_a_corrupt_copy() {
+        let mut image = LogImage::new(layout(6), 2);
+        image.write_superblock(1, 0, 10);
+        for index in 0..3 {
+            image.write_segment(index, &spec(10 + index as u64, true, &[(index as u64, 1)], &[]));
+        }
+        image.corrupt_segment(0, 1, 5000);
+        // A torn tail: the next segment is damaged on both mirrors.
+        image.write_segment(3, &spec(13, true, &[(9, 1)], &[]));
+        image.corrupt_segment(0, 3, 20);
+        image.corrupt_segment(1, 3, 20);
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0, 1]).unwrap();
+        assert_eq!(sequences(&scanned), vec![(0, 10), (1, 11), (2, 12)]);
+        let mirrors: Vec<u8> = scanned.segments.iter().map(|s| s.mirror).collect();
+        assert_eq!(mirrors, vec![0, 1, 0]);
+        assert_eq!(scanned.corrupt_copies_detected, 1);
+    }
+
+    #[test]
+    fn rejects_misplaced_and_foreign_segments() {
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock(1, 0, 10);
+        image.write_segment(0, &spec(10, true, &[(1, 1)], &[]));
+        // Right sequence, wrong place (a misdirected write) ...
+        let misplaced = image.encode_segment(2, &spec(11, true, &[(2, 1)], &[]), INSTANCE_ID);
+        let offset = image.layout.segment_offset(1) as usize;
+        image.mirrors[0][offset..offset + misplaced.len()].copy_from_slice(&misplaced);
+        let mut devices = image.into_devices();
+        assert_eq!(sequences(&scan(&mut devices, layout(6), &[0]).unwrap()), vec![(0, 10)]);
+
+        // ... or another instance's segment.
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock(1, 0, 10);
+        image.write_segment(0, &spec(10, true, &[(1, 1)], &[]));
+        let foreign = image.encode_segment(1, &spec(11, true, &[(2, 1)], &[]), INSTANCE_ID + 1);
+        image.mirrors[0][offset..offset + foreign.len()].copy_from_slice(&foreign);
+        let mut devices = image.into_devices();
+        assert_eq!(sequences(&scan(&mut devices, layout(6), &[0]).unwrap()), vec![(0, 10)]);
+    }
+
+    #[test]
+    fn never_scans_more_than_the_ring() {
+        let mut image = LogImage::new(layout(4), 1);
+        image.write_superblock(1, 2, 50);
+        for position in 0..4u32 {
+            image.write_segment((2 + position) % 4, &spec(50 + position as u64, position == 3, &[(1, 1)], &[]));
+        }
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(4), &[0]).unwrap();
+        assert_eq!(sequences(&scanned), vec![(2, 50), (3, 51), (0, 52), (1, 53)]);
+        assert_eq!(scanned.last_barrier, Some(3));
+    }
+
+    #[test]
+    fn a_failing_mirror_is_skipped() {
+        let mut image = LogImage::new(layout(6), 2);
+        image.write_superblock(1, 0, 10);
+        image.write_segment(0, &spec(10, true, &[(1, 1)], &[]));
+        let mut devices = image.into_devices();
+        devices.set_failing(DeviceRole::Log(0), true);
+        let scanned = scan(&mut devices, layout(6), &[0, 1]).unwrap();
+        assert_eq!(sequences(&scanned), vec![(0, 10)]);
+        assert_eq!(scanned.segments[0].mirror, 1);
+        assert!(scanned.io_errors >= 3, "two superblock reads and at least one segment read failed");
+        assert_eq!(scanned.corrupt_copies_detected, 0);
+    }
+
+    #[test]
+    fn reports_each_error() {
+        let mut image = LogImage::new(layout(6), 2);
+        image.write_superblock(1, 0, 10);
+        image.write_segment(0, &spec(10, true, &[(1, 1)], &[]));
+        let mut devices = image.into_devices();
+
+        assert_eq!(scan(&mut devices, layout(6), &[]), Err(ScanError::NoMirrors));
+        assert!(matches!(scan(&mut devices, layout(7), &[0]), Err(ScanError::GeometryMismatch(_))));
+
+        devices.set_failing(DeviceRole::Log(0), true);
+        assert_eq!(scan(&mut devices, layout(6), &[0]), Err(ScanError::SuperblocksUnreadable));
+        devices.set_failing(DeviceRole::Log(0), false);
+
+        // Readable superblocks, then every mirror fails on the first segment.
+        let mut scanner = LogScanner::new(layout(6), vec![0, 1], &mut HeapAllocator);
+        for _ in 0..4 {
+            assert!(crate::driver::step(&mut devices, &mut scanner, 0).unwrap());
+        }
+        devices.set_failing(DeviceRole::Log(0), true);
+        devices.set_failing(DeviceRole::Log(1), true);
+        devices.pump(&mut scanner).unwrap();
+        assert_eq!(scanner.result(), Some(&Err(ScanError::SegmentUnreadable { segment_index: 0 })));
+        devices.set_failing(DeviceRole::Log(0), false);
+        devices.set_failing(DeviceRole::Log(1), false);
+
+        let other = LogSuperblock { instance_id: 99, write_seq: 2, ..devices_superblock(&devices, 1) };
+        other.encode(&mut devices.device_mut(DeviceRole::Log(1)).unwrap()[..UNIT_BYTES]);
+        let mismatch = scan(&mut devices, layout(6), &[0, 1]);
+        assert_eq!(mismatch, Err(ScanError::InstanceMismatch { expected: INSTANCE_ID, found: 99, mirror: 1 }));
+
+        for mirror in [0, 1] {
+            devices.device_mut(DeviceRole::Log(mirror)).unwrap()[..2 * UNIT_BYTES].fill(0);
+        }
+        assert_eq!(scan(&mut devices, layout(6), &[0, 1]), Err(ScanError::NoValidSuperblock));
+    }
+
+    fn devices_superblock(devices: &crate::driver::mem::MemDevices, mirror: u8) -> LogSuperblock {
+        let bytes = devices.device(DeviceRole::Log(mirror)).unwrap();
+        super::super::newest_superblock([&bytes[..UNIT_BYTES], &bytes[UNIT_BYTES..2 * UNIT_BYTES]]).unwrap().1
+    }
+}
