@@ -62,6 +62,9 @@ pub struct Oracle {
     /// before it is covered by a completed flush.
     flush_horizon: Tick,
     open_flushes: BTreeMap<RequestId, Tick>,
+    /// Submission ticks of reads in flight (with multiplicity): a write they
+    /// may still return must not be pruned.
+    open_reads: BTreeMap<Tick, u32>,
     open_writes: BTreeMap<WriteId, (u64, u32)>,
     touched_since_prune: BTreeSet<u64>,
     next_write: WriteId,
@@ -75,6 +78,7 @@ impl Oracle {
             blocks: vec![vec![base]; blocks_count as usize],
             flush_horizon: 0,
             open_flushes: BTreeMap::new(),
+            open_reads: BTreeMap::new(),
             open_writes: BTreeMap::new(),
             touched_since_prune: BTreeSet::new(),
             next_write: 1,
@@ -114,9 +118,20 @@ impl Oracle {
         }
     }
 
-    /// A read's submission tick, to be passed to `check_read`.
+    /// A read's submission tick, to be passed to `check_read` and `end_read`.
     pub fn submit_read(&mut self) -> Tick {
-        self.bump()
+        let tick = self.bump();
+        *self.open_reads.entry(tick).or_default() += 1;
+        tick
+    }
+
+    /// The read submitted at `read_submit_tick` completed (checked or failed).
+    pub fn end_read(&mut self, read_submit_tick: Tick) {
+        let count = self.open_reads.get_mut(&read_submit_tick).expect("read ended twice or never submitted");
+        *count -= 1;
+        if *count == 0 {
+            self.open_reads.remove(&read_submit_tick);
+        }
     }
 
     pub fn submit_flush(&mut self, id: RequestId) {
@@ -144,6 +159,7 @@ impl Oracle {
             }
         }
         self.open_flushes.clear();
+        self.open_reads.clear();
     }
 
     /// Invariant 1: a read submitted at `read_submit_tick` and completing now.
@@ -182,12 +198,26 @@ impl Oracle {
         self.blocks[lba as usize] = vec![WriteEntry { write, submit_tick: tick, end_tick: Some(tick), acked: true, base: true }];
     }
 
-    /// Drops writes that can never be read again; bounded histories keep the
-    /// checks cheap.
+    /// Drops writes that can never be read again: overtaken by a durable
+    /// write that ended before every read still in flight was submitted.
+    /// Bounded histories keep the checks cheap.
     fn prune(&mut self) {
+        let oldest_read = self.open_reads.keys().next().copied().unwrap_or(Tick::MAX);
         for lba in std::mem::take(&mut self.touched_since_prune) {
-            let keep: Vec<WriteEntry> = self.recoverable(lba).into_iter().copied().collect();
-            self.blocks[lba as usize] = keep;
+            let history = &self.blocks[lba as usize];
+            let keep: Vec<WriteEntry> = history
+                .iter()
+                .filter(|e| {
+                    !history.iter().any(|later| self.is_durable(later) && later.ended_before(oldest_read) && e.ended_before(later.submit_tick))
+                })
+                .copied()
+                .collect();
+            if keep.len() < history.len() {
+                self.blocks[lba as usize] = keep;
+            } else {
+                // Nothing could go yet; look again at the next flush.
+                self.touched_since_prune.insert(lba);
+            }
         }
     }
 
@@ -246,6 +276,22 @@ mod tests {
         assert!(o.check_read(1, Found::Value(w1), r).is_ok());
         assert!(o.check_read(1, Found::Torn, r).is_err());
         assert!(o.check_read(1, Found::Foreign { lba: 2, write: w1 }, r).is_err());
+    }
+
+    #[test]
+    fn a_read_in_flight_across_a_flush_may_return_what_was_current_when_it_started() {
+        let mut o = Oracle::new(1);
+        let w1 = o.submit_write(0, 1);
+        o.complete_write(w1, true);
+        let r = o.submit_read();
+        let w2 = o.submit_write(0, 1);
+        o.complete_write(w2, true);
+        o.submit_flush(1);
+        o.complete_flush(1, true);
+        assert!(o.check_read(0, Found::Value(w1), r).is_ok());
+        o.end_read(r);
+        let r2 = o.submit_read();
+        assert!(o.check_read(0, Found::Value(w1), r2).is_err());
     }
 
     #[test]

@@ -237,6 +237,7 @@ fn finish(oracle: &mut Oracle, side: &mut SideLog, read_ticks: &mut BTreeMap<Req
         }
         RequestKind::Read => {
             let tick = read_ticks.remove(&request.id).expect("read without a tick");
+            oracle.end_read(tick);
             if !ok {
                 return Ok(());
             }

@@ -35,7 +35,7 @@ pub struct SeedOutcome {
 }
 
 /// Requests outstanding against one engine instance at most this long (virtual).
-const STALL_LIMIT_NS: Nanos = 120_000_000_000;
+const STALL_LIMIT_NS: Nanos = 20_000_000_000;
 /// Handler calls without virtual time advancing: the target spins.
 const SPIN_LIMIT: u32 = 1_000_000;
 const VERIFY_CHUNK_BLOCKS: u32 = 8;
@@ -91,6 +91,7 @@ enum Origin {
 
 struct Outstanding {
     request: Request,
+    submitted_at: Nanos,
     data: Vec<u8>,
     origin: Origin,
     write: Option<WriteId>,
@@ -119,6 +120,8 @@ trait Memory {
 struct TargetMemory<'a> {
     target: &'a mut dyn Target,
     requests: &'a mut BTreeMap<RequestId, Outstanding>,
+    /// Requests already completed: kind and completion time (for diagnostics).
+    finished: &'a BTreeMap<RequestId, (RequestKind, Nanos)>,
 }
 
 fn slice_at<'m>(memory: &'m mut [u8], offset_bytes: u64, len_bytes: u64, what: &str) -> Result<&'m mut [u8], String> {
@@ -135,7 +138,11 @@ impl Memory for TargetMemory<'_> {
             IoBuffer::None => Err("data command without a buffer".into()),
             IoBuffer::Request { request, offset_bytes } => {
                 let Some(out) = self.requests.get_mut(&request) else {
-                    return Err(format!("command uses the buffer of request {request}, which is not outstanding"));
+                    let when = match self.finished.get(&request) {
+                        Some((kind, at)) => format!("{kind:?} request completed at {at} ns"),
+                        None => "never submitted".to_string(),
+                    };
+                    return Err(format!("command uses the buffer of request {request}, which is not outstanding ({when})"));
                 };
                 if device_reads_into_it && out.request.kind != RequestKind::Read {
                     return Err(format!("device read into the data buffer of {:?} request {request}", out.request.kind));
@@ -172,9 +179,17 @@ fn contract(message: String, now: Nanos) -> Violation {
     }
 }
 
+fn describe_io(io: &DeviceIo) -> String {
+    format!("{:?} of {} bytes at byte {} of {}, I/O {}", io.kind, io.len_bytes, io.offset_bytes, io.device, io.id)
+}
+
 /// Carries out one device command at its completion time.
 fn perform(devices: &mut Devices, io: &DeviceIo, memory: &mut dyn Memory) -> Result<IoStatus, String> {
     let device = devices.get(io.device).ok_or_else(|| format!("command for absent device {}", io.device))?;
+    if device.is_dead() {
+        // A dead device moves no data, so the buffer may already be gone.
+        return Ok(IoStatus::DeviceLost);
+    }
     match io.kind {
         IoKind::Flush => Ok(device.complete_flush(io.id)),
         IoKind::Write => {
@@ -204,6 +219,8 @@ struct Sim<'f> {
     events_pushed: u64,
     in_flight: BTreeMap<IoId, DeviceIo>,
     requests: BTreeMap<RequestId, Outstanding>,
+    finished: BTreeMap<RequestId, (RequestKind, Nanos)>,
+    tracing: bool,
     next_request: RequestId,
     wake_pending: Vec<bool>,
     oracle: Oracle,
@@ -247,6 +264,8 @@ impl<'f> Sim<'f> {
             events_pushed: 0,
             in_flight: BTreeMap::new(),
             requests: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            tracing: std::env::var_os("HHC_SIM_TRACE").is_some(),
             next_request: 1,
             wake_pending: vec![false; workload.requesters_count()],
             oracle: Oracle::new(blocks_count),
@@ -271,6 +290,7 @@ impl<'f> Sim<'f> {
     }
 
     fn run(&mut self) -> Result<(), Violation> {
+        self.trace(|| format!("plan {:?}\nconfig {:?}\nworkload {:?}", self.plan.kinds, self.plan.config, self.plan.workload));
         self.start_target(StartKind::Format)?;
         self.resume_workload();
         self.run_until(|sim| sim.ended || (sim.ops_submitted >= sim.spec.ops && sim.requests.is_empty()))?;
@@ -307,6 +327,13 @@ impl<'f> Sim<'f> {
         }
     }
 
+    /// Set `HHC_SIM_TRACE=1` to follow a seed's requests and faults on stderr.
+    fn trace(&self, message: impl FnOnce() -> String) {
+        if self.tracing {
+            eprintln!("[{} ns] {}", self.now, message());
+        }
+    }
+
     fn target_mut(&mut self) -> &mut dyn Target {
         self.target.as_deref_mut().expect("no target running")
     }
@@ -325,7 +352,6 @@ impl<'f> Sim<'f> {
     /// Pumps target, devices and workload until `done` or a violation.
     fn run_until(&mut self, done: impl Fn(&Sim) -> bool) -> Result<(), Violation> {
         let mut spins = 0u32;
-        let phase_start = self.now;
         loop {
             self.drain_target()?;
             if done(self) {
@@ -337,14 +363,14 @@ impl<'f> Sim<'f> {
             if spins > SPIN_LIMIT {
                 return Err(self.violation("5 (errors)", None, "progress in virtual time", "the target spins without advancing", "liveness"));
             }
-            if self.now > phase_start + STALL_LIMIT_NS && !self.requests.is_empty() {
+            if self.requests.values().any(|out| out.submitted_at + STALL_LIMIT_NS < self.now) {
                 return Err(self.stalled());
             }
         }
     }
 
     fn stalled(&self) -> Violation {
-        let (id, out) = self.requests.iter().next().unwrap();
+        let (id, out) = self.requests.iter().min_by_key(|(_, out)| out.submitted_at).unwrap();
         let found = format!("{:?} request {id} (lba {}, {} blocks) outstanding for {} s of virtual time", out.request.kind, out.request.lba, out.request.blocks_count, STALL_LIMIT_NS / 1_000_000_000);
         self.violation("5 (errors)", Some(out.request.lba), "every request completes (with an error if need be)", &found, "liveness")
     }
@@ -415,8 +441,8 @@ impl<'f> Sim<'f> {
     fn complete_io(&mut self, id: IoId) -> Result<(), Violation> {
         let io = self.in_flight.remove(&id).expect("completion of an unknown command");
         let target = self.target.as_deref_mut().expect("I/O without a target");
-        let mut memory = TargetMemory { target, requests: &mut self.requests };
-        let status = perform(&mut self.devices, &io, &mut memory).map_err(|e| contract(e, self.now))?;
+        let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
+        let status = perform(&mut self.devices, &io, &mut memory).map_err(|e| contract(format!("{e} ({})", describe_io(&io)), self.now))?;
         let now = self.now;
         self.target_mut().handle_io_completion(now, id, status);
         Ok(())
@@ -496,7 +522,8 @@ impl<'f> Sim<'f> {
         let now = self.now;
         let payload: Option<&dyn crate::io::RequestData> = if write.is_some() { Some(&data) } else { None };
         self.target.as_deref_mut().expect("request without a target").handle_request(now, request, payload);
-        self.requests.insert(id, Outstanding { request, data, origin, write, read_tick });
+        self.trace(|| format!("submit {request:?} write {write:?}"));
+        self.requests.insert(id, Outstanding { request, submitted_at: now, data, origin, write, read_tick });
         if origin != Origin::Verifier {
             self.count_submitted();
         }
@@ -516,6 +543,8 @@ impl<'f> Sim<'f> {
         let Some(out) = self.requests.remove(&completion.id) else {
             return Err(contract(format!("completion of request {}, which is not outstanding", completion.id), self.now));
         };
+        self.finished.insert(completion.id, (out.request.kind, self.now));
+        self.trace(|| format!("complete {:?} {:?} {:?}", out.request, out.write, completion.result));
         if let Err(error) = completion.result {
             self.check_error_is_explained(&out, error)?;
         }
@@ -526,8 +555,12 @@ impl<'f> Sim<'f> {
                 self.oracle.complete_flush(completion.id, ok);
                 self.figures.flushes += ok as u64;
             }
-            RequestKind::Read if ok && out.origin != Origin::Verifier => self.check_read(&out)?,
-            RequestKind::Read => {}
+            RequestKind::Read => {
+                if ok && out.origin != Origin::Verifier {
+                    self.check_read(&out)?;
+                }
+                self.oracle.end_read(out.read_tick);
+            }
         }
         match out.origin {
             Origin::Requester(r) => {
@@ -569,6 +602,7 @@ impl<'f> Sim<'f> {
 
     fn fire(&mut self, fault: Fault) -> Result<(), Violation> {
         let now = self.now;
+        self.trace(|| format!("fault {fault:?}"));
         match fault {
             Fault::PowerLoss => self.recover_after_power_loss("recovery after power loss"),
             Fault::CacheDeath => {
@@ -602,7 +636,7 @@ impl<'f> Sim<'f> {
     fn power_off(&mut self) {
         let mut in_flight_writes: BTreeMap<DeviceRole, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         if let Some(target) = self.target.as_deref_mut() {
-            let mut memory = TargetMemory { target, requests: &mut self.requests };
+            let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
             for io in self.in_flight.values().filter(|io| io.kind == IoKind::Write) {
                 if let Ok(bytes) = memory.bytes(io.buffer, io.len_bytes, false) {
                     in_flight_writes.entry(io.device).or_default().push((io.offset_bytes, bytes.to_vec()));
@@ -640,6 +674,7 @@ impl<'f> Sim<'f> {
     }
 
     fn start_target(&mut self, start: StartKind) -> Result<(), Violation> {
+        self.trace(|| format!("start {start:?} with policy {}", self.policy));
         self.recovering = true;
         let config = self.config();
         let target = self.factory.start(&config, start, self.now).map_err(|reason| {
