@@ -58,6 +58,7 @@ pub fn run(args: Args) -> CliResult {
         return Err("--ops must be at least 1".into());
     }
     let factory = sim::engine_factory();
+    sim::announce_panics();
     let mut figures = Figures::default();
     let mut failures: Vec<SeedOutcome> = Vec::new();
     for seed in first_seed..first_seed.saturating_add(seeds_count) {

@@ -18,7 +18,7 @@ pub mod workload;
 
 use crate::config::Mutation;
 pub use oracle::Violation;
-pub use runner::{run_seed, RunSpec, SeedOutcome};
+pub use runner::{announce_panics, run_seed, RunSpec, SeedOutcome};
 
 /// What a sweep did, summed over seeds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -35,7 +35,9 @@ pub struct SeedOutcome {
 }
 
 /// Requests outstanding against one engine instance at most this long (virtual).
-const STALL_LIMIT_NS: Nanos = 20_000_000_000;
+const STALL_LIMIT_NS: Nanos = 5_000_000_000;
+/// Start and shutdown must finish within this much virtual time.
+const PHASE_LIMIT_NS: Nanos = 10_000_000_000;
 /// Handler calls without virtual time advancing: the target spins.
 const SPIN_LIMIT: u32 = 1_000_000;
 const VERIFY_CHUNK_BLOCKS: u32 = 8;
@@ -45,8 +47,22 @@ const VERIFY_RETRIES: u32 = 50;
 const READ_POISON: u8 = 0xEE;
 
 pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
+    CURRENT_SEED.with(|current| current.set(Some(spec)));
     let mut sim = Sim::new(factory, spec);
-    let violation = sim.run().err();
+    // An assertion in the target is a finding like any other (where panics
+    // unwind; with panic=abort the hook of `announce_panics` names the seed).
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run()));
+    let violation = match result {
+        Ok(result) => result.err(),
+        Err(panic) => Some(Violation {
+            invariant: "assertion (the target panicked)",
+            lba: None,
+            expected: "no panic".into(),
+            found: panic_message(panic.as_ref()),
+            context: format!("at {} ns", sim.now),
+        }),
+    };
+    CURRENT_SEED.with(|current| current.set(None));
     let mut figures = sim.figures;
     figures.seeds = 1;
     figures.violations = violation.is_some() as u64;
@@ -55,6 +71,30 @@ pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
         figures.corruptions_read_back = sim.devices.all().map(|d| d.stats.corruptions_read_back).sum();
     }
     SeedOutcome { spec, kinds: sim.plan.kinds, figures, violation }
+}
+
+thread_local! {
+    static CURRENT_SEED: std::cell::Cell<Option<RunSpec>> = const { std::cell::Cell::new(None) };
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(message), _) => message.to_string(),
+        (_, Some(message)) => message.clone(),
+        _ => "a panic without a message".into(),
+    }
+}
+
+/// Makes a panic (an engine assertion) print the seed that caused it and how
+/// to rerun it, even where panics abort the process.
+pub fn announce_panics() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(spec) = CURRENT_SEED.with(|current| current.get()) {
+            eprintln!("seed {}: the target panicked; reproduce: {}", spec.seed, super::reproduce_command(&spec));
+        }
+        default_hook(info);
+    }));
 }
 
 struct Devices {
@@ -320,7 +360,8 @@ impl<'f> Sim<'f> {
         let now = self.now;
         self.target_mut().shutdown(now);
         self.recovering = true;
-        self.run_until(|sim| matches!(sim.target.as_ref().unwrap().readiness(), Readiness::Stopped | Readiness::Failed(_)))?;
+        let stopped = |sim: &Sim| matches!(sim.target.as_ref().unwrap().readiness(), Readiness::Stopped | Readiness::Failed(_));
+        self.run_until_within(stopped, PHASE_LIMIT_NS, "a clean shutdown")?;
         match self.target.as_ref().unwrap().readiness() {
             Readiness::Failed(reason) => Err(self.violation("5 (errors)", None, "a clean stop", &format!("shutdown failed: {reason}"), "shutdown")),
             _ => Ok(()),
@@ -351,7 +392,14 @@ impl<'f> Sim<'f> {
 
     /// Pumps target, devices and workload until `done` or a violation.
     fn run_until(&mut self, done: impl Fn(&Sim) -> bool) -> Result<(), Violation> {
+        self.run_until_within(done, Nanos::MAX, "")
+    }
+
+    /// `run_until` for a phase that must end within `limit_ns` of virtual
+    /// time even with no request outstanding (start, shutdown).
+    fn run_until_within(&mut self, done: impl Fn(&Sim) -> bool, limit_ns: Nanos, phase: &str) -> Result<(), Violation> {
         let mut spins = 0u32;
+        let deadline = self.now.saturating_add(limit_ns);
         loop {
             self.drain_target()?;
             if done(self) {
@@ -365,6 +413,10 @@ impl<'f> Sim<'f> {
             }
             if self.requests.values().any(|out| out.submitted_at + STALL_LIMIT_NS < self.now) {
                 return Err(self.stalled());
+            }
+            if self.now > deadline {
+                let found = format!("{phase} still unfinished after {} s of virtual time", limit_ns / 1_000_000_000);
+                return Err(self.violation("5 (errors)", None, &format!("{phase} to finish"), &found, "liveness"));
             }
         }
     }
@@ -681,7 +733,8 @@ impl<'f> Sim<'f> {
             self.violation("2 (durability)", None, "the target starts", &format!("{start:?} refused: {reason}"), "start")
         })?;
         self.target = Some(target);
-        self.run_until(|sim| sim.target.as_ref().unwrap().readiness() != Readiness::Starting)?;
+        let started = |sim: &Sim| sim.target.as_ref().unwrap().readiness() != Readiness::Starting;
+        self.run_until_within(started, PHASE_LIMIT_NS, &format!("{start:?}"))?;
         match self.target.as_ref().unwrap().readiness() {
             Readiness::Ready => Ok(()),
             other => Err(self.violation("2 (durability)", None, "Ready", &format!("{other:?}"), &format!("{start:?} after a failure it must survive"))),
