@@ -89,6 +89,7 @@ fn print_violation(outcome: &SeedOutcome) {
     println!("  expected: {}", violation.expected);
     println!("  found:    {}", violation.found);
     println!("  when:     {}", violation.context);
+    println!("  faults:   {}", outcome.kinds.names().join(", "));
     println!("  reproduce: {}{}", sim::reproduce_command(&outcome.spec), mutation_flag(outcome.spec.mutation));
 }
 
@@ -124,8 +125,9 @@ fn violation_json(outcome: &SeedOutcome) -> String {
     let v = outcome.violation.as_ref().expect("a failure without a violation");
     let lba = v.lba.map_or("null".to_string(), |lba| lba.to_string());
     format!(
-        "{{\"seed\":{},\"invariant\":{},\"block\":{lba},\"expected\":{},\"found\":{},\"context\":{},\"reproduce\":{}}}",
+        "{{\"seed\":{},\"faults\":[{}],\"invariant\":{},\"block\":{lba},\"expected\":{},\"found\":{},\"context\":{},\"reproduce\":{}}}",
         outcome.spec.seed,
+        outcome.kinds.names().iter().map(|n| json_string(n)).collect::<Vec<_>>().join(","),
         json_string(v.invariant),
         json_string(&v.expected),
         json_string(&v.found),

@@ -47,6 +47,26 @@ pub struct FaultKinds {
     pub policy_switches: bool,
 }
 
+impl FaultKinds {
+    /// Names of the kinds switched on.
+    pub fn names(&self) -> Vec<&'static str> {
+        let all = [
+            (self.power_loss, "power-loss"),
+            (self.cache_death, "cache-death"),
+            (self.mirror_death, "mirror-death"),
+            (self.all_mirrors_death, "all-mirrors-death"),
+            (self.log_corruption, "log-corruption"),
+            (self.backing_errors, "backing-errors"),
+            (self.latency_spikes, "latency-spikes"),
+            (self.backing_without_flush, "backing-without-flush"),
+            (self.buffer_pool_exhaustion, "buffer-pool-exhaustion"),
+            (self.log_fills_up, "log-fills-up"),
+            (self.policy_switches, "policy-switches"),
+        ];
+        all.into_iter().filter(|(on, _)| *on).map(|(_, name)| name).collect()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct FaultPlan {
     pub config: Config,
