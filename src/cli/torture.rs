@@ -89,7 +89,9 @@ fn print_violation(outcome: &SeedOutcome) {
     println!("  expected: {}", violation.expected);
     println!("  found:    {}", violation.found);
     println!("  when:     {}", violation.context);
-    println!("  faults:   {}", outcome.kinds.names().join(", "));
+    let kinds = outcome.kinds.names();
+    let faults = if kinds.is_empty() { "none besides volatile caches and the final power loss".to_string() } else { kinds.join(", ") };
+    println!("  faults:   {faults}");
     println!("  reproduce: {}{}", sim::reproduce_command(&outcome.spec), mutation_flag(outcome.spec.mutation));
 }
 
