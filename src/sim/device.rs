@@ -157,7 +157,7 @@ impl SimDevice {
                 self.role, io.kind, io.offset_bytes, io.len_bytes, self.spec.size_bytes
             ));
         }
-        if io.offset_bytes % SECTOR_BYTES as u64 != 0 || io.len_bytes % SECTOR_BYTES as u64 != 0 {
+        if !io.offset_bytes.is_multiple_of(SECTOR_BYTES as u64) || !io.len_bytes.is_multiple_of(SECTOR_BYTES as u64) {
             return Err(format!("{} command at byte {} length {} is not sector aligned", self.role, io.offset_bytes, io.len_bytes));
         }
         Ok(())

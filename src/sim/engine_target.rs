@@ -74,12 +74,12 @@ impl TargetFactory for EngineFactory {
         let (_, layout) = config.validate().map_err(|e| e.to_string())?;
         let mirrors: Vec<u8> = (0..config.mirrors_count).collect();
         let scanner = LogScanner::new(layout, mirrors.clone(), &mut HeapAllocator);
-        Ok(Box::new(LogRecovery { layout, mirrors, backing_has_flush: config.backing_has_flush, stage: Stage::Scan(scanner), corrupt_copies_detected: 0 }))
+        Ok(Box::new(LogRecovery { layout, mirrors, backing_has_flush: config.backing_has_flush, stage: Stage::Scan(Box::new(scanner)), corrupt_copies_detected: 0 }))
     }
 }
 
 enum Stage {
-    Scan(LogScanner),
+    Scan(Box<LogScanner>),
     Replay(Box<Replay>),
     Done(Result<(), String>),
 }
@@ -118,7 +118,7 @@ impl LogRecovery {
 
     fn machine(&mut self) -> Option<&mut dyn IoMachine> {
         match &mut self.stage {
-            Stage::Scan(scanner) => Some(scanner),
+            Stage::Scan(scanner) => Some(scanner.as_mut()),
             Stage::Replay(replay) => Some(replay.as_mut()),
             Stage::Done(_) => None,
         }

@@ -273,12 +273,17 @@ fn replay_side_log(path: &Path, blocks_count: u64) -> Result<Oracle, String> {
 fn replay_line(oracle: &mut Oracle, line: &str) -> Option<()> {
     let fields: Vec<u64> = line.split(' ').skip(1).map(|f| f.parse().ok()).collect::<Option<_>>()?;
     match (line.split(' ').next()?, fields.as_slice()) {
-        ("W", [write, lba, blocks]) => (oracle.submit_write(*lba, *blocks as u32) == *write).then_some(()),
-        ("A", [write, ok]) => Some(oracle.complete_write(*write, *ok == 1)),
-        ("F", [id]) => Some(oracle.submit_flush(*id)),
-        ("D", [id, ok]) => Some(oracle.complete_flush(*id, *ok == 1)),
-        _ => None,
+        ("W", [write, lba, blocks]) => {
+            if oracle.submit_write(*lba, *blocks as u32) != *write {
+                return None;
+            }
+        }
+        ("A", [write, ok]) => oracle.complete_write(*write, *ok == 1),
+        ("F", [id]) => oracle.submit_flush(*id),
+        ("D", [id, ok]) => oracle.complete_flush(*id, *ok == 1),
+        _ => return None,
     }
+    Some(())
 }
 
 /// Restarts the target over the files of a killed workload and checks

@@ -76,7 +76,7 @@ impl Target for ToyTarget {
                     self.complete(request.id, Ok(()));
                 }
             }
-            (RequestKind::Read, ToyDefect::ReadNextBlock) if request.lba + request.blocks_count as u64 + 1 <= self.blocks_count => {
+            (RequestKind::Read, ToyDefect::ReadNextBlock) if request.lba + (request.blocks_count as u64) < self.blocks_count => {
                 self.issue(request.id, IoKind::Read, request.lba + 1, request.blocks_count)
             }
             (RequestKind::Read, _) => self.issue(request.id, IoKind::Read, request.lba, request.blocks_count),
