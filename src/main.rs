@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         Command::Torture(args) => cli::torture::run(args),
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Mttdl(args) => cli::mttdl::run(args),
-        Command::Bench(args) => cli::bench::run(args),
+        Command::Bench(args) => cli::bench::run_cli(args),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,17 @@
 
 pub const NO_BLOCK: u32 = u32::MAX;
 
+/// Where the map reads a block's LBA back from.
+pub trait LbaOf {
+    fn lba_of(&self, block: u32) -> u32;
+}
+
+impl LbaOf for [u32] {
+    fn lba_of(&self, block: u32) -> u32 {
+        self[block as usize]
+    }
+}
+
 pub struct LbaMap {
     slots: Box<[u32]>,
 }
@@ -33,14 +44,14 @@ impl LbaMap {
         }
     }
 
-    pub fn get(&self, lba: u32, lba_of: &[u32]) -> Option<u32> {
+    pub fn get<L: LbaOf + ?Sized>(&self, lba: u32, lba_of: &L) -> Option<u32> {
         let mut slot = self.home(lba);
         loop {
             let block = self.slots[slot];
             if block == NO_BLOCK {
                 return None;
             }
-            if lba_of[block as usize] == lba {
+            if lba_of.lba_of(block) == lba {
                 return Some(block);
             }
             slot = self.next(slot);
@@ -49,12 +60,12 @@ impl LbaMap {
 
     /// Maps `lba` (which `lba_of[block]` already holds) to `block`, replacing
     /// any previous block of that LBA.
-    pub fn insert(&mut self, lba: u32, block: u32, lba_of: &[u32]) {
-        debug_assert_eq!(lba_of[block as usize], lba);
+    pub fn insert<L: LbaOf + ?Sized>(&mut self, lba: u32, block: u32, lba_of: &L) {
+        debug_assert_eq!(lba_of.lba_of(block), lba);
         let mut slot = self.home(lba);
         loop {
             let current = self.slots[slot];
-            if current == NO_BLOCK || lba_of[current as usize] == lba {
+            if current == NO_BLOCK || lba_of.lba_of(current) == lba {
                 self.slots[slot] = block;
                 return;
             }
@@ -63,14 +74,14 @@ impl LbaMap {
     }
 
     /// Removes `lba`; backward-shift deletion keeps probe chains intact.
-    pub fn remove(&mut self, lba: u32, lba_of: &[u32]) {
+    pub fn remove<L: LbaOf + ?Sized>(&mut self, lba: u32, lba_of: &L) {
         let mut slot = self.home(lba);
         loop {
             let current = self.slots[slot];
             if current == NO_BLOCK {
                 return;
             }
-            if lba_of[current as usize] == lba {
+            if lba_of.lba_of(current) == lba {
                 break;
             }
             slot = self.next(slot);
@@ -82,7 +93,7 @@ impl LbaMap {
             if block == NO_BLOCK {
                 break;
             }
-            let home = self.home(lba_of[block as usize]);
+            let home = self.home(lba_of.lba_of(block));
             // Move the entry back if its home is not cyclically in (hole, probe].
             let stays = if hole <= probe { hole < home && home <= probe } else { hole < home || home <= probe };
             if !stays {
@@ -113,16 +124,16 @@ mod tests {
                 if insert && !model.contains_key(&lba) {
                     if let Some(block) = free.pop() {
                         lba_of[block as usize] = lba;
-                        map.insert(lba, block, &lba_of);
+                        map.insert(lba, block, lba_of.as_slice());
                         model.insert(lba, block);
                     }
                 } else if let Some(block) = model.remove(&lba) {
-                    map.remove(lba, &lba_of);
+                    map.remove(lba, lba_of.as_slice());
                     lba_of[block as usize] = u32::MAX;
                     free.push(block);
                 }
                 for probe in 0..64 {
-                    prop_assert_eq!(map.get(probe, &lba_of), model.get(&probe).copied());
+                    prop_assert_eq!(map.get(probe, lba_of.as_slice()), model.get(&probe).copied());
                 }
             }
         }

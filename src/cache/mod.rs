@@ -17,6 +17,8 @@ use lba_map::{LbaMap, NO_BLOCK};
 use std::collections::HashMap;
 
 pub const LBA_NONE: u32 = u32::MAX;
+/// Blocks the eviction hand may look at per block wanted.
+const EVICTION_SCAN_PER_BLOCK: u32 = 64;
 pub const LOC_NONE: u32 = u32::MAX;
 
 /// Where a block is in its life cycle.
@@ -62,16 +64,30 @@ pub struct DurableEntry {
     pub dirty: bool,
 }
 
-pub struct CacheIndex {
-    lba: Box<[u32]>,
-    state: Box<[BlockState]>,
-    flags: Box<[u8]>,
-    /// Distinguishes successive blocks of one LBA on disk (serial arithmetic).
-    version: Box<[u8]>,
-    /// Reads in flight from the block (requests, write-back, log copies).
-    pins: Box<[u8]>,
+/// The in-memory state of one cache block (12 bytes).
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+struct Block {
+    lba: u32,
     /// Mapped: location of the LBA's newest log entry. Free: next free block.
-    log_loc: Box<[u32]>,
+    log_loc: u32,
+    state: BlockState,
+    flags: u8,
+    /// Distinguishes successive blocks of one LBA on disk (serial arithmetic).
+    version: u8,
+    /// Reads in flight from the block (requests, write-back, log copies).
+    pins: u8,
+}
+
+impl lba_map::LbaOf for [Block] {
+    fn lba_of(&self, block: u32) -> u32 {
+        self[block as usize].lba
+    }
+}
+
+pub struct CacheIndex {
+    /// One entry per block, together so that a lookup touches one cache line.
+    blocks: Box<[Block]>,
     map: LbaMap,
     free_head: u32,
     free_count: u32,
@@ -89,13 +105,9 @@ pub struct CacheIndex {
 impl CacheIndex {
     pub fn new(blocks_count: u32) -> Self {
         let n = blocks_count as usize;
+        let free = Block { lba: LBA_NONE, log_loc: LOC_NONE, state: BlockState::Free, flags: 0, version: 0, pins: 0 };
         let mut index = CacheIndex {
-            lba: vec![LBA_NONE; n].into_boxed_slice(),
-            state: vec![BlockState::Free; n].into_boxed_slice(),
-            flags: vec![0; n].into_boxed_slice(),
-            version: vec![0; n].into_boxed_slice(),
-            pins: vec![0; n].into_boxed_slice(),
-            log_loc: vec![LOC_NONE; n].into_boxed_slice(),
+            blocks: vec![free; n].into_boxed_slice(),
             map: LbaMap::new(blocks_count),
             free_head: NO_BLOCK,
             free_count: 0,
@@ -112,7 +124,7 @@ impl CacheIndex {
     }
 
     pub fn blocks_count(&self) -> u32 {
-        self.lba.len() as u32
+        self.blocks.len() as u32
     }
     pub fn free_count(&self) -> u32 {
         self.free_count
@@ -125,7 +137,7 @@ impl CacheIndex {
     }
 
     fn unlogged_dirty(&self, block: u32) -> bool {
-        self.state(block) == BlockState::Mapped && self.flags[block as usize] & (flag::DIRTY | flag::LOGGED) == flag::DIRTY
+        self.state(block) == BlockState::Mapped && self.blocks[block as usize].flags & (flag::DIRTY | flag::LOGGED) == flag::DIRTY
     }
 
     /// Runs a state change on `blocks` and keeps `unlogged_dirty_count` exact.
@@ -146,61 +158,61 @@ impl CacheIndex {
     pub fn set_logged(&mut self, block: u32, logged: bool) {
         self.tracked([block, NO_BLOCK], |index| {
             if logged {
-                index.flags[block as usize] |= flag::LOGGED;
+                index.blocks[block as usize].flags |= flag::LOGGED;
             } else {
-                index.flags[block as usize] &= !flag::LOGGED;
+                index.blocks[block as usize].flags &= !flag::LOGGED;
             }
         })
     }
 
     pub fn lookup(&self, lba: u32) -> Option<u32> {
-        self.map.get(lba, &self.lba)
+        self.map.get(lba, &*self.blocks)
     }
     pub fn lba(&self, block: u32) -> u32 {
-        self.lba[block as usize]
+        self.blocks[block as usize].lba
     }
     pub fn state(&self, block: u32) -> BlockState {
-        self.state[block as usize]
+        self.blocks[block as usize].state
     }
     pub fn has(&self, block: u32, bits: u8) -> bool {
-        self.flags[block as usize] & bits != 0
+        self.blocks[block as usize].flags & bits != 0
     }
     /// Sets flags other than DIRTY and LOGGED (which have their own setters).
     pub fn set(&mut self, block: u32, bits: u8) {
         debug_assert_eq!(bits & (flag::DIRTY | flag::LOGGED), 0);
-        self.flags[block as usize] |= bits;
+        self.blocks[block as usize].flags |= bits;
     }
     pub fn clear(&mut self, block: u32, bits: u8) {
         debug_assert_eq!(bits & (flag::DIRTY | flag::LOGGED), 0);
-        self.flags[block as usize] &= !bits;
+        self.blocks[block as usize].flags &= !bits;
     }
     pub fn flags_bits(&self, block: u32) -> u8 {
-        self.flags[block as usize]
+        self.blocks[block as usize].flags
     }
     pub fn version(&self, block: u32) -> u8 {
-        self.version[block as usize]
+        self.blocks[block as usize].version
     }
     pub fn log_loc(&self, block: u32) -> u32 {
         debug_assert_eq!(self.state(block), BlockState::Mapped);
-        self.log_loc[block as usize]
+        self.blocks[block as usize].log_loc
     }
     pub fn set_log_loc(&mut self, block: u32, loc: u32) {
         debug_assert_eq!(self.state(block), BlockState::Mapped);
-        self.log_loc[block as usize] = loc;
+        self.blocks[block as usize].log_loc = loc;
     }
     pub fn pins(&self, block: u32) -> u8 {
-        self.pins[block as usize]
+        self.blocks[block as usize].pins
     }
 
     pub fn pin(&mut self, block: u32) {
-        let pins = &mut self.pins[block as usize];
+        let pins = &mut self.blocks[block as usize].pins;
         assert!(*pins < u8::MAX, "block {block} pinned too often");
         *pins += 1;
     }
 
     /// Returns true when the block became free.
     pub fn unpin(&mut self, block: u32) -> bool {
-        let pins = &mut self.pins[block as usize];
+        let pins = &mut self.blocks[block as usize].pins;
         assert!(*pins > 0, "unpin of unpinned block {block}");
         *pins -= 1;
         self.free_if_dropped(block)
@@ -208,10 +220,10 @@ impl CacheIndex {
 
     fn push_free(&mut self, block: u32) {
         let b = block as usize;
-        self.state[b] = BlockState::Free;
-        self.flags[b] = 0;
-        self.lba[b] = LBA_NONE;
-        self.log_loc[b] = self.free_head;
+        self.blocks[b].state = BlockState::Free;
+        self.blocks[b].flags = 0;
+        self.blocks[b].lba = LBA_NONE;
+        self.blocks[b].log_loc = self.free_head;
         self.free_head = block;
         self.free_count += 1;
     }
@@ -221,14 +233,14 @@ impl CacheIndex {
             return None;
         }
         let block = self.free_head;
-        self.free_head = self.log_loc[block as usize];
+        self.free_head = self.blocks[block as usize].log_loc;
         self.free_count -= 1;
         Some(block)
     }
 
     /// Frees a dropped block once nothing is in flight on it.
     pub fn free_if_dropped(&mut self, block: u32) -> bool {
-        let idle = self.pins[block as usize] == 0 && !self.has(block, flag::BUSY);
+        let idle = self.blocks[block as usize].pins == 0 && !self.has(block, flag::BUSY);
         if self.state(block) == BlockState::Dropped && idle {
             self.push_free(block);
             return true;
@@ -242,10 +254,10 @@ impl CacheIndex {
             return;
         }
         if dirty {
-            self.flags[block as usize] |= flag::DIRTY;
+            self.blocks[block as usize].flags |= flag::DIRTY;
             self.dirty_count += 1;
         } else {
-            self.flags[block as usize] &= !flag::DIRTY;
+            self.blocks[block as usize].flags &= !flag::DIRTY;
             self.dirty_count -= 1;
         }
     }
@@ -262,20 +274,20 @@ impl CacheIndex {
 
     fn map_into(&mut self, block: u32, lba: u32, previous: Option<u32>, dirty: bool) {
         let b = block as usize;
-        self.lba[b] = lba;
-        self.state[b] = BlockState::Mapped;
-        self.flags[b] = flag::BUSY | flag::REFERENCED;
-        self.log_loc[b] = LOC_NONE;
-        self.version[b] = self.superseded_valid.get(&lba).map_or(0, |&(_, newest)| newest.wrapping_add(1));
+        self.blocks[b].lba = lba;
+        self.blocks[b].state = BlockState::Mapped;
+        self.blocks[b].flags = flag::BUSY | flag::REFERENCED;
+        self.blocks[b].log_loc = LOC_NONE;
+        self.blocks[b].version = self.superseded_valid.get(&lba).map_or(0, |&(_, newest)| newest.wrapping_add(1));
         if let Some(old) = previous {
-            self.version[b] = self.version[old as usize].wrapping_add(1);
-            self.log_loc[b] = self.log_loc[old as usize];
+            self.blocks[b].version = self.blocks[old as usize].version.wrapping_add(1);
+            self.blocks[b].log_loc = self.blocks[old as usize].log_loc;
             if self.has(old, flag::LOGGED) {
-                self.flags[b] |= flag::LOGGED;
+                self.blocks[b].flags |= flag::LOGGED;
             }
             self.supersede(old);
         }
-        self.map.insert(lba, block, &self.lba);
+        self.map.insert(lba, block, &*self.blocks);
         self.set_dirty_flag(block, dirty);
     }
 
@@ -286,13 +298,13 @@ impl CacheIndex {
     fn supersede(&mut self, old: u32) {
         let was_dirty = self.has(old, flag::DIRTY);
         self.set_dirty_flag(old, false);
-        self.flags[old as usize] &= !flag::LOGGED;
-        self.log_loc[old as usize] = LOC_NONE;
+        self.blocks[old as usize].flags &= !flag::LOGGED;
+        self.blocks[old as usize].log_loc = LOC_NONE;
         if !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING) {
             if was_dirty {
-                self.flags[old as usize] |= flag::DURABLE_DIRTY;
+                self.blocks[old as usize].flags |= flag::DURABLE_DIRTY;
             } else {
-                self.flags[old as usize] &= !flag::DURABLE_DIRTY;
+                self.blocks[old as usize].flags &= !flag::DURABLE_DIRTY;
             }
         }
         self.add_superseded(old);
@@ -304,7 +316,7 @@ impl CacheIndex {
         let never_durable = !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING | flag::INVALIDATE_PENDING);
         if self.state(old) == BlockState::Superseded && never_durable {
             self.release_superseded(old);
-            self.state[old as usize] = BlockState::Dropped;
+            self.blocks[old as usize].state = BlockState::Dropped;
             self.free_if_dropped(old);
         }
     }
@@ -317,25 +329,25 @@ impl CacheIndex {
 
     fn unmap_failed(&mut self, block: u32, previous: Option<u32>) {
         let lba = self.lba(block);
-        let loc = self.log_loc[block as usize];
+        let loc = self.blocks[block as usize].log_loc;
         let logged = self.has(block, flag::LOGGED);
         let dirty = self.has(block, flag::DIRTY);
         self.set_dirty_flag(block, false);
-        self.map.remove(lba, &self.lba);
-        self.state[block as usize] = BlockState::Dropped;
-        self.flags[block as usize] &= !(flag::BUSY | flag::LOGGED);
+        self.map.remove(lba, &*self.blocks);
+        self.blocks[block as usize].state = BlockState::Dropped;
+        self.blocks[block as usize].flags &= !(flag::BUSY | flag::LOGGED);
         self.free_if_dropped(block);
         let Some(old) = previous.filter(|&p| self.state(p) == BlockState::Superseded && self.lba(p) == lba) else {
             return;
         };
         self.release_superseded(old);
-        self.state[old as usize] = BlockState::Mapped;
-        self.log_loc[old as usize] = loc;
+        self.blocks[old as usize].state = BlockState::Mapped;
+        self.blocks[old as usize].log_loc = loc;
         if logged {
-            self.flags[old as usize] |= flag::LOGGED;
+            self.blocks[old as usize].flags |= flag::LOGGED;
         }
         self.set_dirty_flag(old, dirty || self.has(old, flag::DURABLE_DIRTY));
-        self.map.insert(lba, old, &self.lba);
+        self.map.insert(lba, old, &*self.blocks);
     }
 
     fn release_superseded(&mut self, block: u32) {
@@ -355,15 +367,15 @@ impl CacheIndex {
     }
 
     fn add_superseded(&mut self, block: u32) {
-        self.state[block as usize] = BlockState::Superseded;
+        self.blocks[block as usize].state = BlockState::Superseded;
         self.count_valid_entry(block);
     }
 
     /// `block` keeps a valid durable entry for its LBA until a commit
     /// invalidates it; a new block of that LBA must get a newer version.
     fn count_valid_entry(&mut self, block: u32) {
-        let version = self.version[block as usize];
-        let entry = self.superseded_valid.entry(self.lba[block as usize]).or_insert((0, version));
+        let version = self.blocks[block as usize].version;
+        let entry = self.superseded_valid.entry(self.blocks[block as usize].lba).or_insert((0, version));
         entry.0 += 1;
         if serial_newer(version, entry.1) {
             entry.1 = version;
@@ -378,8 +390,8 @@ impl CacheIndex {
     pub fn mark_clean(&mut self, block: u32) {
         self.tracked([block, NO_BLOCK], |index| {
             index.set_dirty_flag(block, false);
-            index.flags[block as usize] &= !flag::LOGGED;
-            index.log_loc[block as usize] = LOC_NONE;
+            index.blocks[block as usize].flags &= !flag::LOGGED;
+            index.blocks[block as usize].log_loc = LOC_NONE;
         })
     }
 
@@ -416,7 +428,10 @@ impl CacheIndex {
             (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
                 self.set(block, flag::COMMIT_PENDING)
             }
-            (BlockState::Superseded | BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
+            // A superseded block left out only because its data is not written
+            // yet is still needed; it is not invalidated.
+            (BlockState::Superseded, None) if self.successor_durable(block) => self.set(block, flag::INVALIDATE_PENDING),
+            (BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
             _ => {}
         }
         if let Some(entry) = entry {
@@ -441,7 +456,7 @@ impl CacheIndex {
         if matches!(self.state(block), BlockState::Superseded | BlockState::Evicting) {
             self.release_superseded(block);
         }
-        self.state[block as usize] = BlockState::Dropped;
+        self.blocks[block as usize].state = BlockState::Dropped;
         self.free_if_dropped(block)
     }
 
@@ -451,8 +466,11 @@ impl CacheIndex {
     pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> u32 {
         let n = self.blocks_count();
         let mut freed = 0;
-        // Two sweeps: the first clears reference bits.
-        for _ in 0..(2 * n) {
+        // Two sweeps at most (the first clears reference bits), and a bounded
+        // share of a large cache per call: a mostly dirty cache must not cost
+        // a full scan on every request.
+        let budget = (2 * n).min(EVICTION_SCAN_PER_BLOCK * wanted + 1024);
+        for _ in 0..budget {
             if freed + awaiting_commit.len() as u32 >= wanted {
                 break;
             }
@@ -465,13 +483,13 @@ impl CacheIndex {
                 self.clear(block, flag::REFERENCED);
                 continue;
             }
-            self.map.remove(self.lba(block), &self.lba);
+            self.map.remove(self.lba(block), &*self.blocks);
             if self.has(block, flag::COMMITTED) {
-                self.state[block as usize] = BlockState::Evicting;
+                self.blocks[block as usize].state = BlockState::Evicting;
                 self.count_valid_entry(block);
                 awaiting_commit.push(block);
             } else {
-                self.state[block as usize] = BlockState::Dropped;
+                self.blocks[block as usize].state = BlockState::Dropped;
                 freed += u32::from(self.free_if_dropped(block));
             }
         }
@@ -480,7 +498,7 @@ impl CacheIndex {
 
     fn evictable(&self, block: u32) -> bool {
         self.state(block) == BlockState::Mapped
-            && self.flags[block as usize] & (flag::DIRTY | flag::BUSY | flag::COMMIT_PENDING) == 0
+            && self.blocks[block as usize].flags & (flag::DIRTY | flag::BUSY | flag::COMMIT_PENDING) == 0
             && self.pins(block) == 0
             && !self.has_superseded_entries(self.lba(block))
     }
@@ -492,12 +510,12 @@ impl CacheIndex {
         if !self.evictable(block) {
             return false;
         }
-        self.map.remove(lba, &self.lba);
+        self.map.remove(lba, &*self.blocks);
         if self.has(block, flag::COMMITTED) {
-            self.state[block as usize] = BlockState::Evicting;
+            self.blocks[block as usize].state = BlockState::Evicting;
             self.count_valid_entry(block);
         } else {
-            self.state[block as usize] = BlockState::Dropped;
+            self.blocks[block as usize].state = BlockState::Dropped;
             self.free_if_dropped(block);
         }
         true
@@ -512,25 +530,25 @@ impl CacheIndex {
 
     fn restore_entry(&mut self, block: u32, entry: DurableEntry) {
         let b = block as usize;
-        self.lba[b] = entry.lba;
-        self.version[b] = entry.version;
-        self.flags[b] = flag::COMMITTED | if entry.dirty { flag::DURABLE_DIRTY } else { 0 };
-        self.log_loc[b] = LOC_NONE;
+        self.blocks[b].lba = entry.lba;
+        self.blocks[b].version = entry.version;
+        self.blocks[b].flags = flag::COMMITTED | if entry.dirty { flag::DURABLE_DIRTY } else { 0 };
+        self.blocks[b].log_loc = LOC_NONE;
         match self.lookup(entry.lba) {
             None => {
-                self.state[b] = BlockState::Mapped;
-                self.map.insert(entry.lba, block, &self.lba);
+                self.blocks[b].state = BlockState::Mapped;
+                self.map.insert(entry.lba, block, &*self.blocks);
                 self.set_dirty_flag(block, entry.dirty);
             }
-            Some(other) if serial_newer(self.version[other as usize], entry.version) => {
+            Some(other) if serial_newer(self.blocks[other as usize].version, entry.version) => {
                 self.add_superseded(block);
             }
             Some(other) => {
                 self.set_dirty_flag(other, false);
-                self.map.remove(entry.lba, &self.lba);
+                self.map.remove(entry.lba, &*self.blocks);
                 self.add_superseded(other);
-                self.state[b] = BlockState::Mapped;
-                self.map.insert(entry.lba, block, &self.lba);
+                self.blocks[b].state = BlockState::Mapped;
+                self.map.insert(entry.lba, block, &*self.blocks);
                 self.set_dirty_flag(block, entry.dirty);
             }
         }
@@ -548,8 +566,7 @@ impl CacheIndex {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        let per_block = 4 + 1 + 1 + 1 + 1 + 4;
-        self.lba.len() * per_block
+        self.blocks.len() * std::mem::size_of::<Block>()
             + self.map.memory_bytes()
             + self.superseded_valid.capacity() * 8
             + self.superseded_blocks.capacity() * 4

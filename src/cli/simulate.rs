@@ -1,8 +1,173 @@
+//! `hhc simulate`: the paper's experiments (§3) in virtual time with the real
+//! engine over device models. With no arguments it runs Figs. 5-7 and the
+//! §3.5 memory table and writes tables, SVG charts and JSON to out/simulate.
+
 use super::CliResult;
+use hhc::config::Policy;
+use hhc::timed::engine_target::EngineFactory;
+use hhc::timed::experiments::{self, PointResult, Settings};
+use hhc::timed::figures;
+use hhc::timed::profile::Profile;
+use hhc::timed::workloads::{CustomJob, WorkloadKind};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// all, fig5, fig6, fig7, memory or custom (the job given by --job).
+    #[arg(long, default_value = "all")]
+    experiment: String,
+    /// Device profile (`key = value` lines) overriding the defaults.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// Print the device profile in effect and exit.
+    #[arg(long)]
+    print_profile: bool,
+    /// Print the figures as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value = "out/simulate")]
+    out_dir: PathBuf,
+    /// Measured virtual seconds per point.
+    #[arg(long, default_value_t = 10.0)]
+    duration_s: f64,
+    /// Virtual seconds of workload before measuring.
+    #[arg(long, default_value_t = 5.0)]
+    settle_s: f64,
+    /// Shrinks cache sizes and working sets together (1 = the paper's sizes).
+    #[arg(long, default_value_t = 0.05)]
+    scale: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Points simulated in parallel (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// The custom job, e.g. read=70,size_kib=16,threads=8,flush_every=4,working_set_mib=1024,random=1
+    #[arg(long)]
+    job: Option<String>,
+    /// Comma-separated policies (passthrough, wt, wb, wb-flush, wb-ordered, hhc).
+    #[arg(long)]
+    policies: Option<String>,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err("not implemented yet".into())
+fn settings(args: &Args) -> Result<Settings, String> {
+    let mut settings = Settings::default();
+    if let Some(path) = &args.profile {
+        settings.profile = Profile::load(path)?;
+    }
+    if !(args.scale > 0.0 && args.scale <= 4.0) {
+        return Err(format!("--scale {} must be in (0, 4]", args.scale));
+    }
+    if !(args.duration_s > 0.0 && args.settle_s >= 0.0) {
+        return Err("--duration-s must be > 0 and --settle-s >= 0".into());
+    }
+    settings.scale = args.scale;
+    settings.measure_s = args.duration_s;
+    settings.settle_s = args.settle_s;
+    settings.seed = args.seed;
+    if let Some(jobs) = args.jobs {
+        settings.jobs = jobs.max(1);
+    }
+    if let Some(list) = &args.policies {
+        settings.policies = list.split(',').map(|p| p.trim().parse::<Policy>().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    }
+    Ok(settings)
+}
+
+const EXPERIMENTS: [&str; 4] = ["fig5", "fig6", "fig7", "memory"];
+
+fn chosen(args: &Args) -> Result<Vec<&'static str>, String> {
+    match args.experiment.as_str() {
+        "all" => Ok(EXPERIMENTS.to_vec()),
+        "custom" => Ok(vec!["custom"]),
+        name => EXPERIMENTS
+            .iter()
+            .find(|e| **e == name)
+            .map(|e| vec![*e])
+            .ok_or_else(|| format!("unknown experiment '{name}' (all, fig5, fig6, fig7, memory, custom)")),
+    }
+}
+
+fn points(experiment: &str, args: &Args, settings: &Settings) -> Result<Vec<experiments::Point>, String> {
+    Ok(match experiment {
+        "fig5" => experiments::fig5_points(settings),
+        "fig6" => experiments::fig6_points(settings),
+        "fig7" => experiments::fig7_points(settings),
+        "memory" => experiments::memory_points(),
+        _ => {
+            let job = CustomJob::parse(args.job.as_deref().unwrap_or(""))?;
+            experiments::custom_points(settings, WorkloadKind::Custom(job))
+        }
+    })
+}
+
+fn write_file(dir: &Path, name: &str, contents: &str) -> Result<(), String> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The Markdown section of one experiment, and its chart if it has one.
+fn render(experiment: &str, results: &[PointResult], settings: &Settings) -> (String, Option<String>) {
+    let mut text = format!("## {experiment}\n\n{}\n", figures::table(results));
+    if experiment == "memory" {
+        if let Some(memory) = results.first().and_then(|r| r.memory.as_ref()) {
+            text.push_str(&format!("\n{}\n", figures::memory_table(memory)));
+        }
+    }
+    let svg = match experiment {
+        "fig5" => Some(figures::fig5_svg(results, settings)),
+        "fig6" => Some(figures::fig6_svg(results, settings)),
+        "fig7" => Some(figures::fig7_svg(results, settings)),
+        _ => None,
+    };
+    (text, svg)
+}
+
+pub fn run(args: Args) -> CliResult {
+    let settings = settings(&args)?;
+    if args.print_profile {
+        print!("{}", settings.profile.to_text());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let experiments_chosen = chosen(&args)?;
+    std::fs::create_dir_all(&args.out_dir).map_err(|e| format!("cannot create {}: {e}", args.out_dir.display()))?;
+    let started = Instant::now();
+    let mut all_results = Vec::new();
+    let mut markdown = format!(
+        "# hhc simulate\n\nscale {} (cache sizes and working sets x{}), {} s settle + {} s measured virtual time per point, seed {}\n\n",
+        settings.scale, settings.scale, settings.settle_s, settings.measure_s, settings.seed
+    );
+    for experiment in experiments_chosen {
+        let points = points(experiment, &args, &settings)?;
+        let progress = |r: &PointResult| {
+            let status = match &r.figures {
+                Ok(f) => format!("{:.0} IOPS", f.iops()),
+                Err(e) => format!("FAILED: {e}"),
+            };
+            eprintln!("[{:>6.1} s] {} {} {} GB {} threads: {status}", started.elapsed().as_secs_f64(), r.point.experiment, r.point.workload.name(), r.point.cache_gb, r.point.threads);
+        };
+        let results = experiments::run_points(&EngineFactory, &points, &settings, &progress);
+        let (text, svg) = render(experiment, &results, &settings);
+        if let Some(svg) = svg {
+            write_file(&args.out_dir, &format!("{experiment}.svg"), &svg)?;
+        }
+        markdown.push_str(&text);
+        all_results.extend(results);
+    }
+    let checks = figures::targets(&all_results);
+    if !checks.is_empty() {
+        markdown.push_str(&format!("\n## targets\n\n{}", figures::targets_table(&checks)));
+    }
+    let json = figures::results_json(&all_results, &checks, &settings).encode();
+    write_file(&args.out_dir, "results.md", &markdown)?;
+    write_file(&args.out_dir, "results.json", &json)?;
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{markdown}");
+        println!("\nwrote {} (results.md, results.json, fig*.svg) in {:.0} s", args.out_dir.display(), started.elapsed().as_secs_f64());
+    }
+    let failed = all_results.iter().any(|r| r.figures.is_err());
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

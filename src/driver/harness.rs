@@ -18,6 +18,8 @@ pub struct Harness {
     buffers: HashMap<RequestId, Vec<u8>>,
     results: HashMap<RequestId, (Result<(), RequestError>, Vec<u8>)>,
     failing: BTreeMap<DeviceRole, IoStatus>,
+    /// Roles whose commands are held back (a slow or hung device).
+    stalled: Vec<DeviceRole>,
     pub now: Nanos,
     rng: u64,
     next_request: RequestId,
@@ -56,6 +58,7 @@ impl Harness {
             buffers: HashMap::new(),
             results: HashMap::new(),
             failing: BTreeMap::new(),
+            stalled: Vec::new(),
             now: 0,
             rng: seed | 1,
             next_request: 1,
@@ -89,6 +92,20 @@ impl Harness {
         } else {
             self.failing.insert(role, status);
         }
+    }
+
+    /// Holds back (or releases) every command to `role`.
+    pub fn set_stalled(&mut self, role: DeviceRole, stalled: bool) {
+        self.stalled.retain(|&r| r != role);
+        if stalled {
+            self.stalled.push(role);
+        }
+    }
+
+    /// Replaces a device (e.g. a new, empty log mirror).
+    pub fn replace_device(&mut self, role: DeviceRole, contents: Vec<u8>) {
+        self.devices.insert(role, contents);
+        self.failing.remove(&role);
     }
 
     pub fn submit(&mut self, kind: RequestKind, lba: u64, blocks_count: u32, data: Option<Vec<u8>>) -> RequestId {
@@ -145,10 +162,12 @@ impl Harness {
     /// Completes one in-flight command (random pick); false if none.
     pub fn step(&mut self) -> bool {
         self.collect();
-        if self.in_flight.is_empty() {
+        let runnable: Vec<usize> =
+            (0..self.in_flight.len()).filter(|&i| !self.stalled.contains(&self.in_flight[i].device)).collect();
+        if runnable.is_empty() {
             return false;
         }
-        let pick = (self.random() % self.in_flight.len() as u64) as usize;
+        let pick = runnable[(self.random() % runnable.len() as u64) as usize];
         let io = self.in_flight.swap_remove(pick);
         self.now += 10_000;
         let status = self.execute(&io);
@@ -195,7 +214,7 @@ impl Harness {
                     self.now = self.now.max(at);
                     self.engine.handle_timer(self.now);
                     self.collect();
-                    if self.in_flight.is_empty() && self.engine.next_timer().is_some() && self.idle_enough() {
+                    if self.runnable_count() == 0 && self.engine.next_timer().is_some() && self.idle_enough() {
                         return;
                     }
                 }
@@ -213,11 +232,29 @@ impl Harness {
             self.now = self.now.max(at);
             self.engine.handle_timer(self.now);
             self.collect();
-            if !self.in_flight.is_empty() {
+            if self.runnable_count() > 0 {
                 return false;
             }
         }
         true
+    }
+
+    fn runnable_count(&self) -> usize {
+        self.in_flight.iter().filter(|io| !self.stalled.contains(&io.device)).count()
+    }
+
+    /// Lets the engine see a device disappear (and fails its later commands).
+    pub fn remove_device(&mut self, role: DeviceRole) {
+        self.failing.insert(role, IoStatus::DeviceLost);
+        self.engine.handle_device_removed(self.now, role);
+        self.collect();
+    }
+
+    pub fn attach_mirror(&mut self, mirror: u8) {
+        let bytes = self.config.log_device_bytes as usize;
+        self.replace_device(DeviceRole::Log(mirror), vec![0; bytes]);
+        self.engine.handle_mirror_attached(self.now, mirror);
+        self.collect();
     }
 
     /// Runs until `id` completes; returns its result and buffer.
@@ -228,7 +265,7 @@ impl Harness {
 
     /// Runs until `id` completes, leaving its result to `take_result`.
     pub fn run_until_done(&mut self, id: RequestId) {
-        for _ in 0..10_000_000 {
+        for _ in 0..1_000_000 {
             if self.results.contains_key(&id) {
                 return;
             }
@@ -237,12 +274,12 @@ impl Harness {
                 self.now = self.now.max(at);
                 self.engine.handle_timer(self.now);
                 self.collect();
-                if self.in_flight.is_empty() && self.engine.next_timer().is_none() && !self.results.contains_key(&id) {
-                    panic!("request {id} can never complete (engine idle, state {:?})", self.engine.state());
+                if self.runnable_count() == 0 && self.engine.next_timer().is_none() && !self.results.contains_key(&id) {
+                    panic!("request {id} can never complete: {}", self.engine.describe_pending());
                 }
             }
         }
-        panic!("request {id} did not complete");
+        panic!("request {id} did not complete: {}", self.engine.describe_pending());
     }
 
     /// Lets time pass so background work (write-back, commits) runs.

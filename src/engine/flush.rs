@@ -51,6 +51,7 @@ pub(super) struct BackingFlusher {
 impl Engine {
     pub(super) fn start_flush(&mut self, key: u32) {
         self.stats.flushes += 1;
+        self.ordered_flush();
         self.requests.get_mut(key).unwrap().pending += 1;
         let tag = self.next_flush_tag();
         let mut flush = FlushState {
@@ -161,11 +162,12 @@ impl Engine {
         }
     }
 
-    /// Every flush waiting for a barrier seal now waits for this sequence.
-    pub(super) fn barrier_sealed(&mut self, sequence: u64) {
+    /// Every flush waiting for a barrier seal now waits for this sequence
+    /// (None: the log holds nothing a barrier must cover).
+    pub(super) fn barrier_sealed(&mut self, sequence: Option<u64>) {
         for flush in &mut self.flushes {
             if flush.log == LogStage::WaitBarrierSeal {
-                flush.log = LogStage::WaitDurable(sequence);
+                flush.log = sequence.map_or(LogStage::None, LogStage::WaitDurable);
             }
         }
     }

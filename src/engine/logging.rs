@@ -8,7 +8,7 @@ use super::{Engine, Op};
 use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::format::{segment, LogSuperblock, SegmentHeader, LBA_NONE, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
-use crate::log::{BufferState, MirrorHealth};
+use crate::log::{BufferState, MirrorHealth, OpenFor};
 use crate::config::Policy;
 
 #[derive(Default)]
@@ -23,7 +23,13 @@ pub(super) struct LogWork {
     last_superblock_at: Nanos,
     reclaim_in_flight: bool,
     reclaim_mirror_next: u8,
+    /// Next segment reclamation looks at: several segments are compacted
+    /// into the open buffer before one barrier lets the head pass them all.
+    reclaim_cursor: u64,
 }
+
+/// Segments reclamation works ahead of the head before a barrier.
+const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
 
 impl Engine {
     /// Whether writes are mirrored into the log now.
@@ -38,17 +44,20 @@ impl Engine {
         self.log.segments_free() < (total / 4).max(2 * self.config.log_buffers_count as u64 + 2)
     }
 
-    /// Opens a buffer with a free slot (sealing a full one); None if the
-    /// pool or the log is exhausted.
-    fn open_buffer_with_slot(&mut self) -> Option<usize> {
-        if self.log.open_is_full() {
-            let buffer = self.log.open_buffer?;
-            if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+    /// Opens a buffer with a free slot for `purpose` (sealing a full one);
+    /// None if the pool or the log has no room for it.
+    fn open_buffer_with_slot(&mut self, purpose: OpenFor) -> Option<usize> {
+        if let Some(buffer) = self.log.open_buffer {
+            let b = &self.log.buffers[buffer];
+            // A buffer from the reserve stays open for what it may take.
+            if b.accepts < purpose || (self.log.open_is_full() && b.slot_reads_in_flight > 0) {
                 return None;
             }
-            self.seal_and_write(false);
+            if self.log.open_is_full() {
+                self.seal_and_write(false);
+            }
         }
-        self.log.open()
+        self.log.open(purpose)
     }
 
     pub(super) fn open_buffer_with_revoke_room(&mut self) -> Option<usize> {
@@ -59,7 +68,7 @@ impl Engine {
             }
             self.seal_and_write(false);
         }
-        self.log.open()
+        self.log.open(OpenFor::Revoke)
     }
 
     /// The one data copy of the write path: the block's data into the log.
@@ -84,7 +93,7 @@ impl Engine {
                 return;
             }
         }
-        let Some(buffer) = self.open_buffer_with_slot() else {
+        let Some(buffer) = self.open_buffer_with_slot(OpenFor::Write) else {
             self.cache.set_logged(block, false);
             return;
         };
@@ -119,7 +128,7 @@ impl Engine {
             if !candidate {
                 continue;
             }
-            let Some(buffer) = self.open_buffer_with_slot() else { return };
+            let Some(buffer) = self.open_buffer_with_slot(OpenFor::Relog) else { return };
             let region = self.log.buffers[buffer].region;
             let memory = self.regions.all[region as usize].as_mut_slice();
             let (loc, start) = self.log.append(memory, self.cache.lba(block) as u64, LOC_NONE);
@@ -135,6 +144,15 @@ impl Engine {
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, status: IoStatus) {
         self.log.buffers[buffer as usize].slot_reads_in_flight -= 1;
+        if !self.log.is_current(buffer as usize) {
+            // The log restarted meanwhile: this slot belongs to nothing.
+            let b = &mut self.log.buffers[buffer as usize];
+            if b.state == BufferState::Draining && b.slot_reads_in_flight == 0 {
+                b.state = BufferState::Free;
+            }
+            self.cache.unpin(block);
+            return;
+        }
         let sequence = self.log.buffers[buffer as usize].sequence;
         let adopt = status == IoStatus::Ok
             && self.cache.state(block) == BlockState::Mapped
@@ -187,7 +205,14 @@ impl Engine {
             self.logging.barrier_after_relog = false;
             self.logging.barrier_wanted = true;
         }
-        let Some(buffer) = self.log.open_buffer.or_else(|| self.logging.barrier_wanted.then(|| self.log.open()).flatten())
+        if self.logging.barrier_wanted && self.log.barrier_covers_all() {
+            // Nothing since the last barrier: it serves; no segment is spent.
+            self.logging.barrier_wanted = false;
+            let last = self.log.last_sealed_sequence();
+            self.barrier_sealed(last);
+            return;
+        }
+        let Some(buffer) = self.log.open_buffer.or_else(|| self.logging.barrier_wanted.then(|| self.log.open(OpenFor::Revoke)).flatten())
         else {
             return;
         };
@@ -197,7 +222,7 @@ impl Engine {
         if self.logging.barrier_wanted {
             self.logging.barrier_wanted = false;
             let sequence = self.seal_and_write(true);
-            self.barrier_sealed(sequence);
+            self.barrier_sealed(Some(sequence));
         } else if self.log.open_is_full() || self.log.open_revokes_full() {
             self.seal_and_write(false);
         }
@@ -205,6 +230,7 @@ impl Engine {
 
     /// Seals the open buffer and writes it to every writable mirror.
     fn seal_and_write(&mut self, barrier: bool) -> u64 {
+        let barrier = barrier || self.log.tight();
         let buffer = self.log.open_buffer.expect("no open buffer");
         let region = self.log.buffers[buffer].region;
         let memory = self.regions.all[region as usize].as_mut_slice();
@@ -317,8 +343,10 @@ impl Engine {
     // ---- reclamation ----
 
     /// Active reclamation when the log runs short (or is idle and half
-    /// full): live entries of the head segment are logged again from the
-    /// cache device, so the head can advance.
+    /// full): the live entries of the oldest segments are logged again from
+    /// the cache device (compacting them), or — for segments that are mostly
+    /// live, or when even re-logging has no room — their blocks are written
+    /// back (passive reclamation); either way the head can then advance.
     pub(super) fn reclaim_log_space(&mut self) {
         if !self.log_active() {
             return;
@@ -329,14 +357,28 @@ impl Engine {
         if !wanted || self.logging.reclaim_in_flight {
             return;
         }
-        let Some((sequence, live)) = self.log.head_live_count() else { return };
-        if live == 0 {
-            // Dead but superseded after the last durable barrier: a barrier frees it.
-            if self.log.open_buffer.is_some() {
-                self.logging.barrier_wanted = true;
+        let head = self.log.head_sequence;
+        self.logging.reclaim_cursor = self.logging.reclaim_cursor.max(head);
+        while self.logging.reclaim_cursor < self.log.durable_prefix_sequence {
+            if self.logging.reclaim_cursor >= head + RECLAIM_WINDOW_SEGMENTS {
+                // Let a barrier release what was re-logged before going further.
+                self.logging.barrier_after_relog = true;
+                return;
             }
-            return;
+            let sequence = self.logging.reclaim_cursor;
+            if self.log.live_count(sequence) > 0 {
+                self.read_for_reclaim(sequence);
+                return;
+            }
+            self.logging.reclaim_cursor += 1;
         }
+        if self.log.open_buffer.is_some() || self.log.segments_free() > 0 {
+            // Dead segments superseded after the last barrier: a barrier frees them.
+            self.logging.barrier_after_relog = true;
+        }
+    }
+
+    fn read_for_reclaim(&mut self, sequence: u64) {
         let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
         if mirrors.is_empty() {
             return;
@@ -364,17 +406,24 @@ impl Engine {
             self.logging.reclaim_mirror_next = self.logging.reclaim_mirror_next.wrapping_add(1);
             return;
         };
+        let mostly_live = self.log.live_count(sequence) * 2 > layout.slots;
+        let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
         for (slot, &lba) in header.lbas.iter().enumerate() {
             if lba == LBA_NONE || lba >= u32::MAX as u64 {
                 continue;
             }
             let loc = self.log.loc(sequence, slot as u32);
-            if let Some(block) = self.cache.lookup(lba as u32) {
-                if self.cache.has(block, flag::DIRTY) && self.cache.log_loc(block) == loc {
-                    self.cache.set_logged(block, false);
-                }
+            let Some(block) = self.cache.lookup(lba as u32) else { continue };
+            if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
+                continue;
+            }
+            if relog {
+                self.cache.set_logged(block, false);
+            } else {
+                self.writeback.queue.push_back((lba as u32, None));
             }
         }
+        self.logging.reclaim_cursor = sequence + 1;
         self.logging.barrier_after_relog = true;
     }
 
@@ -387,7 +436,7 @@ impl Engine {
         let behind = self.log.head_sequence > self.log.durable_head_sequence;
         let periodic = self.now.saturating_sub(self.logging.last_superblock_at) >= self.config.superblock_interval_ns;
         let syncing = self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. }));
-        if behind && (self.log_space_low() || periodic || self.is_idle()) || (syncing && behind) {
+        if behind && (self.log_space_low() || periodic || self.is_idle() || syncing) {
             self.write_superblock(self.log.head_sequence, false);
         }
     }

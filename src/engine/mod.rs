@@ -10,6 +10,7 @@
 mod commit;
 mod flush;
 mod logging;
+mod ordered;
 mod requests;
 mod slab;
 mod startup;
@@ -61,8 +62,8 @@ enum Op {
     WriteCache { request: u32, block: u32, previous: Option<u32> },
     WriteBacking { request: u32, lba: u64, blocks_count: u32 },
     FlushBacking,
-    WritebackRead { block: u32, staging: u32 },
-    WritebackWrite { block: u32, staging: u32 },
+    WritebackRead { extent: u32 },
+    WritebackWrite { extent: u32 },
     LogSlotRead { block: u32, buffer: u32, loc: u32 },
     SegmentWrite { buffer: u32, mirror: u8 },
     SegmentFlush { buffer: u32, mirror: u8 },
@@ -77,7 +78,6 @@ enum Op {
 /// Engine-owned I/O memory regions.
 struct Regions {
     all: Vec<Box<dyn IoRegion>>,
-    log_buffers: Vec<u32>,
     staging: u32,
     meta_pool: u32,
     superblock: u32,
@@ -103,6 +103,7 @@ pub struct Engine {
     commit: Commit,
     writeback: Writeback,
     logging: logging::LogWork,
+    ordered: ordered::Ordered,
     startup: Option<startup::Startup>,
     /// Policy being switched to, once dirty data has been drained.
     policy_target: Option<Policy>,
@@ -130,11 +131,12 @@ impl Engine {
         };
         let buffers_count = if config.mirrors_count > 0 { config.log_buffers_count } else { 0 };
         let log_buffers = (0..buffers_count).map(|_| add(config.segment_bytes as usize, &mut all)).collect::<Vec<_>>();
-        let staging = add(config.writeback_parallelism as usize * bs, &mut all);
+        let run_bytes = (writeback::RUN_BYTES_MAX as usize).max(bs);
+        let staging = add(config.writeback_parallelism as usize * run_bytes, &mut all);
         let meta_pool = add(META_POOL_PAGES as usize * UNIT_BYTES, &mut all);
         let superblock = add(2 * UNIT_BYTES * (config.mirrors_count as usize).max(1), &mut all);
         let reclaim = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
-        let regions = Regions { all, log_buffers: log_buffers.clone(), staging, meta_pool, superblock, reclaim };
+        let regions = Regions { all, staging, meta_pool, superblock, reclaim };
         let first_sequence = log_layout.segments_count as u64;
         let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
         let mut engine = Engine {
@@ -147,8 +149,9 @@ impl Engine {
             completions_out: VecDeque::with_capacity(256),
             flushes: Vec::with_capacity(16),
             commit: Commit::new(cache_layout.meta_pages_count),
-            writeback: Writeback::new(config.writeback_parallelism),
+            writeback: Writeback::new(config.writeback_parallelism, config.block_size),
             logging: logging::LogWork::default(),
+            ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,
             misses: HashMap::with_capacity(256),
@@ -216,10 +219,10 @@ impl Engine {
             }
             Op::FillCache { request, block } => self.fill_done(request, block, status),
             Op::WriteCache { request, block, previous } => self.write_cache_done(request, block, previous, status),
-            Op::WriteBacking { request, blocks_count, .. } => self.write_backing_done(request, blocks_count, status),
+            Op::WriteBacking { request, lba, blocks_count } => self.write_backing_done(request, lba, blocks_count, status),
             Op::FlushBacking => self.backing_flush_done(status),
-            Op::WritebackRead { block, staging } => self.writeback_read_done(block, staging, status),
-            Op::WritebackWrite { block, staging } => self.writeback_write_done(block, staging, status),
+            Op::WritebackRead { extent } => self.writeback_read_done(extent, status),
+            Op::WritebackWrite { extent } => self.writeback_write_done(extent, status),
             Op::LogSlotRead { block, buffer, loc } => self.log_slot_read_done(block, buffer, loc, status),
             Op::SegmentWrite { buffer, mirror } => self.segment_write_done(buffer, mirror, status),
             Op::SegmentFlush { buffer, mirror } => self.segment_flush_done(buffer, mirror, status),
@@ -408,16 +411,16 @@ impl Engine {
             cache_index_bytes: self.cache.memory_bytes() as u64,
             log_live_entries: self.log.live_entries,
             log_bookkeeping_bytes: self.log.memory_bytes() as u64,
-            commit_bookkeeping_bytes: self.commit.memory_bytes() as u64,
-            io_buffer_bytes: self.regions.all.len() as u64, // replaced below
+            commit_bookkeeping_bytes: (self.commit.memory_bytes() + self.ordered.memory_bytes()) as u64,
+            io_buffer_bytes: self.io_buffer_bytes(),
         }
-        .with_io_buffers(self.io_buffer_bytes())
     }
 
     fn io_buffer_bytes(&self) -> u64 {
         let c = &self.config;
         let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
-        log + c.writeback_parallelism as u64 * c.block_size as u64 + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
+        let run_bytes = (writeback::RUN_BYTES_MAX as u64).max(c.block_size as u64);
+        log + c.writeback_parallelism as u64 * run_bytes + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
     }
 }
 
@@ -434,17 +437,54 @@ impl IoMachine for Engine {
 }
 
 impl Engine {
-    /// One LBA's cache state in words, for diagnostics and test failures.
+    /// One LBA's cache state in words (every block carrying it), for
+    /// diagnostics and test failures.
     pub fn describe_lba(&self, lba: u64) -> String {
-        let Some(block) = u32::try_from(lba).ok().and_then(|l| self.cache.lookup(l)) else {
-            return format!("lba {lba}: not cached");
-        };
+        let current = u32::try_from(lba).ok().and_then(|l| self.cache.lookup(l));
+        let mut text = format!("lba {lba}: current {current:?}");
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.lba(block) as u64 == lba && self.cache.state(block) != crate::cache::BlockState::Free {
+                text += &format!(
+                    "; block {block} {:?} flags {:#010b} v{} pins {}",
+                    self.cache.state(block),
+                    self.cache.flags_bits(block),
+                    self.cache.version(block),
+                    self.cache.pins(block)
+                );
+            }
+        }
+        text
+    }
+}
+
+impl Engine {
+    /// What the engine is waiting for, in words (diagnostics for stuck requests).
+    pub fn describe_pending(&self) -> String {
+        let mut ops: HashMap<String, u32> = HashMap::new();
+        for key in self.ops.keys() {
+            let name = format!("{:?}", self.ops.get(key).unwrap());
+            *ops.entry(name.split([' ', '{']).next().unwrap_or("").to_string()).or_default() += 1;
+        }
+        let flushes: Vec<String> = self
+            .flushes
+            .iter()
+            .map(|f| format!("{:?} wb_left {} commit {:?}", f.log, f.writebacks_remaining, f.commit_target))
+            .collect();
         format!(
-            "lba {lba}: block {block} state {:?} flags {:#010b} version {} pins {}",
-            self.cache.state(block),
-            self.cache.flags_bits(block),
-            self.cache.version(block),
-            self.cache.pins(block)
+            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
+            self.state,
+            self.requests.len(),
+            self.waiting.len(),
+            ops,
+            flushes,
+            self.commit.completed(),
+            self.log.describe(),
+            self.writeback.queue.len(),
+            self.writeback.in_flight(),
+            self.writeback.revoke_wait.len(),
+            self.cache.free_count(),
+            self.cache.dirty_count(),
+            self.cache.unlogged_dirty_count(),
         )
     }
 }

@@ -8,7 +8,6 @@ use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Request, RequestData, Re
 
 pub(super) struct RequestState {
     pub id: RequestId,
-    pub kind: RequestKind,
     pub lba: u64,
     pub blocks_count: u32,
     /// Sub-operations (per block, per backing run, per flush stage) outstanding.
@@ -16,12 +15,17 @@ pub(super) struct RequestState {
     pub error: Option<RequestError>,
 }
 
+/// `Waiting::block_in_request` of a write-through request waiting as a whole.
+const WHOLE_REQUEST: u32 = u32::MAX;
+
 /// A block of a request that could not start yet.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Waiting {
     pub request: u32,
     pub block_in_request: u32,
     pub write: bool,
+    /// The flush epoch the write was submitted in (wb-ordered).
+    pub epoch: u32,
 }
 
 /// How writes behave right now (a switch away from write-back writes
@@ -48,7 +52,6 @@ impl Engine {
         }
         let key = self.requests.insert(RequestState {
             id: request.id,
-            kind: request.kind,
             lba: request.lba,
             blocks_count: request.blocks_count,
             pending: 1, // held until the request is fully dispatched
@@ -125,7 +128,7 @@ impl Engine {
                 }
                 Some(_) => {
                     if !self.try_start_block_read(key, i) {
-                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false });
+                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, epoch: 0 });
                     }
                 }
             }
@@ -249,46 +252,70 @@ impl Engine {
 
     fn start_write(&mut self, key: u32, data: Option<&dyn RequestData>) {
         self.stats.writes += 1;
-        let (lba, count) = {
-            let r = self.requests.get(key).unwrap();
-            (r.lba, r.blocks_count)
-        };
-        let mode = self.write_mode();
-        if mode != WriteMode::Back {
+        let count = self.requests.get(key).unwrap().blocks_count;
+        if self.write_mode() != WriteMode::Back {
             self.requests.get_mut(key).unwrap().pending += 1;
-            let bs = self.config.block_size as u64;
-            let buffer = self.request_buffer(key, 0);
-            let op = Op::WriteBacking { request: key, lba, blocks_count: count };
-            self.submit(op, DeviceRole::Backing, IoKind::Write, lba * bs, count as u64 * bs, buffer);
-        }
-        if mode == WriteMode::Passthrough {
-            for i in 0..count {
-                self.cache.invalidate_clean((lba + i as u64) as u32);
+            if !self.try_start_write_through(key) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, epoch: 0 });
             }
             return;
         }
         self.requests.get_mut(key).unwrap().pending += count;
         for i in 0..count {
-            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true });
+            let epoch = self.ordered_reserve();
+            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data, epoch) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, epoch });
             }
         }
     }
 
+    /// Write-through and passthrough: one backing write for the request (and
+    /// for write-through, a clean copy of each block in the cache). False if
+    /// a backing write of one of its blocks is in flight: two backing writes
+    /// of one block must never race, or the older could land last.
+    fn try_start_write_through(&mut self, key: u32) -> bool {
+        let (lba, count) = {
+            let r = self.requests.get(key).unwrap();
+            (r.lba, r.blocks_count)
+        };
+        let lbas = (lba..lba + count as u64).map(|l| l as u32);
+        if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(&l)) {
+            return false;
+        }
+        self.writeback.lbas_in_flight.extend(lbas.clone());
+        let bs = self.config.block_size as u64;
+        let buffer = self.request_buffer(key, 0);
+        let op = Op::WriteBacking { request: key, lba, blocks_count: count };
+        self.submit(op, DeviceRole::Backing, IoKind::Write, lba * bs, count as u64 * bs, buffer);
+        if self.write_mode() == WriteMode::Passthrough {
+            for l in lbas {
+                self.cache.invalidate_clean(l);
+            }
+            return true;
+        }
+        self.requests.get_mut(key).unwrap().pending += count;
+        for i in 0..count {
+            if !self.try_start_block_write(key, i, None, 0) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, epoch: 0 });
+            }
+        }
+        true
+    }
+
     /// Writes one block into a fresh cache block (copy-on-write) and, for
     /// `hhc`, copies it into the log. False if no free block is available.
-    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>) -> bool {
+    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32) -> bool {
         let lba = (self.requests.get(key).unwrap().lba + i as u64) as u32;
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
         let dirty = self.write_mode() == WriteMode::Back;
-        if !dirty && self.writeback.lbas_in_flight.contains(&lba) {
-            // A write-through must not race an older write-back of the block.
-            return false;
-        }
         let previous = self.cache.lookup(lba);
+        let previous_dirty = previous.is_some_and(|p| self.cache.has(p, flag::DIRTY));
         let Some(block) = self.cache.map_new_block(lba, dirty) else { return false };
+        if dirty {
+            self.ordered_written(block, previous, previous_dirty, epoch);
+        }
         if let Some(entry) = self.misses.get_mut(&lba) {
             entry.1 = true; // an in-flight miss read may return older data
         }
@@ -320,6 +347,7 @@ impl Engine {
             IoStatus::Error => {
                 if self.cache.state(block) == BlockState::Mapped {
                     self.cache.unmap_failed_block(block, previous);
+                    self.ordered_write_failed(block, previous);
                     if let Some(old) = previous.filter(|&p| self.cache.state(p) == BlockState::Mapped) {
                         // Its log entry was replaced by this write's: log it again.
                         self.cache.set_logged(old, false);
@@ -334,7 +362,10 @@ impl Engine {
         }
     }
 
-    pub(super) fn write_backing_done(&mut self, key: u32, _blocks_count: u32, status: IoStatus) {
+    pub(super) fn write_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, status: IoStatus) {
+        for l in lba..lba + blocks_count as u64 {
+            self.writeback.lbas_in_flight.remove(&(l as u32));
+        }
         let error = match status {
             IoStatus::Ok => None,
             _ => {
@@ -362,9 +393,11 @@ impl Engine {
             if self.requests.get(waiting.request).is_none() {
                 continue;
             }
-            let started = if waiting.write {
+            let started = if waiting.block_in_request == WHOLE_REQUEST {
+                self.try_start_write_through(waiting.request)
+            } else if waiting.write {
                 // Writes keep their order: stop at the first one that cannot start.
-                let started = self.try_start_block_write(waiting.request, waiting.block_in_request, None);
+                let started = self.try_start_block_write(waiting.request, waiting.block_in_request, None, waiting.epoch);
                 if !started {
                     self.waiting.push_front(waiting);
                     self.requeue_reads_behind(remaining);
@@ -384,7 +417,8 @@ impl Engine {
     fn requeue_reads_behind(&mut self, count: usize) {
         for _ in 0..count {
             let Some(waiting) = self.waiting.remove(1) else { return };
-            if waiting.write || !self.try_start_block_read(waiting.request, waiting.block_in_request) {
+            let read = !waiting.write && waiting.block_in_request != WHOLE_REQUEST;
+            if !read || !self.try_start_block_read(waiting.request, waiting.block_in_request) {
                 self.waiting.push_back(waiting);
             }
         }

@@ -52,8 +52,4 @@ impl<T> Slab<T> {
     pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
         self.slots.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(k, _)| k as u32)
     }
-
-    pub fn capacity_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Option<T>>() + self.free.capacity() * 4
-    }
 }

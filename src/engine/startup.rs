@@ -144,6 +144,9 @@ impl Engine {
     fn startup_finished(&mut self) {
         self.startup = None;
         self.state = EngineState::Ready;
+        if self.config.policy == crate::config::Policy::WriteBackOrdered {
+            self.ordered_start();
+        }
         // Superseded blocks restored from disk are invalidated by the first commit.
         for i in 0..self.cache.superseded_blocks().len() {
             let block = self.cache.superseded_blocks()[i];

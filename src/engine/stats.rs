@@ -53,11 +53,6 @@ pub struct MemoryReport {
 }
 
 impl MemoryReport {
-    pub(crate) fn with_io_buffers(mut self, bytes: u64) -> Self {
-        self.io_buffer_bytes = bytes;
-        self
-    }
-
     pub fn index_bytes_per_block(&self) -> f64 {
         (self.cache_index_bytes + self.log_bookkeeping_bytes + self.commit_bookkeeping_bytes) as f64
             / self.cache_blocks.max(1) as f64

@@ -11,17 +11,36 @@ use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
 use std::collections::{HashSet, VecDeque};
 
+/// Largest write-back run: adjacent dirty blocks go to the backing device in
+/// one write (a RAID5 behind it prefers few large writes to many small ones).
+pub(super) const RUN_BYTES_MAX: u32 = 128 << 10;
+
+/// One write-back in flight: a run of adjacent LBAs read from their cache
+/// blocks into one staging extent, then written to the backing device at once.
+struct Extent {
+    lba_first: u32,
+    blocks: Vec<u32>,
+    reads_pending: u32,
+    failed: bool,
+    /// The flush waiting for the run's first block, if any.
+    tag: Option<u32>,
+}
+
 pub(super) struct Writeback {
     /// LBAs that must be written back (flushes, policy switches), with the
     /// tag of the flush waiting for them.
     pub queue: VecDeque<(u32, Option<u32>)>,
-    staging_free: Vec<u32>,
-    staging_tag: Vec<Option<u32>>,
+    extents: Vec<Extent>,
+    extents_free: Vec<u32>,
+    pub run_blocks_max: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
     /// generation: (block, ticket, tag).
     awaiting_flush: VecDeque<(u32, u64, Option<u32>)>,
-    /// Blocks written back whose revoke could not be recorded yet.
-    pub revoke_wait: VecDeque<u32>,
+    /// Written-back blocks whose revoke found no room in the log: their
+    /// entries are dropped from the index (so segments can empty out) and
+    /// they turn clean once the durable head has passed the segment of the
+    /// dropped entry, or a revoke could be recorded after all. Pinned meanwhile.
+    pub revoke_wait: VecDeque<(u32, u64)>,
     hand: u32,
     /// LBAs with a write-back in flight: two backing writes of one LBA must
     /// never race (the older could land last).
@@ -31,11 +50,20 @@ pub(super) struct Writeback {
 }
 
 impl Writeback {
-    pub fn new(parallelism: u32) -> Self {
+    pub fn new(parallelism: u32, block_size: u32) -> Self {
+        let run_blocks_max = (RUN_BYTES_MAX / block_size).max(1);
+        let extent = || Extent {
+            lba_first: 0,
+            blocks: Vec::with_capacity(run_blocks_max as usize),
+            reads_pending: 0,
+            failed: false,
+            tag: None,
+        };
         Writeback {
             queue: VecDeque::with_capacity(1024),
-            staging_free: (0..parallelism).rev().collect(),
-            staging_tag: vec![None; parallelism as usize],
+            extents: (0..parallelism).map(|_| extent()).collect(),
+            extents_free: (0..parallelism).rev().collect(),
+            run_blocks_max,
             awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
             revoke_wait: VecDeque::with_capacity(64),
             hand: 0,
@@ -46,7 +74,7 @@ impl Writeback {
     }
 
     pub fn in_flight(&self) -> u32 {
-        (self.staging_tag.len() - self.staging_free.len()) as u32
+        (self.extents.len() - self.extents_free.len()) as u32
     }
 }
 
@@ -86,8 +114,12 @@ impl Engine {
         let wanted = self.writeback_parallelism_wanted();
         // Bounded: queued items whose block is busy go back to the queue.
         let mut attempts = self.writeback.queue.len() + wanted as usize;
-        while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.staging_free.is_empty() {
+        while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
+            if let Some(block) = self.ordered_next_retained() {
+                self.start_writeback_run(block, None, false);
+                continue;
+            }
             let next = match self.writeback.queue.pop_front() {
                 Some(item) => Some(item),
                 None => self.next_background_candidate().map(|lba| (lba, None)),
@@ -107,81 +139,133 @@ impl Engine {
             let idle = !self.cache.has(block, flag::BUSY)
                 && self.cache.pins(block) == 0
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
-            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) && idle {
+            let dirty = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
+            if dirty && idle && self.ordered_may_write_back(block) {
                 return Some(self.cache.lba(block));
             }
         }
         None
     }
 
-    /// Starts writing back `lba`'s current block, or puts it back in the
-    /// queue if the block is busy.
+    /// A dirty block that may be written back now.
+    fn writeback_ready(&self, lba: u32) -> Option<u32> {
+        let block = self.cache.lookup(lba)?;
+        let ready = self.cache.has(block, flag::DIRTY)
+            && !self.cache.has(block, flag::BUSY)
+            && self.cache.pins(block) == 0
+            && !self.writeback.lbas_in_flight.contains(&lba)
+            && self.ordered_may_write_back(block);
+        ready.then_some(block)
+    }
+
+    /// Starts writing back `lba`'s current block, with the dirty blocks that
+    /// follow it, or puts it back in the queue if the block is busy.
     fn start_writeback(&mut self, lba: u32, tag: Option<u32>) {
-        let Some(block) = self.cache.lookup(lba).filter(|&b| self.cache.has(b, flag::DIRTY)) else {
+        let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
+        if !dirty {
             // Already clean (or gone): nothing older than its current value is dirty.
             if let Some(tag) = tag {
                 self.flush_writeback_done(tag, true);
             }
             return;
-        };
-        if self.cache.has(block, flag::BUSY) || self.cache.pins(block) > 0 || self.writeback.lbas_in_flight.contains(&lba) {
+        }
+        let Some(block) = self.writeback_ready(lba) else {
             // Being written or already being written back: try again later.
             self.writeback.queue.push_back((lba, tag));
             return;
-        }
-        let staging = self.writeback.staging_free.pop().expect("no staging slot");
-        self.writeback.staging_tag[staging as usize] = tag;
+        };
+        self.start_writeback_run(block, tag, true);
+    }
+
+    /// Writes back `first` (a current block, or a block retained for its
+    /// epoch) and, if `extend`, the ready dirty blocks of the LBAs after it.
+    fn start_writeback_run(&mut self, first: u32, tag: Option<u32>, extend: bool) {
+        let lba = self.cache.lba(first);
+        let extent = self.writeback.extents_free.pop().expect("no free extent");
+        let last_lba = (self.blocks_count() - 1).min(u32::MAX as u64 - 1) as u32;
+        let mut blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
+        blocks.clear();
+        blocks.push(first);
+        self.cache.pin(first);
         self.writeback.lbas_in_flight.insert(lba);
-        self.cache.pin(block);
+        let mut next = lba;
+        while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
+            next += 1;
+            let Some(block) = self.writeback_ready(next) else { break };
+            blocks.push(block);
+            self.cache.pin(block);
+            self.writeback.lbas_in_flight.insert(next);
+        }
         let bs = self.config.block_size as u64;
-        let offset = self.cache_layout.block_offset(block as u64);
-        let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: staging * bs as u32 };
-        self.submit(Op::WritebackRead { block, staging }, DeviceRole::Cache, IoKind::Read, offset, bs, buffer);
+        let base = extent * self.writeback.run_blocks_max * bs as u32;
+        for (index, &block) in blocks.iter().enumerate() {
+            let offset = self.cache_layout.block_offset(block as u64);
+            let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: base + index as u32 * bs as u32 };
+            self.submit(Op::WritebackRead { extent }, DeviceRole::Cache, IoKind::Read, offset, bs, buffer);
+        }
+        let e = &mut self.writeback.extents[extent as usize];
+        e.reads_pending = blocks.len() as u32;
+        e.blocks = blocks;
+        e.lba_first = lba;
+        e.failed = false;
+        e.tag = tag;
     }
 
-    fn release_staging(&mut self, staging: u32) -> Option<u32> {
-        self.writeback.staging_free.push(staging);
-        self.writeback.staging_tag[staging as usize].take()
-    }
-
-    /// A write-back attempt failed: the block stays dirty; a waiting flush
-    /// learns of the error.
-    fn writeback_failed(&mut self, block: u32, staging: u32) {
+    /// Frees an extent; its blocks stay dirty. A waiting flush learns of the error.
+    fn writeback_failed(&mut self, extent: u32) {
         self.stats.writeback_errors += 1;
-        self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
-        self.cache.unpin(block);
-        if let Some(tag) = self.release_staging(staging) {
+        let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
+        for &block in &blocks {
+            self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+            self.cache.unpin(block);
+        }
+        let e = &mut self.writeback.extents[extent as usize];
+        e.blocks = blocks;
+        self.writeback.extents_free.push(extent);
+        if let Some(tag) = e.tag.take() {
             self.flush_writeback_done(tag, false);
         }
     }
 
-    pub(super) fn writeback_read_done(&mut self, block: u32, staging: u32, status: IoStatus) {
-        match status {
-            IoStatus::Ok => {
-                let bs = self.config.block_size as u64;
-                let lba = self.cache.lba(block) as u64;
-                let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: staging * bs as u32 };
-                let op = Op::WritebackWrite { block, staging };
-                self.submit(op, DeviceRole::Backing, IoKind::Write, lba * bs, bs, buffer);
-            }
-            IoStatus::Error => self.writeback_failed(block, staging),
-            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+    pub(super) fn writeback_read_done(&mut self, extent: u32, status: IoStatus) {
+        if status == IoStatus::DeviceLost {
+            return self.fail("cache device lost".into());
         }
+        let e = &mut self.writeback.extents[extent as usize];
+        e.reads_pending -= 1;
+        e.failed |= status != IoStatus::Ok;
+        if e.reads_pending > 0 {
+            return;
+        }
+        if e.failed {
+            return self.writeback_failed(extent);
+        }
+        let bs = self.config.block_size as u64;
+        let len = e.blocks.len() as u64 * bs;
+        let lba = e.lba_first as u64;
+        let base = extent * self.writeback.run_blocks_max * bs as u32;
+        let buffer = IoBuffer::Engine { region: self.regions.staging, offset_bytes: base };
+        self.submit(Op::WritebackWrite { extent }, DeviceRole::Backing, IoKind::Write, lba * bs, len, buffer);
     }
 
-    pub(super) fn writeback_write_done(&mut self, block: u32, staging: u32, status: IoStatus) {
+    pub(super) fn writeback_write_done(&mut self, extent: u32, status: IoStatus) {
         if status != IoStatus::Ok {
-            self.writeback_failed(block, staging);
-            return;
+            return self.writeback_failed(extent);
         }
-        let tag = self.release_staging(staging);
-        self.stats.writebacks += 1;
-        if self.mutation() == Mutation::RevokeBeforeBackingFlush {
-            self.finish_writeback(block, tag);
-            return;
+        let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
+        let mut tag = self.writeback.extents[extent as usize].tag.take();
+        self.writeback.extents_free.push(extent);
+        self.stats.writebacks += blocks.len() as u64;
+        for &block in &blocks {
+            let block_tag = tag.take();
+            if self.mutation() == Mutation::RevokeBeforeBackingFlush {
+                self.finish_writeback(block, block_tag);
+                continue;
+            }
+            let ticket = self.writeback.backing.request(self.config.backing_has_flush);
+            self.writeback.awaiting_flush.push_back((block, ticket, block_tag));
         }
-        let ticket = self.writeback.backing.request(self.config.backing_has_flush);
-        self.writeback.awaiting_flush.push_back((block, ticket, tag));
+        self.writeback.extents[extent as usize].blocks = blocks;
         if !self.config.backing_has_flush {
             self.finish_durable_writebacks();
         }
@@ -211,9 +295,21 @@ impl Engine {
     fn finish_writeback(&mut self, block: u32, tag: Option<u32>) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
         self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
-        self.cache.unpin(block);
+        self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
-            self.writeback.revoke_wait.push_back(block);
+            // Stays pinned while it waits, so it is not written back again.
+            let loc = self.cache.log_loc(block);
+            let sequence = self.log.loc_sequence(loc);
+            if let (Some(slot), Some(buffer)) = (self.log.open_slot_of(loc), self.log.open_buffer) {
+                let region = self.log.buffers[buffer].region;
+                self.log.drop_in_open(self.regions.all[region as usize].as_mut_slice(), slot);
+            }
+            self.log.kill(loc, None);
+            self.cache.set_log_loc(block, LOC_NONE);
+            self.cache.set_logged(block, false);
+            self.writeback.revoke_wait.push_back((block, sequence));
+        } else {
+            self.cache.unpin(block);
         }
         if let Some(tag) = tag {
             self.flush_writeback_done(tag, true);
@@ -231,6 +327,7 @@ impl Engine {
         true
     }
 
+    /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
     pub(super) fn apply_pending_revokes(&mut self) {
         while let Some(&(lba, loc)) = self.startup_revokes.last() {
             if !self.log_active() {
@@ -243,12 +340,21 @@ impl Engine {
             self.stats.revokes += 1;
             self.startup_revokes.pop();
         }
-        while let Some(&block) = self.writeback.revoke_wait.front() {
+        for _ in 0..self.writeback.revoke_wait.len() {
+            let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
             let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
-            if current && !self.cache.has(block, flag::BUSY) && !self.clean_block(block) {
-                return;
+            let passed = self.log.durable_head_sequence > sequence;
+            // Its entry is out of the index: only a revoke record or the head
+            // passing it keeps a replay from using it.
+            if current && !passed && !(self.log_active() && self.revoke(block)) {
+                self.writeback.revoke_wait.push_back((block, sequence));
+                continue;
             }
-            self.writeback.revoke_wait.pop_front();
+            if current {
+                self.cache.mark_clean(block);
+                self.commit.mark_block(block);
+            }
+            self.cache.unpin(block);
         }
     }
 
@@ -260,6 +366,9 @@ impl Engine {
             self.policy_target = None;
             return;
         }
+        if from == Policy::WriteBackOrdered {
+            self.ordered_stop();
+        }
         if from.uses_log() || policy.uses_log() {
             self.restart_log_for_switch(policy);
         }
@@ -269,6 +378,9 @@ impl Engine {
         } else {
             self.config.policy = policy;
             self.policy_target = None;
+            if policy == Policy::WriteBackOrdered {
+                self.ordered_start();
+            }
         }
     }
 
@@ -287,7 +399,9 @@ impl Engine {
                 .filter(|&b| self.cache.state(b) == BlockState::Mapped)
                 .map(|b| self.cache.lba(b))
                 .collect();
-            let all_dropped = lbas.into_iter().fold(true, |ok, lba| self.cache.invalidate_clean(lba) && ok);
+            // Every copy is tried, even after one that cannot go yet.
+            let kept = lbas.into_iter().filter(|&lba| !self.cache.invalidate_clean(lba)).count();
+            let all_dropped = kept == 0;
             self.commit.mark_all();
             self.commit.request();
             if !all_dropped {

@@ -14,6 +14,37 @@
 use crate::config::LogLayout;
 use crate::format::{segment, LBA_NONE};
 
+/// What a buffer is opened for. The last segments of a full log are kept
+/// for the work that frees space: revokes (written-back blocks) and re-logs
+/// (reclamation); new writes cannot take them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OpenFor {
+    Revoke,
+    Relog,
+    Write,
+}
+
+/// Segments only revokes may take.
+pub const REVOKE_RESERVE_SEGMENTS: u64 = 2;
+/// Segments beyond those that only revokes and re-logs may take.
+pub const RELOG_RESERVE_SEGMENTS: u64 = 2;
+
+impl OpenFor {
+    /// Free segments needed to open a new buffer for this purpose.
+    pub fn min_free(self) -> u64 {
+        match self {
+            OpenFor::Revoke => 1,
+            OpenFor::Relog => REVOKE_RESERVE_SEGMENTS + 1,
+            OpenFor::Write => REVOKE_RESERVE_SEGMENTS + RELOG_RESERVE_SEGMENTS + 1,
+        }
+    }
+
+    /// The widest purpose a buffer opened with `free` segments may serve.
+    fn allowed(free: u64) -> OpenFor {
+        [OpenFor::Write, OpenFor::Relog, OpenFor::Revoke].into_iter().find(|p| free >= p.min_free()).unwrap_or(OpenFor::Revoke)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentState {
     Free,
@@ -38,6 +69,9 @@ pub enum BufferState {
     Open,
     /// Sealed; mirror writes (and flushes) outstanding.
     Writing,
+    /// Left open by a log restart while cache reads into it were in flight;
+    /// free once they land.
+    Draining,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +87,8 @@ pub struct LogBuffer {
     pub mirror_ops_pending: u32,
     pub barrier: bool,
     pub sealed_len_bytes: u64,
+    /// What this buffer may take (it was opened with that much free space).
+    pub accepts: OpenFor,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +138,7 @@ impl LogManager {
                 mirror_ops_pending: 0,
                 barrier: false,
                 sealed_len_bytes: 0,
+                accepts: OpenFor::Write,
             })
             .collect();
         LogManager {
@@ -159,16 +196,24 @@ impl LogManager {
         self.tail_sequence - self.durable_head_sequence
     }
 
+    /// Whether new segments should carry the barrier flag regardless: in a
+    /// nearly full log, dead segments must become passable at once.
+    pub fn tight(&self) -> bool {
+        self.segments_free() < OpenFor::Write.min_free() + 2
+    }
+
     pub fn segments_free(&self) -> u64 {
         self.layout.segments_count as u64 - self.segments_in_use()
     }
 
-    /// Opens a buffer at the log tail; None if no buffer or no segment is free.
-    pub fn open(&mut self) -> Option<usize> {
+    /// The open buffer, or a new one at the log tail, if it may serve
+    /// `purpose`; None if no buffer or no segment is available for it.
+    pub fn open(&mut self, purpose: OpenFor) -> Option<usize> {
         if let Some(open) = self.open_buffer {
-            return Some(open);
+            return (self.buffers[open].accepts >= purpose).then_some(open);
         }
-        if self.segments_free() == 0 {
+        let free = self.segments_free();
+        if free < purpose.min_free() {
             return None;
         }
         let buffer = self.buffers.iter().position(|b| b.state == BufferState::Free)?;
@@ -185,6 +230,7 @@ impl LogManager {
         b.revokes_count = 0;
         b.slot_reads_in_flight = 0;
         b.barrier = false;
+        b.accepts = OpenFor::allowed(free);
         self.open_buffer = Some(buffer);
         Some(buffer)
     }
@@ -295,10 +341,21 @@ impl LogManager {
         (buffer, index, len)
     }
 
+    /// Whether `buffer` belongs to the log as it is now (not to one that a
+    /// restart of the log has discarded).
+    pub fn is_current(&self, buffer: usize) -> bool {
+        self.buffers[buffer].sequence >= self.head_sequence.min(self.durable_head_sequence)
+            && self.buffers[buffer].state != BufferState::Draining
+    }
+
     /// All mirror writes of a sealed buffer finished: the segment is durable.
     pub fn segment_durable(&mut self, buffer: usize) {
+        let current = self.is_current(buffer);
         let b = &mut self.buffers[buffer];
         b.state = BufferState::Free;
+        if !current {
+            return;
+        }
         let index = (b.sequence % self.layout.segments_count as u64) as usize;
         self.segments[index].state = SegmentState::Durable;
         while self.durable_prefix_sequence < self.tail_sequence {
@@ -338,6 +395,15 @@ impl LogManager {
             }
         }
         self.durable_head_sequence = self.durable_head_sequence.max(head_sequence);
+    }
+
+    pub fn live_count(&self, sequence: u64) -> u32 {
+        let info = &self.segments[self.segment_index(sequence) as usize];
+        if info.sequence == sequence {
+            info.live_count
+        } else {
+            0
+        }
     }
 
     pub fn head_live_count(&self) -> Option<(u64, u32)> {
@@ -388,7 +454,7 @@ impl LogManager {
         }
         for b in &mut self.buffers {
             if b.state == BufferState::Open {
-                b.state = BufferState::Free;
+                b.state = if b.slot_reads_in_flight > 0 { BufferState::Draining } else { BufferState::Free };
             }
         }
         self.open_buffer = None;
@@ -399,6 +465,27 @@ impl LogManager {
         self.durable_barrier_sequence = None;
         self.live_entries = 0;
         self.last_sealed = None;
+    }
+
+    pub fn describe(&self) -> String {
+        let open = self.open_buffer.map(|b| {
+            let b = &self.buffers[b];
+            (b.sequence, b.slots_used, b.revokes_count, b.slot_reads_in_flight)
+        });
+        format!(
+            "log head {} durable head {} tail {} durable prefix {} barrier {:?} free {} open {:?} buffers {:?} mirrors {:?} live {} head live {:?}",
+            self.head_sequence,
+            self.durable_head_sequence,
+            self.tail_sequence,
+            self.durable_prefix_sequence,
+            self.durable_barrier_sequence,
+            self.segments_free(),
+            open,
+            self.buffers.iter().map(|b| b.state).collect::<Vec<_>>(),
+            self.mirrors,
+            self.live_entries,
+            self.head_live_count().map(|(seq, live)| (seq, live, self.segments[self.segment_index(seq) as usize].superseded_by_max)),
+        )
     }
 
     pub fn memory_bytes(&self) -> usize {

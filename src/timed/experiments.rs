@@ -1,0 +1,257 @@
+//! The paper's experiments (§3) as lists of simulation points: Fig. 5
+//! (policies x workloads, 4 GB cache), Fig. 6 (fileserver, cache 1-3 GB),
+//! Fig. 7 (varmail, 2-32 threads), §3.5 (engine memory), plus a user job.
+//! Points are independent, so they run on several OS threads; each point is
+//! deterministic, so the figures do not depend on the thread count.
+
+use super::profile::Profile;
+use super::runner::{KeptAreas, RunFigures, RunSpec, SimTarget, Simulation};
+use super::workloads::{Workload, WorkloadKind};
+use crate::config::{Config, Policy};
+use crate::io::Nanos;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Builds the system under test for one point: the engine in production,
+/// a stand-in in the runner's own tests.
+pub trait TargetFactory: Sync {
+    type Target: SimTarget;
+    fn build(&self, config: &Config) -> Result<(Self::Target, KeptAreas), String>;
+    /// The §3.5 figures of a target after its run.
+    fn memory(&self, target: &Self::Target) -> MemoryFigures;
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryFigures {
+    pub cache_blocks: u64,
+    pub cache_index_bytes: u64,
+    pub log_live_entries: u64,
+    pub log_bookkeeping_bytes: u64,
+    pub other_bookkeeping_bytes: u64,
+    pub io_buffer_bytes: u64,
+}
+
+impl MemoryFigures {
+    pub fn bytes_per_cache_block(&self) -> f64 {
+        self.cache_index_bytes as f64 / self.cache_blocks.max(1) as f64
+    }
+
+    /// Bookkeeping the log adds per live entry (segments, buffers).
+    pub fn log_bytes_per_live_entry(&self) -> f64 {
+        self.log_bookkeeping_bytes as f64 / self.log_live_entries.max(1) as f64
+    }
+
+    /// Index and bookkeeping memory as a share of the cache capacity.
+    pub fn percent_of_cache(&self) -> f64 {
+        let bookkeeping = self.cache_index_bytes + self.log_bookkeeping_bytes + self.other_bookkeeping_bytes;
+        100.0 * bookkeeping as f64 / (self.cache_blocks.max(1) * 4096) as f64
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Shrinks cache sizes and working sets together (1.0 = the paper's).
+    pub scale: f64,
+    pub settle_s: f64,
+    pub measure_s: f64,
+    pub seed: u64,
+    pub profile: Profile,
+    pub jobs: usize,
+    pub policies: Vec<Policy>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            scale: 1.0,
+            settle_s: 10.0,
+            measure_s: 30.0,
+            seed: 1,
+            profile: Profile::default(),
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            policies: vec![
+                Policy::Passthrough,
+                Policy::WriteThrough,
+                Policy::WriteBack,
+                Policy::WriteBackFlush,
+                Policy::WriteBackOrdered,
+                Policy::Hhc,
+            ],
+        }
+    }
+}
+
+pub const GB: u64 = 1_000_000_000;
+pub const FIG6_CACHE_GB: [f64; 3] = [1.0, 2.0, 3.0];
+pub const FIG7_THREADS: [usize; 5] = [2, 4, 8, 16, 32];
+
+#[derive(Clone, Debug)]
+pub struct Point {
+    pub experiment: &'static str,
+    pub workload: WorkloadKind,
+    pub policy: Policy,
+    /// Cache size before scaling, as the paper states it.
+    pub cache_gb: f64,
+    pub threads: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct PointResult {
+    pub point: Point,
+    pub figures: Result<RunFigures, String>,
+    pub memory: Option<MemoryFigures>,
+}
+
+impl PointResult {
+    pub fn iops(&self) -> f64 {
+        self.figures.as_ref().map(RunFigures::iops).unwrap_or(f64::NAN)
+    }
+}
+
+fn grid(experiment: &'static str, workloads: &[(WorkloadKind, f64, usize)], policies: &[Policy]) -> Vec<Point> {
+    workloads
+        .iter()
+        .flat_map(|(workload, cache_gb, threads)| {
+            policies.iter().map(move |&policy| Point {
+                experiment,
+                workload: workload.clone(),
+                policy,
+                cache_gb: *cache_gb,
+                threads: *threads,
+            })
+        })
+        .collect()
+}
+
+pub fn fig5_points(settings: &Settings) -> Vec<Point> {
+    let workloads: Vec<_> = [WorkloadKind::Websearch, WorkloadKind::Fileserver, WorkloadKind::Varmail]
+        .into_iter()
+        .map(|w| {
+            let threads = w.default_threads();
+            (w, 4.0, threads)
+        })
+        .collect();
+    grid("fig5", &workloads, &settings.policies)
+}
+
+pub fn fig6_points(settings: &Settings) -> Vec<Point> {
+    let threads = WorkloadKind::Fileserver.default_threads();
+    let workloads: Vec<_> = FIG6_CACHE_GB.iter().map(|&gb| (WorkloadKind::Fileserver, gb, threads)).collect();
+    grid("fig6", &workloads, &settings.policies)
+}
+
+pub fn fig7_points(settings: &Settings) -> Vec<Point> {
+    let workloads: Vec<_> = FIG7_THREADS.iter().map(|&t| (WorkloadKind::Varmail, 4.0, t)).collect();
+    grid("fig7", &workloads, &settings.policies)
+}
+
+/// §3.5: HHC under varmail, whose many small dirty blocks keep the log full
+/// of live entries.
+pub fn memory_points() -> Vec<Point> {
+    grid("memory", &[(WorkloadKind::Varmail, 4.0, 16)], &[Policy::Hhc])
+}
+
+pub fn custom_points(settings: &Settings, workload: WorkloadKind) -> Vec<Point> {
+    let threads = workload.default_threads();
+    grid("custom", &[(workload, 4.0, threads)], &settings.policies)
+}
+
+/// The engine configuration of a point: the paper's devices, scaled.
+pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u64) -> Config {
+    let cache_bytes = (point.cache_gb * settings.scale * GB as f64) as u64;
+    // Room for the file set plus the journal and log areas, in whole MiB.
+    let backing_bytes = (address_space_blocks * 4096).div_ceil(1 << 20) * (1 << 20) + (64 << 20);
+    Config {
+        policy: point.policy,
+        cache_device_bytes: cache_bytes,
+        // The log wraps; 16 GB holds many times the dirty threshold's worth.
+        log_device_bytes: 16 * GB,
+        backing_device_bytes: backing_bytes,
+        ..Config::default()
+    }
+}
+
+fn secs(seconds: f64) -> Nanos {
+    (seconds * 1e9) as Nanos
+}
+
+pub fn run_point<F: TargetFactory>(factory: &F, point: &Point, settings: &Settings) -> PointResult {
+    let workload = Workload::new(point.workload.clone(), point.threads, settings.scale, settings.seed);
+    let config = engine_config(point, settings, workload.address_space_blocks());
+    let spec = RunSpec {
+        threads: point.threads,
+        prefill: point.policy.uses_cache(),
+        settle_ns: secs(settings.settle_s),
+        measure_ns: secs(settings.measure_s),
+        dirty_sample_interval_ns: 100_000_000,
+    };
+    let outcome = factory.build(&config).and_then(|(target, areas)| {
+        let mut simulation = Simulation::new(target, &settings.profile, areas, workload);
+        let figures = simulation.run(&spec)?;
+        Ok((figures, factory.memory(simulation.target())))
+    });
+    match outcome {
+        Ok((figures, memory)) => PointResult { point: point.clone(), figures: Ok(figures), memory: Some(memory) },
+        Err(message) => PointResult {
+            point: point.clone(),
+            figures: Err(format!("{} {} {}: {message}", point.experiment, point.workload.name(), point.policy)),
+            memory: None,
+        },
+    }
+}
+
+/// Runs every point on `settings.jobs` OS threads; results keep the order
+/// of `points`. `progress` is told about each finished point.
+pub fn run_points<F: TargetFactory>(
+    factory: &F,
+    points: &[Point],
+    settings: &Settings,
+    progress: &(dyn Fn(&PointResult) + Sync),
+) -> Vec<PointResult> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<PointResult>>> = Mutex::new(vec![None; points.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..settings.jobs.clamp(1, points.len().max(1)) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(point) = points.get(index) else { break };
+                let result = run_point(factory, point, settings);
+                progress(&result);
+                results.lock().expect("a worker panicked")[index] = Some(result);
+            });
+        }
+    });
+    results.into_inner().expect("a worker panicked").into_iter().map(|r| r.expect("every point ran")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timed::test_target::PassthroughFactory;
+
+    fn tiny_settings(jobs: usize) -> Settings {
+        Settings { scale: 0.005, settle_s: 0.5, measure_s: 3.0, jobs, policies: vec![Policy::Passthrough], ..Settings::default() }
+    }
+
+    #[test]
+    fn figures_do_not_depend_on_parallelism() {
+        let points = fig7_points(&tiny_settings(1));
+        let key = |results: Vec<PointResult>| -> Vec<(u64, u64)> {
+            results.iter().map(|r| r.figures.as_ref().map(|f| (f.reads_count, f.request_latency.percentile_ns(0.99))).unwrap()).collect()
+        };
+        let serial = key(run_points(&PassthroughFactory, &points, &tiny_settings(1), &|_| {}));
+        let parallel = key(run_points(&PassthroughFactory, &points, &tiny_settings(3), &|_| {}));
+        assert_eq!(serial.len(), FIG7_THREADS.len());
+        assert_eq!(serial, parallel);
+    }
+
+    #[test]
+    fn engine_config_scales_the_cache_and_covers_the_address_space() {
+        let settings = Settings { scale: 0.25, ..Settings::default() };
+        let point = &fig6_points(&settings)[0];
+        let config = engine_config(point, &settings, 1 << 20);
+        assert_eq!(config.cache_device_bytes, GB / 4);
+        assert!(config.backing_device_bytes >= (1 << 20) * 4096);
+        assert!(config.validate().is_ok());
+    }
+}

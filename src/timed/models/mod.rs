@@ -1,0 +1,32 @@
+//! Device timing models. Each answers one question: a command submitted at
+//! `now` completes when? They keep the state that makes the answer depend on
+//! history — busy channels, head position, queued work — but never data.
+
+mod hdd;
+mod raid5_iscsi;
+mod ssd;
+
+pub use hdd::Hdd;
+pub use raid5_iscsi::Raid5Iscsi;
+pub use ssd::Ssd;
+
+use crate::io::{IoKind, Nanos};
+
+pub trait DeviceModel {
+    /// Accepts a command at `now` (commands arrive in time order) and returns
+    /// its completion time (>= now).
+    fn submit(&mut self, now: Nanos, kind: IoKind, offset_bytes: u64, len_bytes: u64) -> Nanos;
+}
+
+pub(crate) fn us(value: f64) -> Nanos {
+    (value * 1_000.0).round() as Nanos
+}
+
+pub(crate) fn ms(value: f64) -> Nanos {
+    (value * 1_000_000.0).round() as Nanos
+}
+
+/// Time to move `len_bytes` at `mb_s` (10^6 bytes per second).
+pub(crate) fn transfer_ns(len_bytes: u64, mb_s: f64) -> Nanos {
+    (len_bytes as f64 * 1_000.0 / mb_s).round() as Nanos
+}

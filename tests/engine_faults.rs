@@ -1,0 +1,173 @@
+//! The engine under faults it promises to survive: log mirrors failing and
+//! being replaced, an exhausted buffer pool, a log that runs full, policy
+//! switches, and device errors (DESIGN.md §2, invariants 2, 3 and 5).
+
+mod common;
+
+use common::*;
+use hhc::config::{Config, Policy};
+use hhc::driver::harness::Harness;
+use hhc::io::{DeviceRole, IoStatus};
+
+fn hhc_workload(config: Config, seed: u64) -> Workload {
+    Workload::new(Harness::format(config, seed), seed, LBAS)
+}
+
+/// Cache device lost: replay the log, then check the backing device alone.
+fn check_cache_loss(workload: &Workload, what: &str) {
+    let mut devices = workload.harness.devices.clone();
+    devices.remove(&DeviceRole::Cache);
+    recover_from_log(&mut devices, &workload.harness.config);
+    let backing = &devices[&DeviceRole::Backing];
+    workload.check_recovered(what, |lba| backing[lba as usize * BS..(lba as usize + 1) * BS].to_vec());
+}
+
+#[test]
+fn losing_one_mirror_keeps_the_log_on_the_other() {
+    for seed in seeds(3) {
+        let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
+        workload.run(300, 8);
+        workload.harness.remove_device(DeviceRole::Log(0));
+        workload.run(600, 8);
+        workload.drain();
+        let stats = workload.harness.engine.stats();
+        assert_eq!(stats.healthy_mirrors, 1);
+        assert_eq!(stats.flush_fallbacks, 0, "one mirror left: flushes still use the log");
+        workload.harness.devices.remove(&DeviceRole::Log(0));
+        check_cache_loss(&workload, &format!("seed {seed}, mirror 0 lost"));
+    }
+}
+
+#[test]
+fn with_every_mirror_lost_flushes_fall_back_to_writing_back() {
+    for seed in seeds(3) {
+        let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
+        workload.run(300, 8);
+        workload.harness.remove_device(DeviceRole::Log(0));
+        workload.harness.remove_device(DeviceRole::Log(1));
+        workload.run(600, 8);
+        workload.drain();
+        assert!(workload.harness.engine.stats().flush_fallbacks > 0);
+        // No log left: the backing device alone must hold every flushed write.
+        let backing = &workload.harness.devices[&DeviceRole::Backing];
+        workload.check_recovered(&format!("seed {seed}, all mirrors lost"), |lba| {
+            backing[lba as usize * BS..(lba as usize + 1) * BS].to_vec()
+        });
+    }
+}
+
+#[test]
+fn an_attached_mirror_is_resynced_and_carries_the_log_again() {
+    for seed in seeds(3) {
+        let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
+        workload.run(300, 8);
+        workload.harness.remove_device(DeviceRole::Log(0));
+        workload.harness.remove_device(DeviceRole::Log(1));
+        workload.run(200, 8);
+        workload.harness.attach_mirror(0);
+        workload.run(600, 8);
+        workload.drain();
+        let fallbacks = workload.harness.engine.stats().flush_fallbacks;
+        workload.run(300, 8);
+        workload.drain();
+        let stats = workload.harness.engine.stats();
+        assert_eq!(stats.healthy_mirrors, 1, "{stats:?}");
+        assert_eq!(stats.flush_fallbacks, fallbacks, "after re-sync flushes use the log again");
+        // Only the new mirror remains: it alone must allow recovery.
+        workload.harness.devices.remove(&DeviceRole::Log(1));
+        check_cache_loss(&workload, &format!("seed {seed}, re-synced mirror"));
+    }
+}
+
+#[test]
+fn writes_go_on_when_the_buffer_pool_is_exhausted_and_are_logged_later() {
+    for seed in seeds(3) {
+        let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
+        workload.run(100, 8);
+        workload.drain();
+        // Mirrors hang: every buffer fills and stays in flight.
+        workload.harness.set_stalled(DeviceRole::Log(0), true);
+        workload.harness.set_stalled(DeviceRole::Log(1), true);
+        for i in 0..200 {
+            let lba = (seed * 7 + i) % LBAS;
+            assert!(workload.write_and_wait(lba), "writes must not wait for the log");
+        }
+        let stats = workload.harness.engine.stats();
+        assert!(stats.unlogged_dirty_blocks > 0, "the pool should have run out: {stats:?}");
+        workload.harness.set_stalled(DeviceRole::Log(0), false);
+        workload.harness.set_stalled(DeviceRole::Log(1), false);
+        workload.run(400, 8);
+        workload.drain();
+        assert!(workload.harness.engine.stats().log_blocks_from_cache > 0);
+        check_cache_loss(&workload, &format!("seed {seed}, pool exhausted"));
+    }
+}
+
+#[test]
+fn a_small_log_is_reclaimed_while_writes_and_flushes_go_on() {
+    for seed in seeds(3) {
+        let mut config = config(Policy::Hhc, seed);
+        // 16 segments of 15 slots: far less than the cache's dirty blocks.
+        config.log_device_bytes = (16 << 16) + 8192;
+        config.dirty_threshold_percent = 60;
+        let mut workload = hhc_workload(config, seed);
+        workload.run(3000, 8);
+        workload.drain();
+        let stats = workload.harness.engine.stats();
+        assert!(stats.log_segments_written > 2 * stats.log_segments_total, "the log must have wrapped: {stats:?}");
+        assert!(stats.superblock_writes > 1);
+        check_cache_loss(&workload, &format!("seed {seed}, small log"));
+    }
+}
+
+#[test]
+fn switching_policies_at_run_time_keeps_every_flushed_write() {
+    let plan = [Policy::WriteBack, Policy::WriteBackOrdered, Policy::Hhc, Policy::WriteThrough, Policy::WriteBackFlush, Policy::Hhc];
+    for seed in seeds(3) {
+        let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
+        for policy in plan {
+            workload.run(300, 8);
+            let now = workload.harness.now;
+            workload.harness.engine.set_policy(now, policy).unwrap();
+            workload.run(300, 8);
+            workload.drain();
+            workload.harness.idle_for(100_000_000);
+            assert_eq!(workload.harness.engine.policy(), policy);
+            if !policy.is_write_back() {
+                assert_eq!(workload.harness.engine.stats().dirty_blocks, 0, "{policy}: dirty data left");
+            }
+        }
+        // The final policy is hhc: losing the cache must lose nothing flushed.
+        check_cache_loss(&workload, &format!("seed {seed}, after policy switches"));
+    }
+}
+
+#[test]
+fn backing_errors_reach_the_caller_and_never_cost_dirty_data() {
+    for policy in [Policy::WriteBackFlush, Policy::Hhc, Policy::WriteThrough] {
+        let mut workload = hhc_workload(config(policy, 3), 3);
+        workload.run(400, 8);
+        workload.drain();
+        workload.harness.set_failing(DeviceRole::Backing, IoStatus::Error);
+        workload.run(400, 8);
+        workload.drain();
+        workload.harness.set_failing(DeviceRole::Backing, IoStatus::Ok);
+        let stats = workload.harness.engine.stats();
+        if policy != Policy::Hhc {
+            assert!(workload.errors_seen > 0, "{policy}: errors must reach the caller");
+        }
+        assert!(stats.writeback_errors > 0 || policy == Policy::WriteThrough, "{policy}: {stats:?}");
+        // Once the backing device works again, everything drains and a
+        // warm restart still finds every flushed write.
+        workload.run(300, 8);
+        workload.drain();
+        let mut restarted = Harness::start(
+            workload.harness.config.clone(),
+            workload.harness.devices.clone(),
+            hhc::engine::StartMode::Open,
+            3,
+        );
+        let blocks = read_all(&mut restarted, LBAS);
+        workload.check_recovered(&format!("{policy} after backing errors"), |lba| blocks[lba as usize].clone());
+    }
+}
