@@ -3,24 +3,31 @@
 //! broken engine must be caught within a bounded number of seeds.
 //! Longer sweeps: `hhc torture --seeds 2000 --policy P` (docs/torture.md).
 //!
-//! KNOWN ENGINE BUGS (found by this sweep, to be fixed in src/engine; the
-//! sweeps fail until then — they must not be weakened to pass):
-//! - backing without FLUSH: every flush that needs the backing device fails
-//!   with Io and write-backs never finish (BackingFlusher::request returns
-//!   `completed`, and `failed >= ticket` holds for 0 >= 0);
+//! KNOWN ENGINE BUGS (found by these sweeps against main e33fc04; to be fixed
+//! in src/engine and src/recovery — the sweeps stay failing until then and
+//! must not be weakened to pass):
+//! - backing without FLUSH: a flush that needs the backing device fails with
+//!   Io (BackingFlusher::request returns `completed`, and `failed >= ticket`
+//!   holds for 0 >= 0); write-backs then never finish and writes stall:
 //!   `hhc torture --seed 25 --ops 300 --policy wt`.
-//! - Engine::fail completes requests whose device commands are still in
-//!   flight (their buffers are freed under a live backing command);
+//! - Engine::fail completes requests whose commands are still in flight on a
+//!   live device (their buffers are freed under the command):
 //!   `hhc torture --seed 6 --ops 300 --policy wt`.
-//! - write-through: after a power loss a clean cached block may differ from
-//!   the backing device; reads flip between the two values;
-//!   `hhc torture --seed 0 --ops 300 --policy wt`.
-//! - hhc: flushed data lost after idle write-back and a power loss (blocks
-//!   made clean before the backing FLUSH);
-//!   `hhc torture --seed 228 --ops 1000 --policy hhc`.
-//! - more in the report of the torture branch (stale reads with a starved
-//!   log pool: seed 18 hhc; "request completed too often": seed 11 wt;
-//!   "live count underflow": seed 82 hhc).
+//! - write-through after a power loss: a clean cached block can differ from
+//!   the backing device, so reads flip between two values:
+//!   `hhc torture --seed 0 --ops 1000 --policy wt`.
+//! - flushed data lost across policy switches (no other fault):
+//!   `hhc torture --seed 270 --ops 1000 --policy hhc`.
+//! - stale read while switching to passthrough:
+//!   `hhc torture --seed 11 --ops 300 --policy hhc`.
+//! - assertion "request N completed too often":
+//!   `hhc torture --seed 20 --ops 1000 --policy passthrough`.
+//! - recovery::Replay gives up on a transient backing error:
+//!   `hhc torture --seed 71 --ops 1000 --policy hhc`.
+//! - stale block on the backing device after cache loss and replay:
+//!   `hhc torture --seed 134 --ops 1000 --policy hhc`.
+//! - a flush never completes after every mirror died:
+//!   `hhc torture --seed 79 --ops 1000 --policy hhc`.
 
 use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
