@@ -13,4 +13,5 @@ pub mod ffi;
 pub mod log;
 pub mod mttdl;
 pub mod recovery;
+pub mod sim;
 pub mod timed;

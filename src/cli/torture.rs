@@ -1,8 +1,179 @@
+//! `hhc torture`: runs the deterministic fault-injection simulator over a
+//! range of seeds and reports every broken invariant with the command that
+//! reproduces it.
+
 use super::CliResult;
+use hhc::config::{Mutation, Policy};
+use hhc::sim::{self, Figures, RunSpec, SeedOutcome};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// How many seeds to run (default 100, or 1 with --seed).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// First seed (the seeds run are S, S+1, ...).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Requests per seed.
+    #[arg(long, default_value_t = 5000)]
+    ops: u64,
+    /// Write policy under test: passthrough, wt, wb, wb-flush, wb-ordered, hhc.
+    #[arg(long, default_value = "hhc")]
+    policy: Policy,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Violations printed in full at most (all are counted).
+    #[arg(long, default_value_t = 10)]
+    show: usize,
+    /// Run against a deliberately broken engine (proves the oracle fails).
+    #[arg(long, hide = true, value_parser = parse_mutation, default_value = "none")]
+    mutation: Mutation,
+    /// Crash test, child side: run a workload over image files in DIR
+    /// (created afresh) until killed, logging acknowledgements to a side file.
+    #[arg(long, hide = true, value_name = "DIR")]
+    process_workload: Option<PathBuf>,
+    /// Crash test, checking side: restart over the files in DIR and verify
+    /// every block against the side file.
+    #[arg(long, hide = true, value_name = "DIR", conflicts_with = "process_workload")]
+    process_verify: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err("not implemented yet".into())
+fn parse_mutation(name: &str) -> Result<Mutation, String> {
+    sim::mutation_by_name(name).ok_or_else(|| format!("unknown mutation '{name}' (expected one of {})", sim::MUTATION_NAMES.join(", ")))
+}
+
+pub fn run(args: Args) -> CliResult {
+    if let Some(dir) = &args.process_workload {
+        return process_workload(&args, dir);
+    }
+    if let Some(dir) = &args.process_verify {
+        return process_verify(&args, dir);
+    }
+    let first_seed = args.seed.unwrap_or(0);
+    let seeds_count = args.seeds.unwrap_or(if args.seed.is_some() { 1 } else { 100 });
+    if args.ops == 0 {
+        return Err("--ops must be at least 1".into());
+    }
+    let factory = sim::engine_factory();
+    sim::announce_panics();
+    let mut figures = Figures::default();
+    let mut failures: Vec<SeedOutcome> = Vec::new();
+    for seed in first_seed..first_seed.saturating_add(seeds_count) {
+        let spec = RunSpec { seed, ops: args.ops, policy: args.policy, mutation: args.mutation };
+        let outcome = sim::run_seed(factory.as_ref(), spec);
+        figures.add(&outcome.figures);
+        if outcome.violation.is_some() {
+            if !args.json && failures.len() < args.show {
+                print_violation(&outcome);
+            }
+            failures.push(outcome);
+        }
+    }
+    if args.json {
+        println!("{}", json_report(&args, first_seed, &figures, &failures));
+    } else {
+        print_figures(&args, &figures);
+    }
+    Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn print_violation(outcome: &SeedOutcome) {
+    let violation = outcome.violation.as_ref().expect("printing a seed without a violation");
+    println!("seed {}: invariant {} violated", outcome.spec.seed, violation.invariant);
+    if let Some(lba) = violation.lba {
+        println!("  block:    {lba}");
+    }
+    println!("  expected: {}", violation.expected);
+    println!("  found:    {}", violation.found);
+    println!("  when:     {}", violation.context);
+    let kinds = outcome.kinds.names();
+    let faults = if kinds.is_empty() { "none besides volatile caches and the final power loss".to_string() } else { kinds.join(", ") };
+    println!("  faults:   {faults}");
+    println!("  reproduce: {}{}", sim::reproduce_command(&outcome.spec), mutation_flag(outcome.spec.mutation));
+}
+
+fn mutation_flag(mutation: Mutation) -> String {
+    if mutation == Mutation::None {
+        String::new()
+    } else {
+        format!(" --mutation {}", sim::mutation_name(mutation))
+    }
+}
+
+fn print_figures(args: &Args, figures: &Figures) {
+    println!("torture: policy {}, {} requests per seed{}", args.policy, args.ops, mutation_flag(args.mutation));
+    for (name, value) in figures.named() {
+        println!("  {:<22}{value}", name.replace('_', " "));
+    }
+}
+
+fn json_report(args: &Args, first_seed: u64, figures: &Figures, failures: &[SeedOutcome]) -> String {
+    let figures_json: Vec<String> = figures.named().iter().map(|(name, value)| format!("\"{name}\":{value}")).collect();
+    let violations: Vec<String> = failures.iter().map(violation_json).collect();
+    format!(
+        "{{\"policy\":\"{}\",\"ops\":{},\"first_seed\":{first_seed},\"mutation\":\"{}\",\"figures\":{{{}}},\"violations\":[{}]}}",
+        args.policy,
+        args.ops,
+        sim::mutation_name(args.mutation),
+        figures_json.join(","),
+        violations.join(",")
+    )
+}
+
+fn violation_json(outcome: &SeedOutcome) -> String {
+    let v = outcome.violation.as_ref().expect("a failure without a violation");
+    let lba = v.lba.map_or("null".to_string(), |lba| lba.to_string());
+    format!(
+        "{{\"seed\":{},\"faults\":[{}],\"invariant\":{},\"block\":{lba},\"expected\":{},\"found\":{},\"context\":{},\"reproduce\":{}}}",
+        outcome.spec.seed,
+        outcome.kinds.names().iter().map(|n| json_string(n)).collect::<Vec<_>>().join(","),
+        json_string(v.invariant),
+        json_string(&v.expected),
+        json_string(&v.found),
+        json_string(&v.context),
+        json_string(&format!("{}{}", sim::reproduce_command(&outcome.spec), mutation_flag(outcome.spec.mutation)))
+    )
+}
+
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn process_workload(args: &Args, dir: &Path) -> CliResult {
+    let factory = sim::engine_factory();
+    match sim::process::run_workload(factory.as_ref(), dir, args.policy, args.seed.unwrap_or(0), args.ops) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(message) => {
+            println!("workload stopped: {message}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn process_verify(args: &Args, dir: &Path) -> CliResult {
+    let factory = sim::engine_factory();
+    match sim::process::verify(factory.as_ref(), dir, args.policy) {
+        Ok(blocks) => {
+            println!("verified {blocks} blocks after kill -9");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(violation) => {
+            println!("{violation}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }

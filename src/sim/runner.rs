@@ -1,0 +1,880 @@
+//! One seed: the target and the simulated devices pumped in virtual time,
+//! faults fired from the plan, every read checked by the oracle, every
+//! recovery verified block by block.
+
+use super::device::SimDevice;
+use super::faults::{Fault, FaultKinds, FaultPlan};
+use super::oracle::{Oracle, Tick, Violation};
+use super::pattern::{decode_block, fill_block, Found, WriteId};
+use super::prng::Prng;
+use super::target::{CacheLossRecovery, Readiness, StartKind, Target, TargetFactory};
+use super::workload::{Op, Workload};
+use super::Figures;
+use crate::config::{Config, Mutation, Policy};
+use crate::io::{
+    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Nanos, Request, RequestCompletion, RequestError, RequestId, RequestKind,
+};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Everything that determines a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    pub seed: u64,
+    pub ops: u64,
+    pub policy: Policy,
+    pub mutation: Mutation,
+}
+
+#[derive(Clone, Debug)]
+pub struct SeedOutcome {
+    pub spec: RunSpec,
+    /// The fault kinds this seed switched on.
+    pub kinds: FaultKinds,
+    pub figures: Figures,
+    pub violation: Option<Violation>,
+}
+
+/// Requests outstanding against one engine instance at most this long (virtual).
+const STALL_LIMIT_NS: Nanos = 5_000_000_000;
+/// Start and shutdown must finish within this much virtual time.
+const PHASE_LIMIT_NS: Nanos = 10_000_000_000;
+/// Handler calls without virtual time advancing: the target spins.
+const SPIN_LIMIT: u32 = 1_000_000;
+const VERIFY_CHUNK_BLOCKS: u32 = 8;
+const VERIFY_READS_OUTSTANDING: usize = 8;
+const VERIFY_RETRIES: u32 = 50;
+/// Bytes a read buffer holds before the target fills it: never a valid block.
+const READ_POISON: u8 = 0xEE;
+
+pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
+    CURRENT_SEED.with(|current| current.set(Some(spec)));
+    let mut sim = Sim::new(factory, spec);
+    // An assertion in the target is a finding like any other (where panics
+    // unwind; with panic=abort the hook of `announce_panics` names the seed).
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run()));
+    let violation = match result {
+        Ok(result) => result.err(),
+        Err(panic) => Some(Violation {
+            invariant: "assertion (the target panicked)",
+            lba: None,
+            expected: "no panic".into(),
+            found: panic_message(panic.as_ref()),
+            context: format!("at {} ns", sim.now),
+        }),
+    };
+    CURRENT_SEED.with(|current| current.set(None));
+    let mut figures = sim.figures;
+    figures.seeds = 1;
+    figures.violations = violation.is_some() as u64;
+    figures.corruptions_injected = sim.devices.all().map(|d| d.stats.corruptions_injected).sum();
+    if violation.is_none() {
+        figures.corruptions_read_back = sim.devices.all().map(|d| d.stats.corruptions_read_back).sum();
+    }
+    SeedOutcome { spec, kinds: sim.plan.kinds, figures, violation }
+}
+
+thread_local! {
+    static CURRENT_SEED: std::cell::Cell<Option<RunSpec>> = const { std::cell::Cell::new(None) };
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(message), _) => message.to_string(),
+        (_, Some(message)) => message.clone(),
+        _ => "a panic without a message".into(),
+    }
+}
+
+/// Makes a panic (an engine assertion) print the seed that caused it and how
+/// to rerun it, even where panics abort the process.
+pub fn announce_panics() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(spec) = CURRENT_SEED.with(|current| current.get()) {
+            eprintln!("seed {}: the target panicked; reproduce: {}", spec.seed, super::reproduce_command(&spec));
+        }
+        default_hook(info);
+    }));
+}
+
+struct Devices {
+    cache: SimDevice,
+    mirrors: Vec<SimDevice>,
+    backing: SimDevice,
+}
+
+impl Devices {
+    fn get(&mut self, role: DeviceRole) -> Option<&mut SimDevice> {
+        match role {
+            DeviceRole::Cache => Some(&mut self.cache),
+            DeviceRole::Log(i) => self.mirrors.get_mut(i as usize),
+            DeviceRole::Backing => Some(&mut self.backing),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &SimDevice> {
+        std::iter::once(&self.cache).chain(self.mirrors.iter()).chain(std::iter::once(&self.backing))
+    }
+
+    fn any_failure(&self) -> bool {
+        self.all().any(|d| d.is_dead() || d.stats.errors_injected > 0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Requester(usize),
+    PeriodicFlush,
+    /// Reads of the verification pass after a recovery.
+    Verifier,
+}
+
+struct Outstanding {
+    request: Request,
+    submitted_at: Nanos,
+    data: Vec<u8>,
+    origin: Origin,
+    write: Option<WriteId>,
+    read_tick: Tick,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    IoDone(IoId),
+    Wake(usize),
+    PeriodicFlush,
+    Fault(Fault),
+    /// The host notices the dead cache device and goes down for recovery.
+    CacheLossStop,
+    /// Ends an idle period; nothing happens.
+    IdleEnd,
+}
+
+/// Device I/O of whoever is being pumped: the target or a recovery machine.
+trait Memory {
+    /// The bytes of `buffer` for a command of `len_bytes`, or why the
+    /// command may not use them.
+    fn bytes(&mut self, buffer: IoBuffer, len_bytes: u64, device_reads_into_it: bool) -> Result<&mut [u8], String>;
+}
+
+struct TargetMemory<'a> {
+    target: &'a mut dyn Target,
+    requests: &'a mut BTreeMap<RequestId, Outstanding>,
+    /// Requests already completed: kind and completion time (for diagnostics).
+    finished: &'a BTreeMap<RequestId, (RequestKind, Nanos)>,
+}
+
+fn slice_at<'m>(memory: &'m mut [u8], offset_bytes: u64, len_bytes: u64, what: &str) -> Result<&'m mut [u8], String> {
+    let end = offset_bytes.checked_add(len_bytes).filter(|end| *end <= memory.len() as u64);
+    match end {
+        Some(end) => Ok(&mut memory[offset_bytes as usize..end as usize]),
+        None => Err(format!("{what}: bytes {offset_bytes}+{len_bytes} outside its {} bytes", memory.len())),
+    }
+}
+
+impl Memory for TargetMemory<'_> {
+    fn bytes(&mut self, buffer: IoBuffer, len_bytes: u64, device_reads_into_it: bool) -> Result<&mut [u8], String> {
+        match buffer {
+            IoBuffer::None => Err("data command without a buffer".into()),
+            IoBuffer::Request { request, offset_bytes } => {
+                let Some(out) = self.requests.get_mut(&request) else {
+                    let when = match self.finished.get(&request) {
+                        Some((kind, at)) => format!("{kind:?} request completed at {at} ns"),
+                        None => "never submitted".to_string(),
+                    };
+                    return Err(format!("command uses the buffer of request {request}, which is not outstanding ({when})"));
+                };
+                if device_reads_into_it && out.request.kind != RequestKind::Read {
+                    return Err(format!("device read into the data buffer of {:?} request {request}", out.request.kind));
+                }
+                slice_at(&mut out.data, offset_bytes, len_bytes, &format!("request {request} buffer"))
+            }
+            IoBuffer::Engine { region, offset_bytes } => {
+                slice_at(self.target.io_memory_mut(region), offset_bytes as u64, len_bytes, &format!("engine region {region}"))
+            }
+        }
+    }
+}
+
+struct RecoveryMemory<'a>(&'a mut dyn CacheLossRecovery);
+
+impl Memory for RecoveryMemory<'_> {
+    fn bytes(&mut self, buffer: IoBuffer, len_bytes: u64, _device_reads_into_it: bool) -> Result<&mut [u8], String> {
+        match buffer {
+            IoBuffer::Engine { region, offset_bytes } => {
+                slice_at(self.0.io_memory_mut(region), offset_bytes as u64, len_bytes, &format!("recovery region {region}"))
+            }
+            other => Err(format!("recovery command with buffer {other:?}")),
+        }
+    }
+}
+
+fn contract(message: String, now: Nanos) -> Violation {
+    Violation {
+        invariant: "contract (sans-IO boundary)",
+        lba: None,
+        expected: "a well-formed command or completion".into(),
+        found: message,
+        context: format!("at {now} ns"),
+    }
+}
+
+fn describe_io(io: &DeviceIo) -> String {
+    format!("{:?} of {} bytes at byte {} of {}, I/O {}", io.kind, io.len_bytes, io.offset_bytes, io.device, io.id)
+}
+
+/// Carries out one device command at its completion time.
+fn perform(devices: &mut Devices, io: &DeviceIo, memory: &mut dyn Memory) -> Result<IoStatus, String> {
+    let device = devices.get(io.device).ok_or_else(|| format!("command for absent device {}", io.device))?;
+    if device.is_dead() {
+        // A dead device moves no data, so the buffer may already be gone.
+        return Ok(IoStatus::DeviceLost);
+    }
+    match io.kind {
+        IoKind::Flush => Ok(device.complete_flush(io.id)),
+        IoKind::Write => {
+            let data = memory.bytes(io.buffer, io.len_bytes, false)?;
+            Ok(device.complete_write(io.offset_bytes, data))
+        }
+        IoKind::Read => {
+            let mut data = vec![0u8; io.len_bytes as usize];
+            let status = device.complete_read(io.offset_bytes, &mut data);
+            if status == IoStatus::Ok {
+                memory.bytes(io.buffer, io.len_bytes, true)?.copy_from_slice(&data);
+            }
+            Ok(status)
+        }
+    }
+}
+
+struct Sim<'f> {
+    factory: &'f dyn TargetFactory,
+    spec: RunSpec,
+    plan: FaultPlan,
+    prng: Prng,
+    now: Nanos,
+    devices: Devices,
+    target: Option<Box<dyn Target>>,
+    events: BTreeMap<(Nanos, u64), Event>,
+    events_pushed: u64,
+    in_flight: BTreeMap<IoId, DeviceIo>,
+    requests: BTreeMap<RequestId, Outstanding>,
+    finished: BTreeMap<RequestId, (RequestKind, Nanos)>,
+    tracing: bool,
+    next_request: RequestId,
+    wake_pending: Vec<bool>,
+    oracle: Oracle,
+    workload: Workload,
+    ops_submitted: u64,
+    next_fault: usize,
+    /// Faults that came due while recovering; fired once the target runs again.
+    deferred_faults: Vec<Fault>,
+    policy: Policy,
+    log_ever_used: bool,
+    /// Requests come from the workload only while the target is running.
+    recovering: bool,
+    /// A failure beyond the design ended the seed early.
+    ended: bool,
+    /// Verification: chunks still to read (first block, failed attempts).
+    verify_queue: VecDeque<(u64, u32)>,
+    verify_context: String,
+    verify_attempts: BTreeMap<u64, u32>,
+    figures: Figures,
+}
+
+impl<'f> Sim<'f> {
+    fn new(factory: &'f dyn TargetFactory, spec: RunSpec) -> Sim<'f> {
+        let plan = FaultPlan::draw(spec.seed, spec.ops, spec.policy, spec.mutation);
+        let mut prng = Prng::new(spec.seed);
+        let devices = Devices {
+            cache: SimDevice::new(DeviceRole::Cache, plan.cache.clone(), prng.fork()),
+            mirrors: (0..plan.mirrors.len()).map(|i| SimDevice::new(DeviceRole::Log(i as u8), plan.mirrors[i].clone(), prng.fork())).collect(),
+            backing: SimDevice::new(DeviceRole::Backing, plan.backing.clone(), prng.fork()),
+        };
+        let blocks_count = plan.config.backing_blocks();
+        let workload = Workload::new(plan.workload.clone(), blocks_count, prng.fork());
+        Sim {
+            factory,
+            spec,
+            prng,
+            now: 0,
+            devices,
+            target: None,
+            events: BTreeMap::new(),
+            events_pushed: 0,
+            in_flight: BTreeMap::new(),
+            requests: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            tracing: std::env::var_os("HHC_SIM_TRACE").is_some(),
+            next_request: 1,
+            wake_pending: vec![false; workload.requesters_count()],
+            oracle: Oracle::new(blocks_count),
+            workload,
+            ops_submitted: 0,
+            next_fault: 0,
+            deferred_faults: Vec::new(),
+            policy: spec.policy,
+            log_ever_used: spec.policy.uses_log(),
+            recovering: false,
+            ended: false,
+            verify_queue: VecDeque::new(),
+            verify_context: String::new(),
+            verify_attempts: BTreeMap::new(),
+            figures: Figures::default(),
+            plan,
+        }
+    }
+
+    fn config(&self) -> Config {
+        Config { policy: self.policy, ..self.plan.config.clone() }
+    }
+
+    fn run(&mut self) -> Result<(), Violation> {
+        self.trace(|| format!("plan {:?}\nconfig {:?}\nworkload {:?}", self.plan.kinds, self.plan.config, self.plan.workload));
+        self.start_target(StartKind::Format)?;
+        self.resume_workload();
+        self.run_until(|sim| sim.ended || (sim.ops_submitted >= sim.spec.ops && sim.requests.is_empty()))?;
+        if self.ended {
+            return Ok(());
+        }
+        let idle_ns = self.prng.between(0, 2_000_000_000);
+        self.idle_for_ns(idle_ns)?;
+        if self.ended {
+            return Ok(());
+        }
+        self.final_restart()
+    }
+
+    /// Ends the run with a clean shutdown or a power loss, then checks what
+    /// a restart finds.
+    fn final_restart(&mut self) -> Result<(), Violation> {
+        if self.prng.percent(50) {
+            self.recover_after_power_loss("recovery after the final power loss")
+        } else {
+            self.shutdown_cleanly()?;
+            self.recover_after_power_loss("restart after a clean shutdown")
+        }
+    }
+
+    fn shutdown_cleanly(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        self.target_mut().shutdown(now);
+        self.recovering = true;
+        let stopped = |sim: &Sim| matches!(sim.target.as_ref().unwrap().readiness(), Readiness::Stopped | Readiness::Failed(_));
+        self.run_until_within(stopped, PHASE_LIMIT_NS, "a clean shutdown")?;
+        match self.target.as_ref().unwrap().readiness() {
+            Readiness::Failed(reason) => Err(self.violation("5 (errors)", None, "a clean stop", &format!("shutdown failed: {reason}"), "shutdown")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Set `HHC_SIM_TRACE=1` to follow a seed's requests and faults on stderr.
+    fn trace(&self, message: impl FnOnce() -> String) {
+        if self.tracing {
+            eprintln!("[{} ns] {}", self.now, message());
+        }
+    }
+
+    fn target_mut(&mut self) -> &mut dyn Target {
+        self.target.as_deref_mut().expect("no target running")
+    }
+
+    fn violation(&self, invariant: &'static str, lba: Option<u64>, expected: &str, found: &str, context: &str) -> Violation {
+        Violation { invariant, lba, expected: expected.into(), found: found.into(), context: format!("{context}, at {} ns", self.now) }
+    }
+
+    fn push_event(&mut self, at: Nanos, event: Event) {
+        self.events.insert((at, self.events_pushed), event);
+        self.events_pushed += 1;
+    }
+
+    // ---- the pump ---------------------------------------------------------
+
+    /// Pumps target, devices and workload until `done` or a violation.
+    fn run_until(&mut self, done: impl Fn(&Sim) -> bool) -> Result<(), Violation> {
+        self.run_until_within(done, Nanos::MAX, "")
+    }
+
+    /// `run_until` for a phase that must end within `limit_ns` of virtual
+    /// time even with no request outstanding (start, shutdown).
+    fn run_until_within(&mut self, done: impl Fn(&Sim) -> bool, limit_ns: Nanos, phase: &str) -> Result<(), Violation> {
+        let mut spins = 0u32;
+        let deadline = self.now.saturating_add(limit_ns);
+        loop {
+            self.drain_target()?;
+            if done(self) {
+                return Ok(());
+            }
+            let before = self.now;
+            self.step()?;
+            spins = if self.now == before { spins + 1 } else { 0 };
+            if spins > SPIN_LIMIT {
+                return Err(self.violation("5 (errors)", None, "progress in virtual time", "the target spins without advancing", "liveness"));
+            }
+            if self.requests.values().any(|out| out.submitted_at + STALL_LIMIT_NS < self.now) {
+                return Err(self.stalled());
+            }
+            if self.now > deadline {
+                let found = format!("{phase} still unfinished after {} s of virtual time", limit_ns / 1_000_000_000);
+                return Err(self.violation("5 (errors)", None, &format!("{phase} to finish"), &found, "liveness"));
+            }
+        }
+    }
+
+    fn stalled(&self) -> Violation {
+        let (id, out) = self.requests.iter().min_by_key(|(_, out)| out.submitted_at).unwrap();
+        let found = format!("{:?} request {id} (lba {}, {} blocks) outstanding for {} s of virtual time", out.request.kind, out.request.lba, out.request.blocks_count, STALL_LIMIT_NS / 1_000_000_000);
+        self.violation("5 (errors)", Some(out.request.lba), "every request completes (with an error if need be)", &found, "liveness")
+    }
+
+    /// Runs the earliest event or target timer.
+    fn step(&mut self) -> Result<(), Violation> {
+        let timer = self.target.as_ref().and_then(|t| t.next_timer());
+        let event_at = self.events.first_key_value().map(|(k, _)| k.0);
+        match (timer, event_at) {
+            (Some(t), e) if e.is_none_or(|e| t <= e) => {
+                // A timer in the past runs now.
+                self.now = self.now.max(t);
+                let now = self.now;
+                self.target_mut().handle_timer(now);
+                Ok(())
+            }
+            (_, _) if !self.events.is_empty() => {
+                let ((at, _), event) = self.events.pop_first().unwrap();
+                self.now = self.now.max(at);
+                self.dispatch(event)
+            }
+            _ if self.requests.is_empty() => {
+                Err(self.violation("5 (errors)", None, "a finished phase", "nothing scheduled and nothing outstanding", "liveness"))
+            }
+            _ => Err(self.stalled()),
+        }
+    }
+
+    fn dispatch(&mut self, event: Event) -> Result<(), Violation> {
+        match event {
+            Event::IoDone(id) => self.complete_io(id),
+            Event::Wake(requester) => self.wake(requester),
+            Event::PeriodicFlush => self.periodic_flush(),
+            Event::Fault(fault) if self.recovering => {
+                self.deferred_faults.push(fault);
+                Ok(())
+            }
+            Event::Fault(fault) => self.fire(fault),
+            Event::CacheLossStop => self.recover_after_cache_loss(),
+            Event::IdleEnd => Ok(()),
+        }
+    }
+
+    /// Moves the target's outputs into the device queues and the oracle.
+    fn drain_target(&mut self) -> Result<(), Violation> {
+        loop {
+            let Some(target) = self.target.as_deref_mut() else { return Ok(()) };
+            if let Some(io) = target.poll_io() {
+                self.schedule_io(io)?;
+            } else if let Some(completion) = target.poll_completion() {
+                self.on_completion(completion)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn schedule_io(&mut self, io: DeviceIo) -> Result<(), Violation> {
+        let device = self.devices.get(io.device).ok_or_else(|| contract(format!("command for absent device {}", io.device), self.now))?;
+        let done_at = device.submit(self.now, &io).map_err(|e| contract(e, self.now))?;
+        if self.in_flight.insert(io.id, io).is_some() {
+            return Err(contract(format!("I/O id {} reused while in flight", io.id), self.now));
+        }
+        self.push_event(done_at, Event::IoDone(io.id));
+        Ok(())
+    }
+
+    fn complete_io(&mut self, id: IoId) -> Result<(), Violation> {
+        let io = self.in_flight.remove(&id).expect("completion of an unknown command");
+        let target = self.target.as_deref_mut().expect("I/O without a target");
+        let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
+        let status = perform(&mut self.devices, &io, &mut memory).map_err(|e| contract(format!("{e} ({})", describe_io(&io)), self.now))?;
+        let now = self.now;
+        self.target_mut().handle_io_completion(now, id, status);
+        Ok(())
+    }
+
+    // ---- requests ---------------------------------------------------------
+
+    fn resume_workload(&mut self) {
+        self.recovering = false;
+        for requester in 0..self.workload.requesters_count() {
+            self.wake_later(requester);
+        }
+        if let Some(period) = self.plan.workload.periodic_flush_ns {
+            if !self.events.values().any(|e| *e == Event::PeriodicFlush) {
+                self.push_event(self.now + period, Event::PeriodicFlush);
+            }
+        }
+        for fault in std::mem::take(&mut self.deferred_faults) {
+            let at = self.now + self.prng.between(0, 1_000_000);
+            self.push_event(at, Event::Fault(fault));
+        }
+    }
+
+    fn wake_later(&mut self, requester: usize) {
+        if !self.wake_pending[requester] {
+            self.wake_pending[requester] = true;
+            let at = self.now + self.workload.think_ns();
+            self.push_event(at, Event::Wake(requester));
+        }
+    }
+
+    fn wake(&mut self, requester: usize) -> Result<(), Violation> {
+        self.wake_pending[requester] = false;
+        if self.recovering || self.ended || self.ops_submitted >= self.spec.ops || !self.workload.has_room(requester) {
+            return Ok(());
+        }
+        let op = self.workload.next_op();
+        self.workload.started(requester);
+        self.submit(op, Origin::Requester(requester));
+        self.wake_later(requester);
+        Ok(())
+    }
+
+    fn periodic_flush(&mut self) -> Result<(), Violation> {
+        if self.recovering || self.ended || self.ops_submitted >= self.spec.ops {
+            return Ok(());
+        }
+        self.submit(Op::Flush, Origin::PeriodicFlush);
+        let period = self.plan.workload.periodic_flush_ns.expect("periodic flush without a period");
+        self.push_event(self.now + period, Event::PeriodicFlush);
+        Ok(())
+    }
+
+    fn submit(&mut self, op: Op, origin: Origin) {
+        let id = self.next_request;
+        self.next_request += 1;
+        let block_bytes = self.plan.config.block_size as usize;
+        let (request, data, write, read_tick) = match op {
+            Op::Write { lba, blocks_count } => {
+                let write = self.oracle.submit_write(lba, blocks_count);
+                let mut data = vec![0u8; blocks_count as usize * block_bytes];
+                for (i, block) in data.chunks_exact_mut(block_bytes).enumerate() {
+                    fill_block(lba + i as u64, write, block);
+                }
+                (Request { id, kind: RequestKind::Write, lba, blocks_count }, data, Some(write), 0)
+            }
+            Op::Read { lba, blocks_count } => {
+                let tick = self.oracle.submit_read();
+                let data = vec![READ_POISON; blocks_count as usize * block_bytes];
+                (Request { id, kind: RequestKind::Read, lba, blocks_count }, data, None, tick)
+            }
+            Op::Flush => {
+                self.oracle.submit_flush(id);
+                (Request { id, kind: RequestKind::Flush, lba: 0, blocks_count: 0 }, Vec::new(), None, 0)
+            }
+        };
+        let now = self.now;
+        let payload: Option<&dyn crate::io::RequestData> = if write.is_some() { Some(&data) } else { None };
+        self.target.as_deref_mut().expect("request without a target").handle_request(now, request, payload);
+        self.trace(|| format!("submit {request:?} write {write:?}"));
+        self.requests.insert(id, Outstanding { request, submitted_at: now, data, origin, write, read_tick });
+        if origin != Origin::Verifier {
+            self.count_submitted();
+        }
+    }
+
+    fn count_submitted(&mut self) {
+        self.ops_submitted += 1;
+        self.figures.requests += 1;
+        while let Some(planned) = self.plan.faults.get(self.next_fault).filter(|f| f.at_op <= self.ops_submitted) {
+            let (at, fault) = (self.now + planned.delay_ns, planned.fault);
+            self.next_fault += 1;
+            self.push_event(at, Event::Fault(fault));
+        }
+    }
+
+    fn on_completion(&mut self, completion: RequestCompletion) -> Result<(), Violation> {
+        let Some(out) = self.requests.remove(&completion.id) else {
+            return Err(contract(format!("completion of request {}, which is not outstanding", completion.id), self.now));
+        };
+        self.finished.insert(completion.id, (out.request.kind, self.now));
+        self.trace(|| format!("complete {:?} {:?} {:?}", out.request, out.write, completion.result));
+        if let Err(error) = completion.result {
+            self.check_error_is_explained(&out, error)?;
+        }
+        let ok = completion.result.is_ok();
+        match out.request.kind {
+            RequestKind::Write => self.oracle.complete_write(out.write.unwrap(), ok),
+            RequestKind::Flush => {
+                self.oracle.complete_flush(completion.id, ok);
+                self.figures.flushes += ok as u64;
+            }
+            RequestKind::Read => {
+                if ok && out.origin != Origin::Verifier {
+                    self.check_read(&out)?;
+                }
+                self.oracle.end_read(out.read_tick);
+            }
+        }
+        match out.origin {
+            Origin::Requester(r) => {
+                self.workload.finished(r);
+                self.wake_later(r);
+            }
+            Origin::PeriodicFlush => {}
+            Origin::Verifier => self.verified_read_done(out, ok)?,
+        }
+        Ok(())
+    }
+
+    /// Invariant 5 from the other side: an engine that fails requests for no
+    /// reason would make every durability check vacuous.
+    fn check_error_is_explained(&mut self, out: &Outstanding, error: RequestError) -> Result<(), Violation> {
+        self.figures.request_errors += 1;
+        if self.devices.any_failure() && error != RequestError::OutOfRange {
+            return Ok(());
+        }
+        let found = format!("{:?} request {} failed with {error:?} though no device failed", out.request.kind, out.request.id);
+        Err(self.violation("5 (errors)", Some(out.request.lba), "success", &found, "request completion"))
+    }
+
+    fn check_read(&mut self, out: &Outstanding) -> Result<(), Violation> {
+        let block_bytes = self.plan.config.block_size as usize;
+        for (i, block) in out.data.chunks_exact(block_bytes).enumerate() {
+            let lba = out.request.lba + i as u64;
+            let found = decode_block(lba, block);
+            self.oracle.check_read(lba, found, out.read_tick).map_err(|mut v| {
+                v.context = format!("{}, at {} ns", v.context, self.now);
+                v
+            })?;
+        }
+        self.figures.blocks_checked += out.request.blocks_count as u64;
+        Ok(())
+    }
+
+    // ---- faults -----------------------------------------------------------
+
+    fn fire(&mut self, fault: Fault) -> Result<(), Violation> {
+        let now = self.now;
+        self.trace(|| format!("fault {fault:?}"));
+        match fault {
+            Fault::PowerLoss => self.recover_after_power_loss("recovery after power loss"),
+            Fault::CacheDeath => {
+                self.devices.cache.kill();
+                self.figures.device_deaths += 1;
+                self.target_mut().handle_device_removed(now, DeviceRole::Cache);
+                let grace = self.prng.between(0, 5_000_000);
+                self.push_event(now + grace, Event::CacheLossStop);
+                Ok(())
+            }
+            Fault::MirrorDeath(mirror) => {
+                if !self.devices.mirrors[mirror as usize].is_dead() {
+                    self.devices.mirrors[mirror as usize].kill();
+                    self.figures.device_deaths += 1;
+                    self.target_mut().handle_device_removed(now, DeviceRole::Log(mirror));
+                }
+                Ok(())
+            }
+            Fault::SwitchPolicy(policy) => {
+                self.policy = policy;
+                self.log_ever_used |= policy.uses_log();
+                self.figures.policy_switches += 1;
+                self.target_mut().set_policy(now, policy);
+                Ok(())
+            }
+        }
+    }
+
+    /// The host loses power: in-flight and volatile writes settle at random,
+    /// the target's memory is gone, everything outstanding ends unanswered.
+    fn power_off(&mut self) {
+        let mut in_flight_writes: BTreeMap<DeviceRole, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+        if let Some(target) = self.target.as_deref_mut() {
+            let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
+            for io in self.in_flight.values().filter(|io| io.kind == IoKind::Write) {
+                if let Ok(bytes) = memory.bytes(io.buffer, io.len_bytes, false) {
+                    in_flight_writes.entry(io.device).or_default().push((io.offset_bytes, bytes.to_vec()));
+                }
+            }
+        }
+        self.devices.cache.power_loss(in_flight_writes.remove(&DeviceRole::Cache).unwrap_or_default());
+        for (i, mirror) in self.devices.mirrors.iter_mut().enumerate() {
+            mirror.power_loss(in_flight_writes.remove(&DeviceRole::Log(i as u8)).unwrap_or_default());
+        }
+        self.devices.backing.power_loss(in_flight_writes.remove(&DeviceRole::Backing).unwrap_or_default());
+        self.target = None;
+        self.in_flight.clear();
+        self.requests.clear();
+        self.events.retain(|_, e| matches!(e, Event::Fault(_) | Event::PeriodicFlush | Event::IdleEnd));
+        self.wake_pending.fill(false);
+        self.workload.forget_outstanding();
+        self.oracle.crash();
+        self.recovering = true;
+    }
+
+    fn recover_after_power_loss(&mut self, context: &str) -> Result<(), Violation> {
+        if self.devices.cache.is_dead() {
+            // The power went while the host had not yet noticed the dead cache.
+            self.figures.power_losses += 1;
+            return self.recover_after_cache_loss();
+        }
+        self.figures.power_losses += 1;
+        self.power_off();
+        self.start_target(StartKind::Open)?;
+        self.verify_through_target(context)?;
+        self.figures.recoveries += 1;
+        self.resume_workload();
+        Ok(())
+    }
+
+    fn start_target(&mut self, start: StartKind) -> Result<(), Violation> {
+        self.trace(|| format!("start {start:?} with policy {}", self.policy));
+        self.recovering = true;
+        let config = self.config();
+        let target = self.factory.start(&config, start, self.now).map_err(|reason| {
+            self.violation("2 (durability)", None, "the target starts", &format!("{start:?} refused: {reason}"), "start")
+        })?;
+        self.target = Some(target);
+        let started = |sim: &Sim| sim.target.as_ref().unwrap().readiness() != Readiness::Starting;
+        self.run_until_within(started, PHASE_LIMIT_NS, &format!("{start:?}"))?;
+        match self.target.as_ref().unwrap().readiness() {
+            Readiness::Ready => Ok(()),
+            other => Err(self.violation("2 (durability)", None, "Ready", &format!("{other:?}"), &format!("{start:?} after a failure it must survive"))),
+        }
+    }
+
+    /// Reads every block through the target and checks it against what
+    /// may have survived; the found values become the new baseline.
+    fn verify_through_target(&mut self, context: &str) -> Result<(), Violation> {
+        self.verify_queue = (0..self.oracle.blocks_count()).step_by(VERIFY_CHUNK_BLOCKS as usize).map(|lba| (lba, 0)).collect();
+        self.verify_context = context.to_string();
+        self.submit_verify_reads();
+        self.run_until(|sim| sim.verify_queue.is_empty() && sim.requests.is_empty())
+    }
+
+    fn submit_verify_reads(&mut self) {
+        let verifying = self.requests.values().filter(|o| o.origin == Origin::Verifier).count();
+        for _ in verifying..VERIFY_READS_OUTSTANDING {
+            let Some((lba, attempts)) = self.verify_queue.pop_front() else { return };
+            let blocks_count = (self.oracle.blocks_count() - lba).min(VERIFY_CHUNK_BLOCKS as u64) as u32;
+            self.verify_attempts.insert(lba, attempts);
+            self.submit(Op::Read { lba, blocks_count }, Origin::Verifier);
+        }
+    }
+
+    fn verified_read_done(&mut self, out: Outstanding, ok: bool) -> Result<(), Violation> {
+        let lba = out.request.lba;
+        let attempts = self.verify_attempts.remove(&lba).unwrap_or(0);
+        if ok {
+            self.check_recovered_blocks(lba, &out.data)?;
+        } else if attempts + 1 >= VERIFY_RETRIES {
+            let found = format!("{} reads of blocks {lba}..{} failed", attempts + 1, lba + out.request.blocks_count as u64);
+            return Err(self.violation("2 (durability)", Some(lba), "readable blocks", &found, &self.verify_context.clone()));
+        } else {
+            self.verify_queue.push_back((lba, attempts + 1));
+        }
+        self.submit_verify_reads();
+        Ok(())
+    }
+
+    /// Checks blocks recovered from `lba` on, then makes them the baseline.
+    fn check_recovered_blocks(&mut self, lba: u64, data: &[u8]) -> Result<(), Violation> {
+        let block_bytes = self.plan.config.block_size as usize;
+        for (i, block) in data.chunks_exact(block_bytes).enumerate() {
+            let block_lba = lba + i as u64;
+            let found = decode_block(block_lba, block);
+            let context = format!("{}, at {} ns", self.verify_context, self.now);
+            self.oracle.check_recovered(block_lba, found, &context)?;
+            if let Found::Value(write) = found {
+                self.oracle.rebase(block_lba, write);
+            }
+            self.figures.blocks_checked += 1;
+        }
+        Ok(())
+    }
+
+    /// Lets background work (write-back, reclamation, superblock) run with
+    /// no requests, so the final crash finds it mid-way.
+    fn idle_for_ns(&mut self, duration_ns: Nanos) -> Result<(), Violation> {
+        let until = self.now + duration_ns;
+        self.push_event(until, Event::IdleEnd);
+        self.run_until(|sim| sim.ended || sim.now >= until)
+    }
+
+    /// The cache device is gone: replay the log onto the backing device (if
+    /// the policy promises that this is enough), check the backing device
+    /// alone, then start over with new hardware.
+    fn recover_after_cache_loss(&mut self) -> Result<(), Violation> {
+        self.power_off();
+        if !self.cache_loss_survivable() {
+            self.figures.unsurvivable += 1;
+            self.ended = true;
+            self.events.clear();
+            return Ok(());
+        }
+        if self.log_ever_used {
+            self.replay_log()?;
+        }
+        // Whatever the replay wrote must be durable before the log is reused.
+        self.devices.backing.power_loss(Vec::new());
+        self.verify_backing_directly()?;
+        self.figures.recoveries += 1;
+        self.replace_dead_devices();
+        self.start_target(StartKind::Format)?;
+        self.resume_workload();
+        Ok(())
+    }
+
+    /// DESIGN.md §1.5: cache plus every log device lost loses dirty data.
+    /// A mirror with silent corruption does not count as a good copy.
+    fn cache_loss_survivable(&self) -> bool {
+        if !self.policy.survives_cache_loss() || !self.spec.policy.survives_cache_loss() {
+            return false;
+        }
+        if !self.log_ever_used {
+            return true;
+        }
+        self.devices.mirrors.iter().any(|m| !m.is_dead() && !m.spec().silent.any())
+    }
+
+    fn replay_log(&mut self) -> Result<(), Violation> {
+        let config = self.config();
+        let mut machine = self.factory.cache_loss_recovery(&config, self.now).map_err(|reason| {
+            self.violation("2 (durability)", None, "a log recovery", &format!("recovery refused to start: {reason}"), "cache loss")
+        })?;
+        let mut queue: BTreeMap<(Nanos, IoId), DeviceIo> = BTreeMap::new();
+        loop {
+            while let Some(io) = machine.poll_io() {
+                let device = self.devices.get(io.device).ok_or_else(|| contract(format!("recovery command for absent device {}", io.device), self.now))?;
+                let done_at = device.submit(self.now, &io).map_err(|e| contract(e, self.now))?;
+                queue.insert((done_at, io.id), io);
+            }
+            if let Some(outcome) = machine.outcome(self.now) {
+                self.figures.corruptions_detected += machine.corruptions_detected();
+                return outcome.map_err(|reason| self.violation("2 (durability)", None, "a log recovery", &format!("recovery failed: {reason}"), "cache loss"));
+            }
+            let Some(((at, id), io)) = queue.pop_first() else {
+                return Err(self.violation("5 (errors)", None, "a finished recovery", "recovery waits with no I/O in flight", "cache loss"));
+            };
+            self.now = self.now.max(at);
+            let status = perform(&mut self.devices, &io, &mut RecoveryMemory(machine.as_mut())).map_err(|e| contract(e, self.now))?;
+            machine.handle_io_completion(self.now, id, status);
+        }
+    }
+
+    fn verify_backing_directly(&mut self) -> Result<(), Violation> {
+        let block_bytes = self.plan.config.block_size as usize;
+        let mut block = vec![0u8; block_bytes];
+        self.verify_context = "backing device alone after cache loss and log replay".into();
+        for lba in 0..self.oracle.blocks_count() {
+            self.devices.backing.read_current(lba * block_bytes as u64, &mut block);
+            self.check_recovered_blocks(lba, &block.clone())?;
+        }
+        Ok(())
+    }
+
+    fn replace_dead_devices(&mut self) {
+        self.devices.cache.replace();
+        for mirror in self.devices.mirrors.iter_mut().filter(|m| m.is_dead()) {
+            mirror.replace();
+        }
+    }
+}
