@@ -177,7 +177,10 @@ fn losing_the_cache_device_under_load_fails_every_request_once_and_the_log_recov
     for seed in seeds(3) {
         let mut workload = hhc_workload(config(Policy::Hhc, seed), seed);
         workload.run(500, 8);
-        assert!(!workload.pending.is_empty());
+        while workload.pending.len() < 8 {
+            workload.submit_one();
+        }
+        workload.harness.step();
         workload.harness.remove_device(DeviceRole::Cache);
         workload.drain();
         assert!(matches!(workload.harness.state(), hhc::engine::EngineState::Failed(_)));

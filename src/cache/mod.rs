@@ -61,11 +61,11 @@ pub mod flag {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DurableEntry {
     pub lba: u32,
-    pub version: u8,
+    pub version: u32,
     pub dirty: bool,
 }
 
-/// The in-memory state of one cache block (12 bytes).
+/// The in-memory state of one cache block (16 bytes).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Block {
@@ -74,8 +74,10 @@ struct Block {
     log_loc: u32,
     state: BlockState,
     flags: u8,
-    /// Distinguishes successive blocks of one LBA on disk (serial arithmetic).
-    version: u8,
+    /// Distinguishes successive blocks of one LBA on disk (serial
+    /// arithmetic). 32 bits: every write makes a new version, and the two
+    /// versions on disk may be as far apart as the writes between commits.
+    version: u32,
     /// Reads in flight from the block (requests, write-back, log copies).
     pins: u8,
 }
@@ -97,7 +99,7 @@ pub struct CacheIndex {
     unlogged_dirty_count: u32,
     /// Per LBA: how many superseded or evicted blocks still have a valid
     /// durable entry, and the newest version among them.
-    superseded_valid: HashMap<u32, (u32, u8)>,
+    superseded_valid: HashMap<u32, (u32, u32)>,
     /// The same blocks, to find them when their successor commits.
     superseded_blocks: Vec<u32>,
     clock_hand: u32,
@@ -190,7 +192,7 @@ impl CacheIndex {
     pub fn flags_bits(&self, block: u32) -> u8 {
         self.blocks[block as usize].flags
     }
-    pub fn version(&self, block: u32) -> u8 {
+    pub fn version(&self, block: u32) -> u32 {
         self.blocks[block as usize].version
     }
     pub fn log_loc(&self, block: u32) -> u32 {
@@ -574,10 +576,10 @@ impl CacheIndex {
     }
 }
 
-/// RFC 1982 serial-number comparison on 8 bits: is `a` newer than `b`?
-/// Valid because at most a few blocks of one LBA are ever valid on disk.
-pub fn serial_newer(a: u8, b: u8) -> bool {
-    a != b && a.wrapping_sub(b) < 128
+/// RFC 1982 serial-number comparison: is `a` newer than `b`? Valid while
+/// the versions of one LBA on disk are less than 2^31 writes apart.
+pub fn serial_newer(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < 1 << 31
 }
 
 #[cfg(test)]
@@ -645,8 +647,9 @@ mod tests {
     #[test]
     fn serial_comparison_wraps() {
         assert!(serial_newer(1, 0));
-        assert!(serial_newer(0, 255));
-        assert!(!serial_newer(255, 0));
+        assert!(serial_newer(0, u32::MAX));
+        assert!(!serial_newer(u32::MAX, 0));
+        assert!(serial_newer(300, 10), "far apart versions of a hot block still compare");
         assert!(!serial_newer(5, 5));
     }
 }

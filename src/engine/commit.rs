@@ -15,7 +15,7 @@
 //!    effects count: mappings become `COMMITTED`, invalidated blocks free.
 //! 5. A superseded block is invalidated only in a commit that starts after
 //!    its LBA's newer mapping is durable, and on restart the newer version
-//!    wins (8-bit serial numbers), so an LBA never goes back in time.
+//!    wins (32-bit serial numbers), so an LBA never goes back in time.
 
 use super::{Engine, Op, META_POOL_PAGES};
 use crate::config::Mutation;
@@ -174,7 +174,7 @@ impl Engine {
             let desired = self.cache.desired_entry(block, unwritten);
             self.cache.note_encoded(block, desired);
             entries.push(match desired {
-                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version as u32, dirty: e.dirty },
+                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version, dirty: e.dirty },
                 None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false },
             });
         }

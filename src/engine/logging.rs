@@ -189,7 +189,10 @@ impl Engine {
             self.log.drop_in_open(memory, slot);
         }
         self.log.kill(loc, None);
-        self.log.record_revoke(memory, self.cache.lba(block) as u64);
+        let lba = self.cache.lba(block);
+        self.log.record_revoke(memory, lba as u64);
+        // The record covers every older entry of the LBA.
+        self.writeback.revoke_debts.remove(&lba);
         self.stats.revokes += 1;
         true
     }
@@ -253,8 +256,10 @@ impl Engine {
     }
 
     pub(super) fn segment_write_done(&mut self, buffer: u32, mirror: u8, status: IoStatus) {
-        if status == IoStatus::Ok && self.log.buffers[buffer as usize].barrier {
-            // A barrier must be on the platter, not in the drive's cache.
+        if status == IoStatus::Ok {
+            // Every segment is flushed out of the drive's cache on its own:
+            // a barrier's FLUSH would not cover an earlier segment whose
+            // write completes after that FLUSH was sent.
             let op = Op::SegmentFlush { buffer, mirror };
             self.submit(op, DeviceRole::Log(mirror), IoKind::Flush, 0, 0, IoBuffer::None);
             return;
@@ -296,6 +301,7 @@ impl Engine {
         } else {
             let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
             self.log.reinitialise(first);
+            self.writeback.revoke_debts.clear();
             first
         };
         self.log.mirrors[mirror as usize] = if self.log.has_healthy_mirror() {
@@ -331,6 +337,7 @@ impl Engine {
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
         self.log.reinitialise(first);
+        self.writeback.revoke_debts.clear();
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
                 self.cache.set_log_loc(block, LOC_NONE);

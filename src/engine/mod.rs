@@ -86,6 +86,10 @@ struct Regions {
 
 pub(crate) const META_POOL_PAGES: u32 = 256;
 
+/// Request id of the engine's own flush after a warm restart; its completion
+/// is not reported.
+const RESTART_FLUSH_ID: crate::io::RequestId = u64::MAX;
+
 pub struct Engine {
     config: Config,
     cache_layout: CacheLayout,
@@ -110,6 +114,8 @@ pub struct Engine {
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
     misses: HashMap<u32, (u32, bool)>,
     eviction_scratch: Vec<u32>,
+    /// The flush after a warm restart is running.
+    restart_flush: bool,
     /// Log entries found at warm restart whose blocks are clean by now:
     /// (lba, loc), revoked once the log can take it.
     startup_revokes: Vec<(u64, u32)>,
@@ -156,6 +162,7 @@ impl Engine {
             policy_target: None,
             misses: HashMap::with_capacity(256),
             eviction_scratch: Vec::with_capacity(256),
+            restart_flush: false,
             startup_revokes: Vec::new(),
             stats: Stats::default(),
             state: EngineState::Starting,
@@ -170,7 +177,11 @@ impl Engine {
         Ok(engine)
     }
 
+    /// `Starting` until a warm restart's own flush is done (see `startup`).
     pub fn state(&self) -> &EngineState {
+        if self.restart_flush && self.state == EngineState::Ready {
+            return &EngineState::Starting;
+        }
         &self.state
     }
 
@@ -328,6 +339,13 @@ impl Engine {
     }
 
     fn complete_request(&mut self, id: u64, result: Result<(), RequestError>) {
+        if id == RESTART_FLUSH_ID {
+            if let Err(error) = result {
+                log::warn!("hhc: the flush after a warm restart failed: {error:?}");
+            }
+            self.restart_flush = false;
+            return;
+        }
         self.completions_out.push_back(RequestCompletion { id, result });
     }
 

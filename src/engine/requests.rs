@@ -24,6 +24,9 @@ pub(super) struct Waiting {
     pub request: u32,
     pub block_in_request: u32,
     pub write: bool,
+    /// A write-back block (dirty), not a write-through copy: decided when
+    /// the request started, whatever the policy is when the block does.
+    pub back: bool,
     /// The flush epoch the write was submitted in (wb-ordered).
     pub epoch: u32,
 }
@@ -128,7 +131,7 @@ impl Engine {
                 }
                 Some(_) => {
                     if !self.try_start_block_read(key, i) {
-                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, epoch: 0 });
+                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, back: false, epoch: 0 });
                     }
                 }
             }
@@ -256,15 +259,15 @@ impl Engine {
         if self.write_mode() != WriteMode::Back {
             self.requests.get_mut(key).unwrap().pending += 1;
             if !self.try_start_write_through(key) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, epoch: 0 });
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, back: false, epoch: 0 });
             }
             return;
         }
         self.requests.get_mut(key).unwrap().pending += count;
         for i in 0..count {
             let epoch = self.ordered_reserve();
-            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data, epoch) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, epoch });
+            if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data, epoch, true) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch });
             }
         }
     }
@@ -295,8 +298,8 @@ impl Engine {
         }
         self.requests.get_mut(key).unwrap().pending += count;
         for i in 0..count {
-            if !self.try_start_block_write(key, i, None, 0) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, epoch: 0 });
+            if !self.try_start_block_write(key, i, None, 0, false) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: false, epoch: 0 });
             }
         }
         true
@@ -304,12 +307,12 @@ impl Engine {
 
     /// Writes one block into a fresh cache block (copy-on-write) and, for
     /// `hhc`, copies it into the log. False if no free block is available.
-    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32) -> bool {
+    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
         let lba = (self.requests.get(key).unwrap().lba + i as u64) as u32;
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
-        let dirty = self.write_mode() == WriteMode::Back;
+        let dirty = back;
         let previous = self.cache.lookup(lba);
         let previous_dirty = previous.is_some_and(|p| self.cache.has(p, flag::DIRTY));
         let Some(block) = self.cache.map_new_block(lba, dirty) else { return false };
@@ -404,7 +407,8 @@ impl Engine {
                 self.try_start_write_through(waiting.request)
             } else if waiting.write {
                 // Writes keep their order: stop at the first one that cannot start.
-                let started = self.try_start_block_write(waiting.request, waiting.block_in_request, None, waiting.epoch);
+                let started =
+                    self.try_start_block_write(waiting.request, waiting.block_in_request, None, waiting.epoch, waiting.back);
                 if !started {
                     self.waiting.push_front(waiting);
                     self.requeue_reads_behind(remaining);

@@ -142,6 +142,7 @@ impl Engine {
     }
 
     fn startup_finished(&mut self) {
+        let warm = self.startup.as_ref().is_some_and(|s| matches!(s.phase, Phase::CleanTailFlush | Phase::ReadPages { .. }));
         self.startup = None;
         self.state = EngineState::Ready;
         if self.config.policy == crate::config::Policy::WriteBackOrdered {
@@ -152,6 +153,26 @@ impl Engine {
             let block = self.cache.superseded_blocks()[i];
             self.commit.mark_block(block);
         }
+        if warm {
+            self.start_restart_flush();
+        }
+    }
+
+    /// A warm restart serves the state it found; that state is made as
+    /// durable as a flush makes it (for `hhc`: every dirty block logged
+    /// again) before the engine reports `Ready`, so that what a reader sees
+    /// after the restart survives a later loss of the cache device too.
+    fn start_restart_flush(&mut self) {
+        let key = self.requests.insert(super::requests::RequestState {
+            id: super::RESTART_FLUSH_ID,
+            lba: 0,
+            blocks_count: 0,
+            pending: 1,
+            error: None,
+        });
+        self.restart_flush = true;
+        self.start_flush(key);
+        self.sub_done(key, 1, None);
     }
 
     // ---- format ----
@@ -279,10 +300,10 @@ impl Engine {
             self.commit.page_seq[page as usize] = seq;
             let first_block = page * META_ENTRIES_PER_PAGE as u32;
             for (i, entry) in newest.iter().enumerate() {
-                if entry.lba == LBA_NONE || entry.lba >= self.config.backing_blocks() || entry.epoch > u8::MAX as u32 {
+                if entry.lba == LBA_NONE || entry.lba >= self.config.backing_blocks() {
                     continue;
                 }
-                let durable = DurableEntry { lba: entry.lba as u32, version: entry.epoch as u8, dirty: entry.dirty };
+                let durable = DurableEntry { lba: entry.lba as u32, version: entry.epoch, dirty: entry.dirty };
                 self.cache.restore(first_block + i as u32, durable);
             }
         }

@@ -9,7 +9,7 @@ use super::{Engine, Op};
 use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Largest write-back run: adjacent dirty blocks go to the backing device in
 /// one write (a RAID5 behind it prefers few large writes to many small ones).
@@ -41,6 +41,11 @@ pub(super) struct Writeback {
     /// they turn clean once the durable head has passed the segment of the
     /// dropped entry, or a revoke could be recorded after all. Pinned meanwhile.
     pub revoke_wait: VecDeque<(u32, u64)>,
+    /// LBAs with log entries dropped from the index without a revoke record:
+    /// the sequence of the newest such entry. Until a revoke for the LBA is
+    /// recorded or the durable head passes that sequence, a replay would
+    /// apply the entry, so the LBA may not turn clean without a revoke.
+    pub revoke_debts: HashMap<u32, u64>,
     hand: u32,
     /// LBAs with a write-back in flight: two backing writes of one LBA must
     /// never race (the older could land last).
@@ -66,6 +71,7 @@ impl Writeback {
             run_blocks_max,
             awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
             revoke_wait: VecDeque::with_capacity(64),
+            revoke_debts: HashMap::with_capacity(64),
             hand: 0,
             lbas_in_flight: HashSet::with_capacity(parallelism as usize * 2),
             backing: BackingFlusher::default(),
@@ -305,15 +311,21 @@ impl Engine {
         self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
             // Stays pinned while it waits, so it is not written back again.
+            let lba = self.cache.lba(block);
             let loc = self.cache.log_loc(block);
-            let sequence = self.log.loc_sequence(loc);
-            if let (Some(slot), Some(buffer)) = (self.log.open_slot_of(loc), self.log.open_buffer) {
-                let region = self.log.buffers[buffer].region;
-                self.log.drop_in_open(self.regions.all[region as usize].as_mut_slice(), slot);
+            if loc != LOC_NONE {
+                let sequence = self.log.loc_sequence(loc);
+                if let (Some(slot), Some(buffer)) = (self.log.open_slot_of(loc), self.log.open_buffer) {
+                    let region = self.log.buffers[buffer].region;
+                    self.log.drop_in_open(self.regions.all[region as usize].as_mut_slice(), slot);
+                }
+                self.log.kill(loc, None);
+                self.cache.set_log_loc(block, LOC_NONE);
+                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
+                *debt = (*debt).max(sequence);
             }
-            self.log.kill(loc, None);
-            self.cache.set_log_loc(block, LOC_NONE);
             self.cache.set_logged(block, false);
+            let sequence = self.writeback.revoke_debts.get(&lba).copied().unwrap_or(0);
             self.writeback.revoke_wait.push_back((block, sequence));
         } else {
             self.cache.unpin(block);
@@ -326,12 +338,24 @@ impl Engine {
     /// Marks a written-back block clean, revoking its log entries first.
     /// False if the revoke cannot be recorded now (no log buffer).
     fn clean_block(&mut self, block: u32) -> bool {
-        if self.log_active() && self.cache.log_loc(block) != LOC_NONE && !self.revoke(block) {
+        if self.log_active() && self.needs_revoke(block) && !self.revoke(block) {
             return false;
         }
         self.cache.mark_clean(block);
         self.commit.mark_block(block);
         true
+    }
+
+    /// Whether turning `block` clean needs a revoke record: it has a live log
+    /// entry, or older entries of its LBA that no revoke covers may still be
+    /// replayed.
+    fn needs_revoke(&mut self, block: u32) -> bool {
+        let lba = self.cache.lba(block);
+        let durable_head = self.log.durable_head_sequence;
+        if self.writeback.revoke_debts.get(&lba).is_some_and(|&sequence| sequence < durable_head) {
+            self.writeback.revoke_debts.remove(&lba);
+        }
+        self.cache.log_loc(block) != LOC_NONE || self.writeback.revoke_debts.contains_key(&lba)
     }
 
     /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
@@ -351,6 +375,12 @@ impl Engine {
             let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
             let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
             let passed = self.log.durable_head_sequence > sequence;
+            if passed {
+                let lba = self.cache.lba(block);
+                if self.writeback.revoke_debts.get(&lba).is_some_and(|&debt| debt <= sequence) {
+                    self.writeback.revoke_debts.remove(&lba);
+                }
+            }
             // Its entry is out of the index: only a revoke record or the head
             // passing it keeps a replay from using it.
             if current && !passed && !(self.log_active() && self.revoke(block)) {

@@ -16,6 +16,8 @@ use std::fmt;
 
 /// Blocks being copied at once; bounds the staging memory.
 pub const REPLAY_PARALLELISM: usize = 16;
+/// Tries per backing write or flush before a replay gives up.
+pub const BACKING_ATTEMPTS: u32 = 8;
 
 const REGION_STAGING: u32 = 0;
 const REGION_SUPERBLOCKS: u32 = 1;
@@ -94,6 +96,8 @@ pub struct ReplayReport {
     pub segments_after_barrier: u64,
     /// Log reads retried on another mirror.
     pub read_retries: u64,
+    /// Backing writes and flushes tried again after a transient error.
+    pub write_retries: u64,
     pub new_head_segment: u32,
     pub new_head_sequence: u64,
     pub new_write_seq: u64,
@@ -140,7 +144,7 @@ impl std::error::Error for ReplayError {}
 #[derive(Clone, Copy, Debug)]
 enum Pending {
     LogRead { staging_slot: usize, block: usize, attempt: usize },
-    BackingWrite { staging_slot: usize, block: usize },
+    BackingWrite { staging_slot: usize, block: usize, attempt: u32 },
     Flush,
     SuperblockWrite,
 }
@@ -169,6 +173,7 @@ pub struct Replay {
     in_flight: HashMap<IoId, Pending>,
     next_io_id: IoId,
     phase: Phase,
+    flush_attempts: u32,
     failure: Option<ReplayError>,
     result: Option<Result<ReplayReport, ReplayError>>,
 }
@@ -201,6 +206,7 @@ impl Replay {
             in_flight: HashMap::new(),
             next_io_id: 0,
             phase: Phase::Copying,
+            flush_attempts: 0,
             failure: None,
             result: None,
         };
@@ -271,11 +277,11 @@ impl Replay {
         true
     }
 
-    fn queue_backing_write(&mut self, staging_slot: usize, block: usize) {
+    fn queue_backing_write(&mut self, staging_slot: usize, block: usize, attempt: u32) {
         let block_size = self.layout.segment.block_size as u64;
         let offset_bytes = self.plan.blocks[block].lba * block_size;
         let buffer = self.staging_buffer(staging_slot);
-        let pending = Pending::BackingWrite { staging_slot, block };
+        let pending = Pending::BackingWrite { staging_slot, block, attempt };
         self.queue(DeviceRole::Backing, IoKind::Write, offset_bytes, block_size, buffer, pending);
     }
 
@@ -287,7 +293,7 @@ impl Replay {
 
     fn handle_log_read(&mut self, staging_slot: usize, block: usize, attempt: usize, status: IoStatus) {
         if status == IoStatus::Ok {
-            return self.queue_backing_write(staging_slot, block);
+            return self.queue_backing_write(staging_slot, block, 0);
         }
         if self.queue_log_read(staging_slot, block, attempt + 1) {
             self.report.read_retries += 1;
@@ -297,7 +303,13 @@ impl Replay {
         self.fail(ReplayError::LogUnreadable { lba: self.plan.blocks[block].lba });
     }
 
-    fn handle_backing_write(&mut self, staging_slot: usize, block: usize, status: IoStatus) {
+    /// A transient backing error is retried a few times (the data is still
+    /// in the staging slot); a persistent one fails the replay.
+    fn handle_backing_write(&mut self, staging_slot: usize, block: usize, attempt: u32, status: IoStatus) {
+        if status == IoStatus::Error && attempt + 1 < BACKING_ATTEMPTS && self.failure.is_none() {
+            self.report.write_retries += 1;
+            return self.queue_backing_write(staging_slot, block, attempt + 1);
+        }
         self.free_staging_slots.push(staging_slot);
         if status == IoStatus::Ok {
             self.report.blocks_replayed += 1;
@@ -396,6 +408,7 @@ fn initial_report(layout: &LogLayout, scanned: &ScannedLog, plan: &ReplayPlan) -
         last_sequence: plan.last_sequence,
         segments_after_barrier: scanned.segments.len() as u64 - plan.segments_replayed,
         read_retries: 0,
+        write_retries: 0,
         new_head_segment,
         new_head_sequence,
         new_write_seq: superblock.write_seq + 1,
@@ -416,7 +429,14 @@ impl IoMachine for Replay {
             Pending::LogRead { staging_slot, block, attempt } => {
                 self.handle_log_read(staging_slot, block, attempt, status)
             }
-            Pending::BackingWrite { staging_slot, block } => self.handle_backing_write(staging_slot, block, status),
+            Pending::BackingWrite { staging_slot, block, attempt } => {
+                self.handle_backing_write(staging_slot, block, attempt, status)
+            }
+            Pending::Flush if status == IoStatus::Error && self.flush_attempts + 1 < BACKING_ATTEMPTS => {
+                self.flush_attempts += 1;
+                self.report.write_retries += 1;
+                self.queue(DeviceRole::Backing, IoKind::Flush, 0, 0, IoBuffer::None, Pending::Flush);
+            }
             Pending::Flush if status != IoStatus::Ok => self.fail(ReplayError::BackingFlush),
             Pending::Flush => {}
             Pending::SuperblockWrite if status == IoStatus::Ok => self.report.mirrors_reinitialised += 1,
