@@ -80,6 +80,8 @@ struct Block {
     version: u32,
     /// Reads in flight from the block (requests, write-back, log copies).
     pins: u8,
+    /// A write-through copy whose backing write has not completed yet.
+    through_pending: bool,
 }
 
 impl lba_map::LbaOf for [Block] {
@@ -108,7 +110,15 @@ pub struct CacheIndex {
 impl CacheIndex {
     pub fn new(blocks_count: u32) -> Self {
         let n = blocks_count as usize;
-        let free = Block { lba: LBA_NONE, log_loc: LOC_NONE, state: BlockState::Free, flags: 0, version: 0, pins: 0 };
+        let free = Block {
+            lba: LBA_NONE,
+            log_loc: LOC_NONE,
+            state: BlockState::Free,
+            flags: 0,
+            version: 0,
+            pins: 0,
+            through_pending: false,
+        };
         let mut index = CacheIndex {
             blocks: vec![free; n].into_boxed_slice(),
             map: LbaMap::new(blocks_count),
@@ -225,6 +235,7 @@ impl CacheIndex {
         let b = block as usize;
         self.blocks[b].state = BlockState::Free;
         self.blocks[b].flags = 0;
+        self.blocks[b].through_pending = false;
         self.blocks[b].lba = LBA_NONE;
         self.blocks[b].log_loc = self.free_head;
         self.free_head = block;
@@ -388,6 +399,16 @@ impl CacheIndex {
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
         self.superseded_valid.contains_key(&lba)
+    }
+
+    /// Write-through: the block stays dirty until its backing write completes,
+    /// so a crash in between never leaves a clean copy the backing lacks.
+    pub fn set_through_pending(&mut self, block: u32, pending: bool) {
+        self.blocks[block as usize].through_pending = pending;
+    }
+
+    pub fn through_pending(&self, block: u32) -> bool {
+        self.blocks[block as usize].through_pending
     }
 
     pub fn mark_clean(&mut self, block: u32) {

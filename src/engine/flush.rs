@@ -66,10 +66,9 @@ impl Engine {
         };
         match self.config.policy {
             Policy::Passthrough => flush.backing_flush_wanted = true,
-            Policy::WriteThrough => {
-                flush.backing_flush_wanted = true;
-                flush.commit_target = Some(self.commit.request());
-            }
+            // Dirty blocks in write-through are copies whose backing write is
+            // in flight, or blocks found dirty after a crash: all written back.
+            Policy::WriteThrough => self.flush_by_writeback(&mut flush),
             Policy::WriteBack | Policy::WriteBackOrdered => flush.commit_target = Some(self.commit.request()),
             Policy::WriteBackFlush => self.flush_by_writeback(&mut flush),
             Policy::Hhc if self.mutation() == Mutation::FlushSkipsLog => flush.commit_target = Some(self.commit.request()),
@@ -178,7 +177,7 @@ impl Engine {
         let backing_done = !flush.backing_flush_wanted
             || flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.completed >= t);
         let finished = commit_done && backing_done && flush.log == LogStage::None && flush.writebacks_remaining == 0;
-        if finished && flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.failed >= t) {
+        if finished && flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.failed_for(t)) {
             self.flushes[i].error = Some(RequestError::Io);
         }
         finished
@@ -212,6 +211,12 @@ impl Engine {
 }
 
 impl BackingFlusher {
+    /// Whether the generation `ticket` waited for failed. Ticket 0 (no
+    /// FLUSH needed) never fails.
+    pub fn failed_for(&self, ticket: u64) -> bool {
+        ticket > 0 && self.failed >= ticket
+    }
+
     /// Registers a waiter; returns the generation it needs. Without FLUSH
     /// support a completed write is durable, so no generation is needed.
     pub fn request(&mut self, has_flush: bool) -> u64 {

@@ -421,9 +421,7 @@ impl Engine {
                 Some((request, 1))
             }
             Op::WriteBacking { request, .. } => Some((request, 1)),
-            Op::ReadBacking { request, blocks_count, .. } => {
-                Some((request, if self.config.policy.uses_cache() { blocks_count } else { 1 }))
-            }
+            Op::ReadBacking { request, blocks_count, .. } => Some((request, blocks_count)),
             _ => None,
         };
         if let Some((request, count)) = share {

@@ -108,7 +108,8 @@ impl Engine {
             (r.lba, r.blocks_count)
         };
         if !self.config.policy.uses_cache() {
-            self.requests.get_mut(key).unwrap().pending += 1;
+            // One backing read; like every backing read it stands for its blocks.
+            self.requests.get_mut(key).unwrap().pending += count;
             self.submit_backing_read(key, lba, count, 0);
             return;
         }
@@ -210,7 +211,10 @@ impl Engine {
 
     pub(super) fn read_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, first: u32, status: IoStatus) {
         if !self.config.policy.uses_cache() {
-            self.sub_done(key, 1, (status != IoStatus::Ok).then_some(RequestError::Io));
+            for n in 0..blocks_count {
+                self.note_miss_finished((lba + n as u64) as u32);
+            }
+            self.sub_done(key, blocks_count, (status != IoStatus::Ok).then_some(RequestError::Io));
             return;
         }
         let fills_allowed = status == IoStatus::Ok && self.write_mode() != WriteMode::Passthrough;
@@ -312,17 +316,20 @@ impl Engine {
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
-        let dirty = back;
+        // A write-through copy is dirty too until its backing write completes.
+        let dirty = true;
         let previous = self.cache.lookup(lba);
         let previous_dirty = previous.is_some_and(|p| self.cache.has(p, flag::DIRTY));
         let Some(block) = self.cache.map_new_block(lba, dirty) else { return false };
-        if dirty {
+        if back {
             self.ordered_written(block, previous, previous_dirty, epoch);
+        } else {
+            self.cache.set_through_pending(block, true);
         }
         if let Some(entry) = self.misses.get_mut(&lba) {
             entry.1 = true; // an in-flight miss read may return older data
         }
-        if dirty && self.log_active() {
+        if back && self.log_active() {
             let offset = i as u64 * self.config.block_size as u64;
             self.log_copy(block, lba, data.map(|d| (d, offset)));
         } else {
@@ -341,6 +348,7 @@ impl Engine {
                 self.cache.clear(block, flag::BUSY);
                 if !self.cache.free_if_dropped(block) {
                     self.commit.mark_block(block);
+                    self.through_copy_settled(block);
                 }
                 if let Some(old) = previous {
                     self.cache.release_predecessor(old);
@@ -365,9 +373,31 @@ impl Engine {
         }
     }
 
+    /// A write-through copy turns clean once both its cache and its backing
+    /// writes have completed.
+    fn through_copy_settled(&mut self, block: u32) {
+        let lba = self.cache.lba(block);
+        let settled = self.cache.state(block) == BlockState::Mapped
+            && self.cache.through_pending(block)
+            && !self.cache.has(block, flag::BUSY)
+            && !self.writeback.lbas_in_flight.contains(&lba);
+        if settled {
+            self.cache.set_through_pending(block, false);
+            self.cache.mark_clean(block);
+            self.commit.mark_block(block);
+        }
+    }
+
     pub(super) fn write_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, status: IoStatus) {
         for l in lba..lba + blocks_count as u64 {
             self.writeback.lbas_in_flight.remove(&(l as u32));
+        }
+        if status == IoStatus::Ok {
+            for l in lba..lba + blocks_count as u64 {
+                if let Some(block) = self.cache.lookup(l as u32) {
+                    self.through_copy_settled(block);
+                }
+            }
         }
         let error = match status {
             IoStatus::Ok => None,

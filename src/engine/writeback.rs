@@ -102,8 +102,12 @@ impl Engine {
         if !self.writeback.queue.is_empty() || self.policy_target.is_some() {
             return full;
         }
-        if !self.config.policy.is_write_back() || self.cache.dirty_count() == 0 {
+        if self.cache.dirty_count() == 0 {
             return 0;
+        }
+        if !self.config.policy.is_write_back() {
+            // Left over from a crash (write-through copies in flight then).
+            return full;
         }
         let threshold = self.cache.blocks_count() as u64 * self.config.dirty_threshold_percent as u64 / 100;
         let over = self.cache.dirty_count() as u64 > threshold;
@@ -291,7 +295,7 @@ impl Engine {
                 break;
             }
             self.writeback.awaiting_flush.pop_front();
-            if self.writeback.backing.failed >= ticket {
+            if self.writeback.backing.failed_for(ticket) {
                 self.stats.writeback_errors += 1;
                 self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
                 self.cache.unpin(block);
