@@ -57,6 +57,16 @@ pub mod flag {
     pub const DURABLE_DIRTY: u8 = 1 << 7;
 }
 
+/// Where a write-through copy stands with its backing write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Through {
+    None,
+    /// In flight: the copy is dirty until it completes.
+    Pending,
+    /// Failed: the copy is dropped once its own cache write completes.
+    Failed,
+}
+
 /// What a commit should write for one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DurableEntry {
@@ -81,7 +91,7 @@ struct Block {
     /// Reads in flight from the block (requests, write-back, log copies).
     pins: u8,
     /// A write-through copy whose backing write has not completed yet.
-    through_pending: bool,
+    through: Through,
 }
 
 impl lba_map::LbaOf for [Block] {
@@ -117,7 +127,7 @@ impl CacheIndex {
             flags: 0,
             version: 0,
             pins: 0,
-            through_pending: false,
+            through: Through::None,
         };
         let mut index = CacheIndex {
             blocks: vec![free; n].into_boxed_slice(),
@@ -235,7 +245,7 @@ impl CacheIndex {
         let b = block as usize;
         self.blocks[b].state = BlockState::Free;
         self.blocks[b].flags = 0;
-        self.blocks[b].through_pending = false;
+        self.blocks[b].through = Through::None;
         self.blocks[b].lba = LBA_NONE;
         self.blocks[b].log_loc = self.free_head;
         self.free_head = block;
@@ -403,12 +413,32 @@ impl CacheIndex {
 
     /// Write-through: the block stays dirty until its backing write completes,
     /// so a crash in between never leaves a clean copy the backing lacks.
-    pub fn set_through_pending(&mut self, block: u32, pending: bool) {
-        self.blocks[block as usize].through_pending = pending;
+    pub fn set_through(&mut self, block: u32, through: Through) {
+        self.blocks[block as usize].through = through;
     }
 
-    pub fn through_pending(&self, block: u32) -> bool {
-        self.blocks[block as usize].through_pending
+    pub fn through(&self, block: u32) -> Through {
+        self.blocks[block as usize].through
+    }
+
+    /// Drops the current block of its LBA whatever its state (a write-through
+    /// copy whose backing write failed): the older durable entries of the LBA,
+    /// if any, stay what a restart finds.
+    pub fn discard(&mut self, block: u32) {
+        self.tracked([block, NO_BLOCK], |index| {
+            let lba = index.lba(block);
+            index.set_dirty_flag(block, false);
+            index.blocks[block as usize].flags &= !flag::LOGGED;
+            index.blocks[block as usize].through = Through::None;
+            index.map.remove(lba, &*index.blocks);
+            if index.has(block, flag::COMMITTED | flag::COMMIT_PENDING) {
+                index.blocks[block as usize].state = BlockState::Evicting;
+                index.count_valid_entry(block);
+            } else {
+                index.blocks[block as usize].state = BlockState::Dropped;
+                index.free_if_dropped(block);
+            }
+        })
     }
 
     pub fn mark_clean(&mut self, block: u32) {

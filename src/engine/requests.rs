@@ -2,7 +2,7 @@
 //! write-through and passthrough, and requests waiting for a block.
 
 use super::{Engine, EngineState, Op};
-use crate::cache::{flag, BlockState};
+use crate::cache::{flag, BlockState, Through};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Request, RequestData, RequestError, RequestId, RequestKind};
 
@@ -246,6 +246,10 @@ impl Engine {
                 self.cache.clear(block, flag::BUSY);
                 if !self.cache.free_if_dropped(block) {
                     self.commit.mark_block(block);
+                    if !self.config.policy.uses_cache() && self.cache.state(block) == BlockState::Mapped {
+                        // Switched to passthrough meanwhile: no copy may stay.
+                        self.cache.discard(block);
+                    }
                 }
             }
             IoStatus::Error => self.cache.unmap_failed_block(block, None),
@@ -324,7 +328,7 @@ impl Engine {
         if back {
             self.ordered_written(block, previous, previous_dirty, epoch);
         } else {
-            self.cache.set_through_pending(block, true);
+            self.cache.set_through(block, Through::Pending);
         }
         if let Some(entry) = self.misses.get_mut(&lba) {
             entry.1 = true; // an in-flight miss read may return older data
@@ -377,14 +381,29 @@ impl Engine {
     /// writes have completed.
     fn through_copy_settled(&mut self, block: u32) {
         let lba = self.cache.lba(block);
-        let settled = self.cache.state(block) == BlockState::Mapped
-            && self.cache.through_pending(block)
+        let idle = self.cache.state(block) == BlockState::Mapped
             && !self.cache.has(block, flag::BUSY)
             && !self.writeback.lbas_in_flight.contains(&lba);
-        if settled {
-            self.cache.set_through_pending(block, false);
-            self.cache.mark_clean(block);
-            self.commit.mark_block(block);
+        if !idle {
+            return;
+        }
+        match self.cache.through(block) {
+            Through::None => {}
+            Through::Pending if !self.config.policy.uses_cache() => {
+                // Switched to passthrough meanwhile: no copy may stay.
+                self.cache.discard(block);
+                self.commit.mark_block(block);
+            }
+            Through::Pending => {
+                self.cache.set_through(block, Through::None);
+                self.cache.mark_clean(block);
+                self.commit.mark_block(block);
+            }
+            // The write failed: its data must not reach the backing device later.
+            Through::Failed => {
+                self.cache.discard(block);
+                self.commit.mark_block(block);
+            }
         }
     }
 
@@ -392,28 +411,15 @@ impl Engine {
         for l in lba..lba + blocks_count as u64 {
             self.writeback.lbas_in_flight.remove(&(l as u32));
         }
-        if status == IoStatus::Ok {
-            for l in lba..lba + blocks_count as u64 {
-                if let Some(block) = self.cache.lookup(l as u32) {
-                    self.through_copy_settled(block);
+        for l in lba..lba + blocks_count as u64 {
+            if let Some(block) = self.cache.lookup(l as u32) {
+                if status != IoStatus::Ok && self.cache.through(block) == Through::Pending {
+                    self.cache.set_through(block, Through::Failed);
                 }
+                self.through_copy_settled(block);
             }
         }
-        let error = match status {
-            IoStatus::Ok => None,
-            _ => {
-                // The cache may now hold data the backing device lacks; drop
-                // the clean copies so later reads see what the backing has.
-                let (lba, count) = {
-                    let r = self.requests.get(key).unwrap();
-                    (r.lba, r.blocks_count)
-                };
-                for i in 0..count {
-                    self.cache.invalidate_clean((lba + i as u64) as u32);
-                }
-                Some(RequestError::Io)
-            }
-        };
+        let error = (status != IoStatus::Ok).then_some(RequestError::Io);
         self.sub_done(key, 1, error);
     }
 

@@ -154,7 +154,25 @@ impl Engine {
             self.commit.mark_block(block);
         }
         if warm {
+            self.drop_copies_after_crash();
             self.start_restart_flush();
+        }
+    }
+
+    /// Write-through (and passthrough) send writes to the backing device
+    /// directly, which holds every acknowledged write: a write in flight at
+    /// the crash may have landed there but not in the cache (an older clean
+    /// copy), or in the cache but not there (a dirty copy, possibly older
+    /// than what the backing device has). No copy is trusted after a crash.
+    fn drop_copies_after_crash(&mut self) {
+        if self.config.policy.is_write_back() {
+            return;
+        }
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) == BlockState::Mapped {
+                self.cache.discard(block);
+                self.commit.mark_block(block);
+            }
         }
     }
 
