@@ -30,13 +30,13 @@ pub struct Args {
     #[arg(long, default_value = "out/simulate")]
     out_dir: PathBuf,
     /// Measured virtual seconds per point.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 3.0)]
     duration_s: f64,
     /// Virtual seconds of workload before measuring.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 1.0)]
     settle_s: f64,
     /// Shrinks cache sizes and working sets together (1 = the paper's sizes).
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.01)]
     scale: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
