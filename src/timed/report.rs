@@ -253,7 +253,8 @@ pub fn svg_lines(title: &str, x_label: &str, y_label: &str, xs: &[f64], series: 
         frame.top + plot_height + 36.0,
         escape(x_label)
     );
-    for (s, (name, values)) in series.iter().enumerate() {
+    // Drawn last to first, so an earlier series (WB) stays on top of an equal later one.
+    for (s, (name, values)) in series.iter().enumerate().rev() {
         let points: Vec<String> = values.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x_of(i), frame.y(*v))).collect();
         let _ = writeln!(
             svg,
