@@ -30,13 +30,13 @@ pub struct Args {
     #[arg(long, default_value = "out/simulate")]
     out_dir: PathBuf,
     /// Measured virtual seconds per point.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 3.0)]
     duration_s: f64,
     /// Virtual seconds of workload before measuring.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 1.0)]
     settle_s: f64,
     /// Shrinks cache sizes and working sets together (1 = the paper's sizes).
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.01)]
     scale: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -49,6 +49,10 @@ pub struct Args {
     /// Comma-separated policies (passthrough, wt, wb, wb-flush, wb-ordered, hhc).
     #[arg(long)]
     policies: Option<String>,
+    /// Also print each point's engine counters (over the measured window),
+    /// write-back run size and backing-disk utilisation.
+    #[arg(long)]
+    verbose: bool,
 }
 
 fn settings(args: &Args) -> Result<Settings, String> {
@@ -142,10 +146,27 @@ pub fn run(args: Args) -> CliResult {
         let points = points(experiment, &args, &settings)?;
         let progress = |r: &PointResult| {
             let status = match &r.figures {
+                Ok(f) if args.verbose => format!(
+                    "{:.0} IOPS, dirty {:.0} %, write-back {:.1} MB/s in runs of {:.0} KiB, backing disks {:.0} % busy\n    {}",
+                    f.iops(),
+                    100.0 * f.dirty_fraction(),
+                    f.writeback_mb_s(),
+                    f.writeback_run_kib(),
+                    100.0 * f.backing_disk_busy_fraction,
+                    f.target_counters.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ")
+                ),
                 Ok(f) => format!("{:.0} IOPS", f.iops()),
                 Err(e) => format!("FAILED: {e}"),
             };
-            eprintln!("[{:>6.1} s] {} {} {} GB {} threads: {status}", started.elapsed().as_secs_f64(), r.point.experiment, r.point.workload.name(), r.point.cache_gb, r.point.threads);
+            eprintln!(
+                "[{:>6.1} s] {} {} {} GB {} threads {}: {status}",
+                started.elapsed().as_secs_f64(),
+                r.point.experiment,
+                r.point.workload.name(),
+                r.point.cache_gb,
+                r.point.threads,
+                r.point.policy
+            );
         };
         let results = experiments::run_points(&EngineFactory, &points, &settings, &progress);
         let (text, svg) = render(experiment, &results, &settings);

@@ -35,6 +35,27 @@ impl SimTarget for Engine {
         let stats = self.stats();
         (stats.dirty_blocks, stats.cache_blocks)
     }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats();
+        vec![
+            ("reads", s.reads),
+            ("writes", s.writes),
+            ("flushes", s.flushes),
+            ("read_misses", s.read_misses),
+            ("evictions", s.evictions),
+            ("writebacks", s.writebacks),
+            ("revokes", s.revokes),
+            ("log_blocks_copied", s.log_blocks_copied),
+            ("log_blocks_from_cache", s.log_blocks_from_cache),
+            ("log_segments_written", s.log_segments_written),
+            ("log_reclaim_reads", s.log_reclaim_reads),
+            ("flush_fallbacks", s.flush_fallbacks),
+            ("commits", s.commits),
+            ("meta_pages_written", s.meta_pages_written),
+            ("unlogged_dirty_blocks_now", s.unlogged_dirty_blocks),
+            ("free_blocks_now", s.free_blocks),
+        ]
+    }
 }
 
 /// Formats a fresh engine for every point (no state carries over).

@@ -161,8 +161,14 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
     let cache_bytes = (point.cache_gb * settings.scale * GB as f64) as u64;
     // Room for the file set plus the journal and log areas, in whole MiB.
     let backing_bytes = (address_space_blocks * 4096).div_ceil(1 << 20) * (1 << 20) + (64 << 20);
+    let engine = &settings.profile.engine;
     Config {
         policy: point.policy,
+        dirty_threshold_percent: engine.dirty_threshold_percent as u8,
+        writeback_parallelism: engine.writeback_parallelism as u32,
+        idle_after_ns: (engine.idle_after_ms * 1e6) as Nanos,
+        segment_bytes: (engine.segment_kib * 1024.0) as u32,
+        log_buffers_count: engine.log_buffers_count as u32,
         cache_device_bytes: cache_bytes,
         // The log wraps; 16 GB holds many times the dirty threshold's worth.
         log_device_bytes: 16 * GB,

@@ -48,11 +48,23 @@ pub struct BackingParams {
     pub disk: HddParams,
 }
 
+/// The engine parameters the simulator chooses (Config fields); every
+/// point of a run uses them. Defaults and reasons: docs/simulate.md.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineParams {
+    pub dirty_threshold_percent: f64,
+    pub writeback_parallelism: f64,
+    pub idle_after_ms: f64,
+    pub segment_kib: f64,
+    pub log_buffers_count: f64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
     pub ssd: SsdParams,
     pub log_hdd: HddParams,
     pub backing: BackingParams,
+    pub engine: EngineParams,
 }
 
 fn sata_7200rpm_1tb() -> HddParams {
@@ -86,6 +98,13 @@ impl Default for Profile {
                 request_latency_us: 200.0,
                 flush_us: 500.0,
                 disk: sata_7200rpm_1tb(),
+            },
+            engine: EngineParams {
+                dirty_threshold_percent: 30.0,
+                writeback_parallelism: 32.0,
+                idle_after_ms: 50.0,
+                segment_kib: 1024.0,
+                log_buffers_count: 4.0,
             },
         }
     }
@@ -125,6 +144,14 @@ impl Profile {
             ("backing.flush_us".to_string(), &mut backing.flush_us),
         ]);
         entries.extend(hdd_entries("backing.disk", &mut backing.disk));
+        let engine = &mut self.engine;
+        entries.extend([
+            ("engine.dirty_threshold_percent".to_string(), &mut engine.dirty_threshold_percent),
+            ("engine.writeback_parallelism".to_string(), &mut engine.writeback_parallelism),
+            ("engine.idle_after_ms".to_string(), &mut engine.idle_after_ms),
+            ("engine.segment_kib".to_string(), &mut engine.segment_kib),
+            ("engine.log_buffers_count".to_string(), &mut engine.log_buffers_count),
+        ]);
         entries
     }
 
@@ -183,6 +210,16 @@ impl Profile {
         let chunk_bytes = self.backing.chunk_kib * 1024.0;
         if chunk_bytes % 4096.0 != 0.0 {
             return Err("backing.chunk_kib must be a multiple of 4".into());
+        }
+        let e = &self.engine;
+        let whole = [
+            ("engine.dirty_threshold_percent", e.dirty_threshold_percent, 1.0, 100.0),
+            ("engine.writeback_parallelism", e.writeback_parallelism, 1.0, 4096.0),
+            ("engine.segment_kib", e.segment_kib, 64.0, 65536.0),
+            ("engine.log_buffers_count", e.log_buffers_count, 2.0, 1024.0),
+        ];
+        if let Some((name, value, low, high)) = whole.iter().find(|(_, v, low, high)| v.fract() != 0.0 || v < low || v > high) {
+            return Err(format!("{name} = {value} must be a whole number in {low}..={high}"));
         }
         Ok(())
     }

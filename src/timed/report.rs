@@ -206,14 +206,18 @@ pub fn svg_bar_panels(title: &str, y_label: &str, series_names: &[String], panel
             escape(panel_name)
         );
     }
-    legend(&mut svg, 70.0, panel_height + 95.0, series_names);
+    legend(&mut svg, 70.0, width - 20.0, panel_height + 95.0, series_names);
     svg.push_str("</svg>\n");
     svg
 }
 
-fn legend(svg: &mut String, left: f64, top: f64, names: &[String]) {
+/// Legend entries in rows that fit between `left` and `right`.
+fn legend(svg: &mut String, left: f64, right: f64, top: f64, names: &[String]) {
+    const ENTRY_WIDTH: f64 = 110.0;
+    let per_row = (((right - left) / ENTRY_WIDTH).floor() as usize).max(1);
     for (i, name) in names.iter().enumerate() {
-        let x = left + i as f64 * 120.0;
+        let x = left + (i % per_row) as f64 * ENTRY_WIDTH;
+        let top = top + (i / per_row) as f64 * 18.0;
         let _ = writeln!(
             svg,
             r#"<rect x="{x:.1}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="12">{}</text>"#,
@@ -229,7 +233,7 @@ fn legend(svg: &mut String, left: f64, top: f64, names: &[String]) {
 /// Lines over a shared x axis (e.g. threads or cache size), one per series.
 pub fn svg_lines(title: &str, x_label: &str, y_label: &str, xs: &[f64], series: &[(String, Vec<f64>)]) -> String {
     let (plot_width, plot_height) = (560.0, 300.0);
-    let mut svg = svg_open(plot_width + 120.0, plot_height + 140.0, title);
+    let mut svg = svg_open(plot_width + 120.0, plot_height + 160.0, title);
     let data_max = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0, f64::max);
     let frame = y_axis(&mut svg, 80.0, 40.0, plot_width, plot_height, data_max, y_label);
     let x_of = |i: usize| frame.left + plot_width * (i as f64 + 0.5) / xs.len().max(1) as f64;
@@ -249,13 +253,16 @@ pub fn svg_lines(title: &str, x_label: &str, y_label: &str, xs: &[f64], series: 
         frame.top + plot_height + 36.0,
         escape(x_label)
     );
-    for (s, (name, values)) in series.iter().enumerate() {
+    // Drawn last to first, so an earlier series (WB) stays on top of an equal later one.
+    for (s, (name, values)) in series.iter().enumerate().rev() {
         let points: Vec<String> = values.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x_of(i), frame.y(*v))).collect();
         let _ = writeln!(
             svg,
-            r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"><title>{}</title></polyline>"#,
+            r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}"><title>{}</title></polyline>"#,
             points.join(" "),
             color(s),
+            // Equal series (WB and WB-Ordered often are) stay visible.
+            ["none", "7,4", "2,3", "10,3,2,3"][s % 4],
             escape(name)
         );
         for point in &points {
@@ -264,7 +271,7 @@ pub fn svg_lines(title: &str, x_label: &str, y_label: &str, xs: &[f64], series: 
         }
     }
     let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
-    legend(&mut svg, 80.0, plot_height + 100.0, &names);
+    legend(&mut svg, 80.0, plot_width + 100.0, plot_height + 100.0, &names);
     svg.push_str("</svg>\n");
     svg
 }

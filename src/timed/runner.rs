@@ -31,6 +31,12 @@ pub trait SimTarget {
     fn is_ready(&self) -> bool;
     /// Dirty cache blocks and all cache blocks, for the dirty fraction.
     fn dirty_and_total_blocks(&self) -> (u64, u64);
+    /// Running counters of the target (name, value), reported as their
+    /// change over the measured window to explain the figures; names ending
+    /// in `_now` are gauges, reported as their value at the end.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// The write data: the simulator does not check contents, so every write
@@ -123,6 +129,12 @@ pub struct RunFigures {
     pub dirty_samples_count: u64,
     pub journal_commits_count: u64,
     pub prefill_s: f64,
+    /// Backing writes of write-back (each one run of adjacent dirty blocks).
+    pub writeback_writes_count: u64,
+    /// Share of the measured time the backing array's member disks were busy.
+    pub backing_disk_busy_fraction: f64,
+    /// The target's counters, changed over the measured window.
+    pub target_counters: Vec<(&'static str, u64)>,
 }
 
 impl RunFigures {
@@ -136,6 +148,15 @@ impl RunFigures {
 
     pub fn writeback_mb_s(&self) -> f64 {
         self.writeback_bytes as f64 / 1e6 / self.measured_s
+    }
+
+    /// Mean size of one write-back (a run of adjacent dirty blocks).
+    pub fn writeback_run_kib(&self) -> f64 {
+        self.writeback_bytes as f64 / 1024.0 / self.writeback_writes_count.max(1) as f64
+    }
+
+    pub fn counter(&self, name: &str) -> u64 {
+        self.target_counters.iter().find(|(n, _)| *n == name).map(|c| c.1).unwrap_or(0)
     }
 
     pub fn dirty_fraction(&self) -> f64 {
@@ -248,10 +269,22 @@ impl<T: SimTarget> Simulation<T> {
         self.figures = RunFigures::default();
         self.dirty_sample_interval_ns = spec.dirty_sample_interval_ns.max(1);
         let commits_before = self.journal.commits_count();
+        let counters_before = self.target.counters();
+        let disk_busy_before = self.backing.disk_busy_ns();
         self.events.schedule(self.now, Event::DirtySample);
         let measure_end = self.now + spec.measure_ns;
         self.run_while(|_| true, measure_end)?;
         self.figures.measured_s = spec.measure_ns as f64 / 1e9;
+        self.figures.target_counters = self
+            .target
+            .counters()
+            .into_iter()
+            .zip(counters_before)
+            .map(|((name, after), (_, before))| (name, if name.ends_with("_now") { after } else { after.saturating_sub(before) }))
+            .collect();
+        let disks = self.backing.disks_count().max(1) as f64;
+        self.figures.backing_disk_busy_fraction =
+            (self.backing.disk_busy_ns() - disk_busy_before) as f64 / disks / spec.measure_ns as f64;
         self.figures.prefill_s = prefill_s;
         self.figures.journal_commits_count = self.journal.commits_count() - commits_before;
         self.measuring = false;
@@ -394,7 +427,10 @@ impl<T: SimTarget> Simulation<T> {
         match (io.device, io.buffer) {
             (DeviceRole::Log(_), _) => self.figures.log_bytes += io.len_bytes,
             // Staged in engine memory: a write-back of a dirty block.
-            (DeviceRole::Backing, IoBuffer::Engine { .. }) => self.figures.writeback_bytes += io.len_bytes,
+            (DeviceRole::Backing, IoBuffer::Engine { .. }) => {
+                self.figures.writeback_bytes += io.len_bytes;
+                self.figures.writeback_writes_count += 1;
+            }
             (DeviceRole::Backing, _) => self.figures.backing_request_bytes += io.len_bytes,
             _ => {}
         }

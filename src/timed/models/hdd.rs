@@ -20,6 +20,8 @@ pub struct Hdd {
     /// Byte offset right after the last transferred byte.
     head_offset_bytes: u64,
     commands_count: u64,
+    /// Time spent positioning and transferring, over all commands.
+    busy_ns: Nanos,
 }
 
 impl Hdd {
@@ -33,11 +35,16 @@ impl Hdd {
             busy_until: 0,
             head_offset_bytes: 0,
             commands_count: 0,
+            busy_ns: 0,
         }
     }
 
     pub fn commands_count(&self) -> u64 {
         self.commands_count
+    }
+
+    pub fn busy_ns(&self) -> Nanos {
+        self.busy_ns
     }
 
     fn seek_ns(&self, target_offset_bytes: u64) -> Nanos {
@@ -75,9 +82,11 @@ impl DeviceModel for Hdd {
         if kind == IoKind::Flush {
             // The write cache is off: completed writes are on the platter.
             self.busy_until = start + us(self.params.command_overhead_us);
+            self.busy_ns += self.busy_until - start;
             return self.busy_until;
         }
         let done = self.positioned_at(start, offset_bytes) + transfer_ns(len_bytes, self.params.transfer_mb_s);
+        self.busy_ns += done - start;
         self.busy_until = done;
         self.head_offset_bytes = offset_bytes + len_bytes;
         done

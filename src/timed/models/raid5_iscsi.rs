@@ -47,6 +47,15 @@ impl Raid5Iscsi {
         self.disks.iter().map(Hdd::commands_count).sum()
     }
 
+    pub fn disks_count(&self) -> usize {
+        self.disks.len()
+    }
+
+    /// Busy time summed over the member disks.
+    pub fn disk_busy_ns(&self) -> Nanos {
+        self.disks.iter().map(Hdd::busy_ns).sum()
+    }
+
     fn data_disks(&self) -> u64 {
         self.disks.len() as u64 - 1
     }
