@@ -332,7 +332,8 @@ impl Core {
 
     fn fire_timer(&mut self) {
         let Some(engine) = self.engine.as_mut() else { return };
-        if self.phase != Phase::Running && self.phase != Phase::Stopping {
+        // Starting too: a warm restart finishes with a flush of its own.
+        if !matches!(self.phase, Phase::Starting | Phase::Running | Phase::Stopping) {
             return;
         }
         let now = now_ns();
