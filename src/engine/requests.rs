@@ -172,8 +172,11 @@ impl Engine {
 
     fn note_miss_started(&mut self, lba: u32) {
         self.stats.read_misses += 1;
+        // A backing write of the block in flight may land after this read.
+        let racing = self.writeback.lbas_in_flight.contains(&lba);
         let entry = self.misses.entry(lba).or_insert((0, false));
         entry.0 += 1;
+        entry.1 |= racing;
     }
 
     /// Returns whether the fill of a finished miss may insert the block.
@@ -294,6 +297,11 @@ impl Engine {
             return false;
         }
         self.writeback.lbas_in_flight.extend(lbas.clone());
+        for l in lbas.clone() {
+            if let Some(entry) = self.misses.get_mut(&l) {
+                entry.1 = true; // an in-flight miss read may return older data
+            }
+        }
         let bs = self.config.block_size as u64;
         let buffer = self.request_buffer(key, 0);
         let op = Op::WriteBacking { request: key, lba, blocks_count: count };
