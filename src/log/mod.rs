@@ -413,10 +413,6 @@ impl LogManager {
         })
     }
 
-    pub fn segment_sequence(&self, index: u32) -> u64 {
-        self.segments[index as usize].sequence
-    }
-
     /// Rebuilds the ring after a scan at warm restart: `head` from the
     /// superblock, then the scanned run of (sequence, barrier) from it.
     pub fn restore_ring(&mut self, head: u64, segments: &[(u64, bool)]) {

@@ -22,7 +22,7 @@ pub enum Readiness {
     Failed(String),
 }
 
-/// The sans-IO engine surface of `src/engine/api_draft.rs`.
+/// The sans-IO engine surface (`src/engine/mod.rs`).
 pub trait Target {
     fn readiness(&self) -> Readiness;
     fn handle_request(&mut self, now: Nanos, request: Request, data: Option<&dyn RequestData>);

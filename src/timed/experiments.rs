@@ -69,14 +69,7 @@ impl Default for Settings {
             seed: 1,
             profile: Profile::default(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            policies: vec![
-                Policy::Passthrough,
-                Policy::WriteThrough,
-                Policy::WriteBack,
-                Policy::WriteBackFlush,
-                Policy::WriteBackOrdered,
-                Policy::Hhc,
-            ],
+            policies: Policy::ALL.to_vec(),
         }
     }
 }

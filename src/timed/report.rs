@@ -125,7 +125,6 @@ fn format_tick(value: f64) -> String {
 struct Frame {
     left: f64,
     top: f64,
-    width: f64,
     height: f64,
     y_max: f64,
 }
@@ -139,7 +138,7 @@ impl Frame {
 /// Y axis with grid lines and labels; returns the frame to plot into.
 fn y_axis(svg: &mut String, left: f64, top: f64, width: f64, height: f64, data_max: f64, label: &str) -> Frame {
     let (y_max, step) = axis(data_max);
-    let frame = Frame { left, top, width, height, y_max };
+    let frame = Frame { left, top, height, y_max };
     let mut tick = 0.0;
     while tick <= y_max + step / 2.0 {
         let y = frame.y(tick);

@@ -62,7 +62,7 @@ impl CustomJob {
             let number: u64 = value.trim().parse().map_err(|_| format!("job: '{value}' is not a whole number"))?;
             match key.trim() {
                 "read" if number <= 100 => job.read_percent = number as u32,
-                "size_kib" if number >= 4 && number % 4 == 0 && number <= 1024 => job.request_blocks = (number / 4) as u32,
+                "size_kib" if number >= 4 && number.is_multiple_of(4) && number <= 1024 => job.request_blocks = (number / 4) as u32,
                 "threads" if (1..=1024).contains(&number) => job.threads = number as usize,
                 "flush_every" => job.flush_every_writes = number as u32,
                 "working_set_mib" if number >= 1 => job.working_set_blocks = number * 256,
@@ -342,7 +342,7 @@ impl Workload {
         }
         state.pending.push_back(Op::Write { lba, blocks });
         state.writes_since_flush += 1;
-        if job.flush_every_writes > 0 && state.writes_since_flush % job.flush_every_writes == 0 {
+        if job.flush_every_writes > 0 && state.writes_since_flush.is_multiple_of(job.flush_every_writes) {
             state.pending.push_back(Op::Flush);
         }
     }
