@@ -160,10 +160,14 @@ bad_inputs() {
         expect_rpc_error "No such device" $RPC bdev_hhc_delete zz
 }
 
+# RPC output goes to a file before grep: `grep -q` closes the pipe at its first
+# match, and under pipefail rpc.py's BrokenPipeError would fail the step.
 rpc_lifecycle() {
     $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
-        $RPC bdev_hhc_get_bdevs -b hhc0 | grep -q '"health": "ok"' &&
-        $RPC bdev_get_bdevs -b hhc0 | grep -q '"policy": "hhc"' &&
+        $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/hhc_bdevs.json" &&
+        grep -q '"health": "ok"' "$WORK/hhc_bdevs.json" &&
+        $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs.json" &&
+        grep -q '"policy": "hhc"' "$WORK/bdevs.json" &&
         timeout 60 python3 "$SPDK_DIR/python/rpc.py" -s "$SOCK" save_config >"$WORK/config.json" &&
         grep -q '"method": "bdev_hhc_create"' "$WORK/config.json" &&
         $RPC bdev_hhc_delete hhc0 &&
