@@ -151,6 +151,10 @@ impl Engine {
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
             let dirty = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
             if dirty && idle && self.ordered_may_write_back(block) {
+                if self.waits_for_commit(block) {
+                    self.commit.request();
+                    continue;
+                }
                 return Some(self.cache.lba(block));
             }
         }
@@ -164,8 +168,18 @@ impl Engine {
             && !self.cache.has(block, flag::BUSY)
             && self.cache.pins(block) == 0
             && !self.writeback.lbas_in_flight.contains(&lba)
+            && !self.waits_for_commit(block)
             && self.ordered_may_write_back(block);
         ready.then_some(block)
+    }
+
+    /// A block whose mapping is not durable yet while an older durable entry
+    /// of its LBA is: a restart would pick that older entry (clean: it would
+    /// claim to match a backing device that now holds newer data; dirty: its
+    /// restart write-back would take the backing device back in time), so
+    /// the block is written back only after a commit records it.
+    fn waits_for_commit(&self, block: u32) -> bool {
+        !self.cache.has(block, flag::COMMITTED) && self.cache.has_superseded_entries(self.cache.lba(block))
     }
 
     /// Starts writing back `lba`'s current block, with the dirty blocks that
@@ -180,7 +194,10 @@ impl Engine {
             return;
         }
         let Some(mut block) = self.writeback_ready(lba) else {
-            // Being written or already being written back: try again later.
+            if self.cache.lookup(lba).is_some_and(|b| self.waits_for_commit(b)) {
+                self.commit.request();
+            }
+            // Being written, already being written back or not committed: try again later.
             self.writeback.queue.push_back((lba, tag));
             return;
         };
