@@ -495,6 +495,25 @@ impl Engine {
 }
 
 impl Engine {
+    /// Every block in use: state, LBA, flags, version and pins, one per line.
+    pub fn describe_blocks(&self) -> String {
+        let mut text = String::new();
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) != crate::cache::BlockState::Free {
+                text += &format!(
+                    "block {block} {:?} lba {} flags {:#010b} v{} pins {}{}\n",
+                    self.cache.state(block),
+                    self.cache.lba(block),
+                    self.cache.flags_bits(block),
+                    self.cache.version(block),
+                    self.cache.pins(block),
+                    self.ordered_describe(block)
+                );
+            }
+        }
+        text
+    }
+
     /// What the engine is waiting for, in words (diagnostics for stuck requests).
     pub fn describe_pending(&self) -> String {
         let mut ops: HashMap<String, u32> = HashMap::new();

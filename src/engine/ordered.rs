@@ -14,7 +14,7 @@
 //! form one epoch.
 
 use super::Engine;
-use crate::cache::{flag, BlockState};
+use crate::cache::{flag, BlockState, Through};
 use crate::config::Policy;
 use std::collections::BTreeMap;
 
@@ -52,16 +52,26 @@ impl Engine {
         self.config.policy == Policy::WriteBackOrdered && self.policy_target.is_none()
     }
 
-    /// Entering wb-ordered: every dirty block joins the current epoch.
+    /// Entering wb-ordered: every dirty block, and every write-back block
+    /// write still waiting for a free block, joins the current epoch. A
+    /// write-through copy in flight is not counted: it turns clean when its
+    /// own backing write completes, never through write-back.
     pub(super) fn ordered_start(&mut self) {
-        let blocks = self.cache.blocks_count() as usize;
-        let ordered = &mut self.ordered;
-        ordered.epoch_of = vec![ordered.epoch_now; blocks];
-        ordered.dirty_per_epoch.clear();
-        ordered.retained.clear();
-        let dirty = self.cache.dirty_count();
+        let blocks = self.cache.blocks_count();
+        let now = self.ordered.epoch_now;
+        self.ordered.epoch_of = vec![now; blocks as usize];
+        self.ordered.dirty_per_epoch.clear();
+        self.ordered.retained.clear();
+        let mut dirty = (0..blocks)
+            .filter(|&b| self.cache.state(b) == BlockState::Mapped && self.cache.has(b, flag::DIRTY))
+            .filter(|&b| self.cache.through(b) == Through::None)
+            .count() as u32;
+        for waiting in self.waiting.iter_mut().filter(|w| w.write && w.back) {
+            waiting.epoch = now;
+            dirty += 1;
+        }
         if dirty > 0 {
-            self.ordered.dirty_per_epoch.insert(self.ordered.epoch_now, dirty);
+            self.ordered.dirty_per_epoch.insert(now, dirty);
         }
     }
 
@@ -130,6 +140,15 @@ impl Engine {
     /// Whether `block` may be written back now (always, outside wb-ordered).
     pub(super) fn ordered_may_write_back(&self, block: u32) -> bool {
         !self.ordered_active() || self.ordered.oldest_epoch() == Some(self.ordered.epoch_of[block as usize])
+    }
+
+    /// `block`'s epoch bookkeeping, in words (diagnostics).
+    pub(super) fn ordered_describe(&self, block: u32) -> String {
+        if !self.ordered_active() {
+            return String::new();
+        }
+        let retained = if self.ordered.retained.contains(&block) { " retained" } else { "" };
+        format!(" epoch {} (oldest {:?}){retained}", self.ordered.epoch_of[block as usize], self.ordered.oldest_epoch())
     }
 
     /// A retained block of the oldest epoch waiting for write-back.

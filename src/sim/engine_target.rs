@@ -33,6 +33,10 @@ impl Target for Engine {
         Engine::handle_device_removed(self, now, role)
     }
 
+    fn describe_stall(&self, lba: u64) -> String {
+        format!("{}\n{}\n{}", self.describe_pending(), self.describe_lba(lba), self.describe_blocks())
+    }
+
     fn set_policy(&mut self, now: Nanos, policy: Policy) {
         // The simulator only switches to policies its configuration supports.
         Engine::set_policy(self, now, policy).expect("policy switch refused")

@@ -424,6 +424,9 @@ impl<'f> Sim<'f> {
     fn stalled(&self) -> Violation {
         let (id, out) = self.requests.iter().min_by_key(|(_, out)| out.submitted_at).unwrap();
         let found = format!("{:?} request {id} (lba {}, {} blocks) outstanding for {} s of virtual time", out.request.kind, out.request.lba, out.request.blocks_count, STALL_LIMIT_NS / 1_000_000_000);
+        if let Some(target) = self.target.as_ref() {
+            self.trace(|| format!("stalled: {}", target.describe_stall(out.request.lba)));
+        }
         self.violation("5 (errors)", Some(out.request.lba), "every request completes (with an error if need be)", &found, "liveness")
     }
 

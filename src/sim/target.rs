@@ -35,6 +35,11 @@ pub trait Target {
     fn poll_completion(&mut self) -> Option<RequestCompletion>;
     fn next_timer(&self) -> Option<Nanos>;
     fn io_memory_mut(&mut self, region: u32) -> &mut [u8];
+    /// What the target waits for and what it holds of `lba`, in words (the
+    /// trace prints it when a request stalls).
+    fn describe_stall(&self, _lba: u64) -> String {
+        String::new()
+    }
 }
 
 /// The "cache device lost" recovery: scan the log mirrors, replay onto the
