@@ -151,14 +151,13 @@ impl Engine {
         format!(" epoch {} (oldest {:?}){retained}", self.ordered.epoch_of[block as usize], self.ordered.oldest_epoch())
     }
 
-    /// A retained block of the oldest epoch waiting for write-back.
+    /// A retained block of the oldest epoch waiting for write-back (not one
+    /// whose own data write is still in flight: it would be read too early).
     pub(super) fn ordered_next_retained(&self) -> Option<u32> {
         let oldest = self.ordered.oldest_epoch()?;
-        self.ordered
-            .retained
-            .iter()
-            .copied()
-            .find(|&b| self.ordered.epoch_of[b as usize] == oldest && self.cache.pins(b) == 1)
+        self.ordered.retained.iter().copied().find(|&b| {
+            self.ordered.epoch_of[b as usize] == oldest && self.cache.pins(b) == 1 && !self.cache.has(b, flag::BUSY)
+        })
     }
 
     /// `block`'s data is durable on the backing device.
