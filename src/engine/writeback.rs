@@ -109,8 +109,12 @@ impl Engine {
             // Left over from a crash (write-through copies in flight then).
             return full;
         }
+        // Writes waiting for a block that only write-back can free (dirty
+        // blocks, and wb-ordered's retained ones, which the threshold does
+        // not count) must not wait for the device to go idle.
+        let starved = self.cache.free_count() == 0 && !self.waiting.is_empty();
         let threshold = self.cache.blocks_count() as u64 * self.config.dirty_threshold_percent as u64 / 100;
-        let over = self.cache.dirty_count() as u64 > threshold;
+        let over = starved || self.cache.dirty_count() as u64 > threshold;
         let log_tight = self.log_active() && self.log_space_low();
         match (self.is_idle(), over || log_tight) {
             (true, _) => full,
