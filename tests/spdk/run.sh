@@ -243,6 +243,30 @@ cache_loss() {
         --bs=4k --iodepth=16 --rw=randwrite --size=8m --verify=crc32c --verify_fatal=1 --randseed=7 --verify_only=1
 }
 
+# Hot-remove: losing one of two log mirrors leaves the bdev serving, flushes
+# included; losing the backing bdev unregisters it with its dirty data kept
+# in the cache, so re-creating it over the same devices finds the data warm.
+hot_remove() {
+    truncate -s 128M "$WORK/hdd1.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 \
+            --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --do_verify=0 || return 1
+    $RPC bdev_aio_delete hdd1 &&
+        $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/degraded.json" &&
+        grep -q '"healthy_mirrors": 1' "$WORK/degraded.json" &&
+        grep -q '"health": "removed"' "$WORK/degraded.json" &&
+        remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=1 || { cat "$WORK/degraded.json"; return 1; }
+    $RPC bdev_aio_delete back || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 || break; sleep 0.1; done
+    if $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1; then echo "hhc0 still registered without its backing bdev"; return 1; fi
+    $RPC bdev_aio_create "$WORK/back.img" back 512 &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        grep -q "warm start from cache bdev ssd" "$WORK/tgt.log" &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --verify_only=1
+}
+
 main() {
     for f in "$MODULE" "$TGT" "$FIO" "$SPDK_DIR/bin/bdevperf" "$SPDK_DIR/lib/fio/spdk_bdev"; do
         [ -e "$f" ] || { log "missing $f"; echo "0 passed, 1 failed"; exit 1; }
@@ -263,6 +287,9 @@ main() {
     stop_tgt
     make_files
     check "cache bdev deleted under load; flushed data comes back from the log onto the backing bdev" cache_loss
+    stop_tgt
+    make_files
+    check "log mirror hot-removed: degraded, still serving; backing hot-removed: unregistered, warm again when re-created" hot_remove
     stop_tgt
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
