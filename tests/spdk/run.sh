@@ -176,6 +176,19 @@ rpc_lifecycle() {
         grep -q "warm start from cache bdev ssd" "$WORK/tgt.log"
 }
 
+# The plugin under the PyPI `spdk` package's spdk-rpc (SPDK_RPC_PYPI, set up
+# by .ci/run) as well as under SPDK's own rpc.py.
+pypi_plugin() {
+    # Only the plugin on the path: SPDK_DIR/python has a package named spdk too.
+    local rpc="timeout 60 env PYTHONPATH=$REPO/json-rpc $SPDK_RPC_PYPI -s $SOCK -t 50 --plugin hhc_rpc_plugin"
+    expect_rpc_error "block_size 3000" $rpc bdev_hhc_create -b h --backing back --cache ssd --block-size 3000 --policy wb &&
+        $rpc bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy wb --segment-size 262144 &&
+        $rpc bdev_hhc_get_bdevs -b hhc0 >"$WORK/pypi.json" &&
+        grep -q '"policy": "wb"' "$WORK/pypi.json" &&
+        $rpc bdev_hhc_delete hhc0 &&
+        [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ]
+}
+
 # Serve hhc0 over NVMe-oF/TCP on loopback so fio in another process can use it.
 export_nvmf() {
     $RPC nvmf_create_transport -t TCP &&
@@ -277,6 +290,12 @@ main() {
     if start_tgt && tgt_bases; then
         check "bad RPC inputs are refused, nothing created" bad_inputs
         check "create, get, save_config, delete, warm re-create via the rpc.py plugin" rpc_lifecycle
+        if [ -x "${SPDK_RPC_PYPI:-}" ]; then
+            $RPC bdev_hhc_delete hhc0 >/dev/null 2>&1
+            check "the plugin under spdk-rpc from the PyPI spdk package" pypi_plugin
+        else
+            log "SKIP spdk-rpc plugin test: no PyPI spdk package (SPDK_RPC_PYPI unset)"
+        fi
     else
         fail "hhc_tgt start"
     fi
