@@ -85,6 +85,16 @@ bdevperf_verify() { # json
         --json "$1" -T hhc0 -q 16 -o 4096 -w verify -t 3 -r "$WORK/bdevperf.sock"
 }
 
+# A log of 11 segments and a flush after every write: every flush seals a
+# segment, so the log wraps again and again and must keep reclaiming.
+tiny_log() {
+    make_files
+    truncate -s 3M "$WORK/hdd0.img"
+    bdev_json hhc | sed 's/"segment_size":262144/"segment_size":262144,"dirty_threshold":100/' >"$WORK/tiny-log.json"
+    grep -q '"dirty_threshold":100' "$WORK/tiny-log.json" &&
+        run_fio "$WORK/tiny-log.json" hhc0 randwrite --fsync=1 --do_verify=1 --size=16m
+}
+
 test_policies() {
     local policy json
     for policy in $POLICIES; do
@@ -300,6 +310,7 @@ main() {
         fail "hhc_tgt start"
     fi
     stop_tgt
+    check "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
     make_files
     nvmf_json >"$WORK/nvmf.json"
     check "kill -9 after flush over NVMe-oF/TCP; flushed data is there after restart" crash_after_flush
