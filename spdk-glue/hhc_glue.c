@@ -443,11 +443,17 @@ channel_destroy_cb(void *io_device, void *ctx_buf)
 	hhc_rs_channel_destroy(channel->rs_channel);
 }
 
+/* Namespace of the bdev UUIDs derived from cache instance ids. */
+#define HHC_UUID_NAMESPACE "5c2f0d8e-6b1a-4f7e-9a43-2d8c1e7b9f60"
+
 int
 hhc_glue_node_register(const char *name, uint32_t block_size, uint64_t blocks_count,
-		       uint32_t required_alignment_log2, void *rs_node, struct hhc_glue_node **out)
+		       uint32_t required_alignment_log2, uint64_t instance_id, void *rs_node,
+		       struct hhc_glue_node **out)
 {
 	struct hhc_glue_node *node = calloc(1, sizeof(*node));
+	struct spdk_uuid namespace_uuid;
+	char instance[17];
 	int rc;
 
 	if (node == NULL) {
@@ -465,6 +471,17 @@ hhc_glue_node_register(const char *name, uint32_t block_size, uint64_t blocks_co
 	node->bdev.required_alignment = required_alignment_log2;
 	/* A FLUSH is meaningful: it is the barrier the HDD log serves. */
 	node->bdev.write_cache = 1;
+	/* Hosts (NVMe-oF NGUID, vhost serials) see the same disk after a restart. */
+	snprintf(instance, sizeof(instance), "%016" PRIx64, instance_id);
+	rc = spdk_uuid_parse(&namespace_uuid, HHC_UUID_NAMESPACE);
+	if (rc == 0) {
+		rc = spdk_uuid_generate_sha1(&node->bdev.uuid, &namespace_uuid, instance, strlen(instance));
+	}
+	if (rc != 0) {
+		free(node->bdev.name);
+		free(node);
+		return rc;
+	}
 	node->bdev.ctxt = node;
 	node->bdev.fn_table = &g_hhc_fn_table;
 	node->bdev.module = &g_hhc_module;

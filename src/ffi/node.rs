@@ -615,7 +615,15 @@ impl Core {
         // SAFETY: name is a valid C string; node outlives the bdev (it is
         // freed only after hhc_glue_node_destruct_done); glue is an out pointer.
         let rc = unsafe {
-            sys::hhc_glue_node_register(name.as_ptr(), self.config.block_size, blocks_count, alignment_log2, node, &mut glue)
+            sys::hhc_glue_node_register(
+                name.as_ptr(),
+                self.config.block_size,
+                blocks_count,
+                alignment_log2,
+                self.config.instance_id,
+                node,
+                &mut glue,
+            )
         };
         if rc != 0 {
             // The engine formatted/opened the devices already; stop it

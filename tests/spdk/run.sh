@@ -183,8 +183,15 @@ rpc_lifecycle() {
         $RPC bdev_hhc_delete hhc0 &&
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
-        grep -q "warm start from cache bdev ssd" "$WORK/tgt.log"
+        grep -q "warm start from cache bdev ssd" "$WORK/tgt.log" &&
+        $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs-again.json" &&
+        uuid_of "$WORK/bdevs.json" >"$WORK/uuid-1" && uuid_of "$WORK/bdevs-again.json" >"$WORK/uuid-2" &&
+        [ -s "$WORK/uuid-1" ] && cmp "$WORK/uuid-1" "$WORK/uuid-2"
 }
+
+# The bdev's UUID from bdev_get_bdevs output: it derives from the cache
+# instance, so a warm re-create keeps it.
+uuid_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["uuid"])' "$1"; }
 
 # The plugin under the PyPI `spdk` package's spdk-rpc (SPDK_RPC_PYPI, set up
 # by .ci/run) as well as under SPDK's own rpc.py.
