@@ -29,6 +29,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Like any Unix filter: `hhc log inspect ... | head` ends quietly
+    // instead of panicking on a closed pipe (Rust ignores SIGPIPE).
+    // SAFETY: restoring the default disposition before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Log(args) => cli::log::run(args),
