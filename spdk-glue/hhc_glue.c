@@ -30,14 +30,109 @@
 static int hhc_module_init(void);
 static void hhc_module_fini(void);
 
+static void hhc_examine_config(struct spdk_bdev *bdev);
+static void hhc_examine_disk(struct spdk_bdev *bdev);
+
 static struct spdk_bdev_module g_hhc_module = {
 	.name = "hhc",
 	.module_init = hhc_module_init,
 	.module_fini = hhc_module_fini,
+	.examine_config = hhc_examine_config,
+	.examine_disk = hhc_examine_disk,
 };
 
 SPDK_BDEV_MODULE_REGISTER(hhc, &g_hhc_module)
 SPDK_LOG_REGISTER_COMPONENT(hhc)
+
+/* ------------------------------------------------------------------ */
+/* examine: an HHC cache bdev arriving assembles its HHC bdev          */
+/* ------------------------------------------------------------------ */
+
+/* Bytes of unit 0 handed to Rust: the cache superblock. */
+#define HHC_EXAMINE_BYTES 4096
+
+struct hhc_examine {
+	struct spdk_bdev_desc *desc;
+	struct spdk_io_channel *channel;
+	void *buf;
+	uint64_t len;
+	char *name;
+};
+
+static void
+hhc_examine_config(struct spdk_bdev *bdev)
+{
+	hhc_rs_examine_config(spdk_bdev_get_name(bdev));
+	spdk_bdev_module_examine_done(&g_hhc_module);
+}
+
+static void
+examine_event_cb(enum spdk_bdev_event_type type, struct spdk_bdev *bdev, void *ctx)
+{
+	/* The read in flight completes (with an error) if the bdev goes. */
+}
+
+static void
+examine_finish(struct hhc_examine *examine, bool read_ok)
+{
+	if (examine->channel != NULL) {
+		spdk_put_io_channel(examine->channel);
+	}
+	if (examine->desc != NULL) {
+		spdk_bdev_close(examine->desc);
+	}
+	/* After the close: assembling claims this bdev. */
+	if (read_ok) {
+		hhc_rs_examine_disk(examine->name, examine->buf, HHC_EXAMINE_BYTES);
+	}
+	spdk_dma_free(examine->buf);
+	free(examine->name);
+	free(examine);
+	spdk_bdev_module_examine_done(&g_hhc_module);
+}
+
+static void
+examine_read_done(struct spdk_bdev_io *bdev_io, bool success, void *ctx)
+{
+	spdk_bdev_free_io(bdev_io);
+	examine_finish(ctx, success);
+}
+
+static void
+hhc_examine_disk(struct spdk_bdev *bdev)
+{
+	uint32_t block_size = spdk_bdev_get_block_size(bdev);
+	struct hhc_examine *examine;
+	int rc;
+
+	examine = calloc(1, sizeof(*examine));
+	if (examine == NULL) {
+		spdk_bdev_module_examine_done(&g_hhc_module);
+		return;
+	}
+	/* Whole blocks covering the superblock unit. */
+	examine->len = (HHC_EXAMINE_BYTES + block_size - 1) / block_size * block_size;
+	examine->name = strdup(spdk_bdev_get_name(bdev));
+	examine->buf = spdk_dma_zmalloc(examine->len, spdk_bdev_get_buf_align(bdev), NULL);
+	/* Our own bdevs and bdevs too small for a cache are never HHC caches. */
+	if (examine->name == NULL || examine->buf == NULL || bdev->module == &g_hhc_module ||
+	    examine->len > spdk_bdev_get_num_blocks(bdev) * block_size) {
+		examine_finish(examine, false);
+		return;
+	}
+	rc = spdk_bdev_open_ext(examine->name, false, examine_event_cb, NULL, &examine->desc);
+	if (rc == 0) {
+		examine->channel = spdk_bdev_get_io_channel(examine->desc);
+		rc = examine->channel == NULL ? -ENOMEM : 0;
+	}
+	if (rc == 0) {
+		rc = spdk_bdev_read(examine->desc, examine->channel, examine->buf, 0, examine->len,
+				    examine_read_done, examine);
+	}
+	if (rc != 0) {
+		examine_finish(examine, false);
+	}
+}
 
 /* ------------------------------------------------------------------ */
 /* base bdevs                                                          */

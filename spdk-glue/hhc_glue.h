@@ -152,6 +152,9 @@ int hhc_glue_anchor(void);
 void hhc_rs_create(const struct hhc_glue_create_params *params, struct hhc_glue_rpc *rpc);
 /* bdev_hhc_get_bdevs (name may be NULL: all). bdev_hhc_delete is handled in C. */
 void hhc_rs_get_bdevs(const char *name, struct hhc_glue_rpc *rpc);
+/* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
+void hhc_rs_examine_config(const char *name);
+void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);
 /* Module teardown: every HHC bdev is gone by now. */
 void hhc_rs_module_fini(void);
 

@@ -124,6 +124,10 @@ pub struct Config {
     /// A deliberate defect, for proving that the torture oracle can fail.
     /// Always `Mutation::None` outside tests.
     pub mutation: Mutation,
+    /// Written opaquely into the cache superblock at format (at most
+    /// `format::OWNER_BYTES_MAX` bytes): what the owner of the devices needs
+    /// to find them again, such as the SPDK module's create parameters.
+    pub owner_record: Vec<u8>,
 }
 
 /// Deliberately broken behaviours the torture oracle must catch.
@@ -161,6 +165,7 @@ impl Default for Config {
             backing_has_flush: true,
             instance_id: 0x4848_4300_0000_0001,
             mutation: Mutation::None,
+            owner_record: Vec::new(),
         }
     }
 }

@@ -203,6 +203,7 @@ impl Engine {
                 blocks_count: self.cache_layout.blocks_count,
                 meta_pages_count: self.cache_layout.meta_pages_count,
                 backing_blocks: self.config.backing_blocks(),
+                owner: self.config.owner_record.clone(),
             };
             let region = self.regions.superblock;
             superblock.encode(&mut self.region(region)[..UNIT_BYTES]);

@@ -2,7 +2,7 @@
 //! Each turns raw pointers from C back into the Rust objects they came from.
 
 use super::logger;
-use super::node::{Base, BaseCtx, Channel, Node, Submission, CHANNEL_IN_FLIGHT_MAX};
+use super::node::{Base, BaseCtx, Channel, Node, Phase, Submission, CHANNEL_IN_FLIGHT_MAX};
 use super::params::{BaseFacts, CreateParams};
 use super::sys;
 use crate::config::ConfigError;
@@ -76,12 +76,116 @@ pub extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, rpc: *m
         Ok(params) => params,
         Err(error) => return reply_error(rpc, JSONRPC_INVALID_PARAMS, &error.0),
     };
+    if let Some(node) = nodes().into_iter().find(|n| n.try_core().is_some_and(|c| c.params.name == params.name)) {
+        return create_existing(node, &params, rpc);
+    }
     if bdev_exists(&params.name) {
         return reply_error(rpc, -libc::EEXIST, &format!("name: a bdev named '{}' already exists", params.name));
     }
+    forget_pending(&params.name);
     match open_node(params) {
         Ok(node) => start_node(node, rpc),
         Err((code, message)) => reply_error(rpc, code, &message),
+    }
+}
+
+/// A create call for an HHC bdev that exists already (examine assembled it,
+/// or a config is loaded twice): the same devices make it a success, answered
+/// once the bdev is registered; anything else is a name clash.
+fn create_existing(node: &Node, params: &CreateParams, rpc: *mut sys::hhc_glue_rpc) {
+    let mut core = node.core();
+    let (a, b) = (&core.params, params);
+    if (&a.backing, &a.cache, &a.logs, a.policy) != (&b.backing, &b.cache, &b.logs, b.policy) {
+        drop(core);
+        return reply_error(rpc, -libc::EEXIST, &format!("name: an HHC bdev named '{}' already exists with other devices", params.name));
+    }
+    match core.phase {
+        Phase::Running => {
+            drop(core);
+            log::info!("{}: exists already with these devices", params.name);
+            reply_raw(rpc, &super::json::string(&params.name));
+        }
+        Phase::Probing | Phase::Starting if core.rpc.is_null() => core.rpc = rpc,
+        _ => {
+            drop(core);
+            reply_error(rpc, -libc::EBUSY, &format!("name: HHC bdev '{}' is being created or deleted", params.name));
+        }
+    }
+}
+
+// ---- examine: assembling an HHC bdev from its cache device ----
+
+/// Create parameters found in the superblocks of examined cache bdevs whose
+/// other devices have not all arrived yet.
+static PENDING: Mutex<Vec<CreateParams>> = Mutex::new(Vec::new());
+
+fn forget_pending(name: &str) {
+    PENDING.lock().expect("pending examine records").retain(|p| p.name != name);
+}
+
+/// Unit 0 of a newly registered bdev: if it is an HHC cache device whose
+/// superblock records how it was created, the bdev is assembled as soon as
+/// its backing and log bdevs are all there.
+#[no_mangle]
+pub extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u8, len: usize) {
+    logger::install();
+    let Some(name) = text(name) else { return };
+    // SAFETY: C passes the buffer it read unit 0 into, valid for this call.
+    let unit = unsafe { std::slice::from_raw_parts(unit, len) };
+    let Ok(superblock) = crate::format::CacheSuperblock::decode(unit) else { return };
+    let Some(mut params) = CreateParams::from_owner_record(&superblock.owner) else {
+        log::info!("examine: bdev {name} holds an HHC cache (instance {:#x}) without create parameters; use bdev_hhc_create", superblock.instance_id);
+        return;
+    };
+    params.cache = name.clone();
+    if nodes().into_iter().any(|n| n.try_core().is_none_or(|c| c.params.name == params.name)) {
+        return;
+    }
+    log::info!(
+        "examine: bdev {name} is the cache of HHC bdev '{}' (backing {}, logs {}); assembling it once they are all present",
+        params.name,
+        params.backing,
+        params.logs.join(",")
+    );
+    let mut pending = PENDING.lock().expect("pending examine records");
+    pending.retain(|p| p.name != params.name);
+    pending.push(params);
+    drop(pending);
+    assemble_ready();
+}
+
+/// A bdev arrived: it may be the last device a recorded HHC bdev waits for.
+#[no_mangle]
+pub extern "C" fn hhc_rs_examine_config(name: *const c_char) {
+    let Some(name) = text(name) else { return };
+    let wanted = PENDING.lock().expect("pending examine records").iter().any(|p| p.backing == name || p.logs.contains(&name));
+    if wanted {
+        assemble_ready();
+    }
+}
+
+fn assemble_ready() {
+    let ready: Vec<CreateParams> = {
+        let mut pending = PENDING.lock().expect("pending examine records");
+        let (ready, waiting) = pending.drain(..).partition(|p: &CreateParams| {
+            bdev_exists(&p.backing) && bdev_exists(&p.cache) && p.logs.iter().all(|l| bdev_exists(l))
+        });
+        *pending = waiting;
+        ready
+    };
+    for params in ready {
+        if bdev_exists(&params.name) {
+            log::warn!("examine: a bdev named '{}' exists already; HHC bdev not assembled", params.name);
+            continue;
+        }
+        let name = params.name.clone();
+        match open_node(params) {
+            Ok(node) => {
+                log::info!("examine: assembling HHC bdev '{name}'");
+                start_node(node, std::ptr::null_mut());
+            }
+            Err((_, message)) => log::warn!("examine: cannot assemble HHC bdev '{name}': {message}"),
+        }
     }
 }
 

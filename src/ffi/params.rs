@@ -4,7 +4,10 @@
 
 use super::json::{self, JsonObject};
 use crate::config::{Config, ConfigError, Policy};
-use crate::format::UNIT_BYTES;
+use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
+
+/// First line of the owner record (format version of the record itself).
+const OWNER_RECORD_HEADER: &str = "hhc-spdk-create 1";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateParams {
@@ -110,10 +113,64 @@ impl CreateParams {
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
             dirty_threshold_percent: self.dirty_threshold.map_or(defaults.dirty_threshold_percent, |t| t as u8),
             backing_has_flush: backing.supports_flush,
+            // Too long to keep (very long names): the bdev is not examinable.
+            owner_record: Some(self.owner_record()).filter(|r| r.len() <= OWNER_BYTES_MAX).unwrap_or_default(),
             ..defaults
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// The create parameters as the cache superblock's owner record, one
+    /// `key=value` line each, so that examine can assemble the bdev again.
+    pub fn owner_record(&self) -> Vec<u8> {
+        let mut text = format!("{OWNER_RECORD_HEADER}\nname={}\nbacking={}\ncache={}\nlogs={}\npolicy={}\n", self.name, self.backing, self.cache, self.logs.join(","), self.policy.name());
+        for (key, value) in self.optional_numbers() {
+            if let Some(value) = value {
+                text += &format!("{key}={value}\n");
+            }
+        }
+        text.into_bytes()
+    }
+
+    /// Parameters back from an owner record; None if it is not one of ours
+    /// or does not hold valid parameters.
+    pub fn from_owner_record(record: &[u8]) -> Option<CreateParams> {
+        let text = std::str::from_utf8(record).ok()?;
+        let mut lines = text.lines();
+        if lines.next()? != OWNER_RECORD_HEADER {
+            return None;
+        }
+        let mut fields = std::collections::HashMap::new();
+        for line in lines {
+            let (key, value) = line.split_once('=')?;
+            fields.insert(key, value);
+        }
+        let text_of = |key: &str| fields.get(key).map(|v| v.to_string());
+        let number = |key: &str| fields.get(key).and_then(|v| v.parse::<u32>().ok());
+        let logs = text_of("logs")?;
+        let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
+        CreateParams::new(
+            text_of("name")?,
+            text_of("backing")?,
+            text_of("cache")?,
+            logs,
+            fields.get("policy").copied(),
+            number("block_size"),
+            number("segment_size"),
+            number("buffer_count"),
+            number("dirty_threshold"),
+        )
+        .ok()
+    }
+
+    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 4] {
+        [
+            ("block_size", self.block_size),
+            ("segment_size", self.segment_size),
+            ("buffer_count", self.buffer_count),
+            ("dirty_threshold", self.dirty_threshold),
+        ]
     }
 
     /// The `params` object of a `bdev_hhc_create` call that recreates this bdev.
@@ -124,12 +181,7 @@ impl CreateParams {
             .string("cache", &self.cache)
             .raw("logs", &json::array(self.logs.iter().map(|l| json::string(l))))
             .string("policy", self.policy.name());
-        for (key, value) in [
-            ("block_size", self.block_size),
-            ("segment_size", self.segment_size),
-            ("buffer_count", self.buffer_count),
-            ("dirty_threshold", self.dirty_threshold),
-        ] {
+        for (key, value) in self.optional_numbers() {
             if let Some(value) = value {
                 object = object.number(key, value as u64);
             }
@@ -208,6 +260,20 @@ mod tests {
         assert!(p.config(facts(1024), facts(64), &[facts(1)]).unwrap_err().0.contains("log device"));
         let p = CreateParams { block_size: Some(3000), ..p };
         assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().0.contains("block_size 3000"));
+    }
+
+    #[test]
+    fn owner_record_round_trips_and_rejects_foreign_records() {
+        let p = CreateParams { dirty_threshold: Some(100), ..params("hhc", &["hdd0", "hdd1"]).unwrap() };
+        let record = p.owner_record();
+        assert!(record.len() <= OWNER_BYTES_MAX);
+        assert_eq!(CreateParams::from_owner_record(&record), Some(p.clone()));
+        assert_eq!(CreateParams::from_owner_record(b""), None);
+        assert_eq!(CreateParams::from_owner_record(b"hhc-spdk-create 2\nname=x"), None);
+        let no_cache = String::from_utf8(record).unwrap().replace("cache=ssd\n", "");
+        assert_eq!(CreateParams::from_owner_record(no_cache.as_bytes()), None);
+        let bad_policy = String::from_utf8(p.owner_record()).unwrap().replace("policy=hhc", "policy=lru");
+        assert_eq!(CreateParams::from_owner_record(bad_policy.as_bytes()), None);
     }
 
     #[test]

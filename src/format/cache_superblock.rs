@@ -1,8 +1,8 @@
 //! Cache device superblock: identity and geometry, at byte 0 of the cache device.
 
 use super::codec::{
-    check_block_size, check_crc, check_magic_and_version, check_zero, get_u32, get_u64, put_u16, put_u32, put_u64,
-    store_crc,
+    check_block_size, check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,
+    put_u64, store_crc,
 };
 use super::{FormatError, FORMAT_VERSION, META_ENTRIES_PER_PAGE, UNIT_BYTES};
 
@@ -19,6 +19,10 @@ const OFF_BLOCK_SIZE: usize = 24;
 const OFF_META_PAGES: usize = 28;
 const OFF_BLOCKS_COUNT: usize = 32;
 const OFF_BACKING_BLOCKS: usize = 40;
+const OFF_OWNER_LEN: usize = 48;
+const OFF_OWNER: usize = 64;
+/// Largest owner record.
+pub const OWNER_BYTES_MAX: usize = 2048;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheSuperblock {
@@ -32,6 +36,10 @@ pub struct CacheSuperblock {
     pub meta_pages_count: u32,
     /// Backing device size in cache blocks at format time.
     pub backing_blocks: u64,
+    /// Opaque to the engine: what the program that formatted the device
+    /// needs to find its other devices again (the SPDK module keeps its
+    /// create parameters here). At most `OWNER_BYTES_MAX` bytes.
+    pub owner: Vec<u8>,
 }
 
 impl CacheSuperblock {
@@ -47,6 +55,9 @@ impl CacheSuperblock {
         put_u32(unit, OFF_META_PAGES, self.meta_pages_count);
         put_u64(unit, OFF_BLOCKS_COUNT, self.blocks_count);
         put_u64(unit, OFF_BACKING_BLOCKS, self.backing_blocks);
+        let owner = &self.owner[..self.owner.len().min(OWNER_BYTES_MAX)];
+        put_u16(unit, OFF_OWNER_LEN, owner.len() as u16);
+        unit[OFF_OWNER..OFF_OWNER + owner.len()].copy_from_slice(owner);
         store_crc(unit, OFF_CRC);
     }
 
@@ -58,12 +69,17 @@ impl CacheSuperblock {
         }
         check_crc(unit, OFF_CRC)?;
         check_zero(&unit[OFF_RESERVED..OFF_LEN], "reserved")?;
+        let owner_len = get_u16(unit, OFF_OWNER_LEN) as usize;
+        if owner_len > OWNER_BYTES_MAX {
+            return Err(FormatError::BadField("owner_len"));
+        }
         let superblock = CacheSuperblock {
             instance_id: get_u64(unit, OFF_INSTANCE_ID),
             block_size: get_u32(unit, OFF_BLOCK_SIZE),
             blocks_count: get_u64(unit, OFF_BLOCKS_COUNT),
             meta_pages_count: get_u32(unit, OFF_META_PAGES),
             backing_blocks: get_u64(unit, OFF_BACKING_BLOCKS),
+            owner: unit[OFF_OWNER..OFF_OWNER + owner_len].to_vec(),
         };
         superblock.check_fields()?;
         Ok(superblock)
@@ -98,6 +114,7 @@ mod tests {
             blocks_count: 1000,
             meta_pages_count: 1000u64.div_ceil(META_ENTRIES_PER_PAGE as u64) as u32,
             backing_blocks: 1 << 20,
+            owner: Vec::new(),
         }
     }
 
@@ -148,6 +165,16 @@ mod tests {
     }
 
     #[test]
+    fn owner_record_round_trips_and_is_bounded() {
+        let owned = CacheSuperblock { owner: b"name=hhc0".to_vec(), ..sample() };
+        assert_eq!(CacheSuperblock::decode(&encoded(&owned)), Ok(owned));
+        let mut too_long = encoded(&sample());
+        put_u16(&mut too_long, OFF_OWNER_LEN, OWNER_BYTES_MAX as u16 + 1);
+        store_crc(&mut too_long, OFF_CRC);
+        assert_eq!(CacheSuperblock::decode(&too_long), Err(FormatError::BadField("owner_len")));
+    }
+
+    #[test]
     fn rejects_zero_counts() {
         let empty = CacheSuperblock { blocks_count: 0, meta_pages_count: 0, ..sample() };
         assert_eq!(CacheSuperblock::decode(&encoded(&empty)), Err(FormatError::BadField("blocks_count")));
@@ -163,6 +190,7 @@ mod tests {
                 blocks_count: blocks,
                 meta_pages_count: blocks.div_ceil(META_ENTRIES_PER_PAGE as u64) as u32,
                 backing_blocks: backing,
+                owner: Vec::new(),
             }
         })
     }

@@ -8,7 +8,7 @@ mod log_superblock;
 mod meta_page;
 pub mod segment;
 
-pub use cache_superblock::{CacheSuperblock, CACHE_SUPERBLOCK_MAGIC};
+pub use cache_superblock::{CacheSuperblock, CACHE_SUPERBLOCK_MAGIC, OWNER_BYTES_MAX};
 pub use log_superblock::{LogSuperblock, LOG_SUPERBLOCK_COPIES, LOG_SUPERBLOCK_MAGIC};
 pub use meta_page::{
     MetaEntry, MetaPageHeader, META_ENTRIES_PER_PAGE, META_ENTRY_BYTES, META_PAGE_HEADER_BYTES, META_PAGE_MAGIC,

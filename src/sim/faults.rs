@@ -153,6 +153,7 @@ fn draw_config(prng: &mut Prng, policy: Policy, mutation: Mutation, mirrors_coun
         backing_has_flush: !kinds.backing_without_flush,
         instance_id: prng.next_u64() | 1,
         mutation,
+        owner_record: Vec::new(),
     }
 }
 

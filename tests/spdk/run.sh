@@ -297,6 +297,22 @@ hot_remove() {
         remote_fio randwrite --verify_only=1
 }
 
+# examine: a restarted target given only the base bdevs assembles the HHC
+# bdev from the create parameters in its cache superblock, warm; the create
+# call a saved config makes afterwards succeeds, one naming other devices fails.
+examine_assembles() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 || return 1
+    stop_tgt
+    start_tgt && tgt_bases || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    grep -q "examine: assembling HHC bdev 'hhc0'" "$WORK/tgt.log" &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        ! $RPC bdev_hhc_create -b hhc0 --backing ssd --cache back --logs hdd0 --policy hhc >/dev/null 2>&1 &&
+        export_nvmf && remote_fio randwrite --verify_only=1
+}
+
 main() {
     for f in "$MODULE" "$TGT" "$FIO" "$SPDK_DIR/bin/bdevperf" "$SPDK_DIR/lib/fio/spdk_bdev"; do
         [ -e "$f" ] || { log "missing $f"; echo "0 passed, 1 failed"; exit 1; }
@@ -324,6 +340,9 @@ main() {
     stop_tgt
     make_files
     check "cache bdev deleted under load; flushed data comes back from the log onto the backing bdev" cache_loss
+    stop_tgt
+    make_files
+    check "examine: a restarted target assembles the HHC bdev from its cache bdev, warm" examine_assembles
     stop_tgt
     make_files
     check "log mirror hot-removed: degraded, still serving; backing hot-removed: unregistered, warm again when re-created" hot_remove
