@@ -48,12 +48,14 @@ impl Engine {
     /// None if the pool or the log has no room for it.
     fn open_buffer_with_slot(&mut self, purpose: OpenFor) -> Option<usize> {
         if let Some(buffer) = self.log.open_buffer {
-            let b = &self.log.buffers[buffer];
             // A buffer from the reserve stays open for what it may take.
-            if b.accepts < purpose || (self.log.open_is_full() && b.slot_reads_in_flight > 0) {
+            if self.log.open(purpose).is_none() {
                 return None;
             }
             if self.log.open_is_full() {
+                if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+                    return None;
+                }
                 self.seal_and_write(false);
             }
         }
@@ -300,8 +302,7 @@ impl Engine {
             self.log.tail_sequence + 1
         } else {
             let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
-            self.log.reinitialise(first);
-            self.writeback.revoke_debts.clear();
+            self.start_new_log(first);
             first
         };
         self.log.mirrors[mirror as usize] = if self.log.has_healthy_mirror() {
@@ -315,6 +316,14 @@ impl Engine {
             self.logging.barrier_wanted = true;
         }
         self.write_superblock(self.log.head_sequence, true);
+    }
+
+    /// Forgets the log (nothing in it will be replayed) and starts a new one
+    /// at `first`: revokes owed to old entries go with it.
+    fn start_new_log(&mut self, first: u64) {
+        self.log.reinitialise(first);
+        self.writeback.revoke_debts.clear();
+        self.startup_revokes.clear();
     }
 
     /// Marks every dirty block as missing from the log.
@@ -336,8 +345,7 @@ impl Engine {
             return;
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
-        self.log.reinitialise(first);
-        self.writeback.revoke_debts.clear();
+        self.start_new_log(first);
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
                 self.cache.set_log_loc(block, LOC_NONE);

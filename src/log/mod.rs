@@ -210,6 +210,14 @@ impl LogManager {
     /// `purpose`; None if no buffer or no segment is available for it.
     pub fn open(&mut self, purpose: OpenFor) -> Option<usize> {
         if let Some(open) = self.open_buffer {
+            // Opened from a reserve while the log was full: once segments
+            // are free again it may take what a buffer opened now could
+            // (else a revoke-only buffer with nothing to revoke would stay
+            // open for good and nothing could be logged).
+            let widened = OpenFor::allowed(self.segments_free() + 1);
+            if widened > self.buffers[open].accepts {
+                self.buffers[open].accepts = widened;
+            }
             return (self.buffers[open].accepts >= purpose).then_some(open);
         }
         let free = self.segments_free();
