@@ -116,7 +116,11 @@ impl Engine {
         let threshold = self.cache.blocks_count() as u64 * self.config.dirty_threshold_percent as u64 / 100;
         let over = starved || self.cache.dirty_count() as u64 > threshold;
         let log_tight = self.log_active() && self.log_space_low();
-        match (self.is_idle(), over || log_tight) {
+        // Requests still outstanding (slow backing reads, say) mean the
+        // device is busy even when none arrived lately: idle-speed write-back
+        // would only make them slower, and the next ones arrive later still.
+        let idle = self.is_idle() && self.requests.is_empty();
+        match (idle, over || log_tight) {
             (true, _) => full,
             (false, true) => (full / 2).max(1),
             (false, false) => 0,
