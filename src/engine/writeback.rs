@@ -403,8 +403,11 @@ impl Engine {
                 }
             }
             // Its entry is out of the index: only a revoke record or the head
-            // passing it keeps a replay from using it.
-            if current && !passed && !(self.log_active() && self.revoke(block)) {
+            // passing it keeps a replay from using it. A log no longer written
+            // (every mirror failed; a switch restarts it) is never replayed,
+            // as `clean_block` assumes too: waiting for it would never end.
+            let revoke_needed = current && !passed && self.log_active();
+            if revoke_needed && !self.revoke(block) {
                 self.writeback.revoke_wait.push_back((block, sequence));
                 continue;
             }
