@@ -46,6 +46,9 @@ pub(super) struct BackingFlusher {
     pub in_flight: bool,
     /// The last generation that failed (its waiters see an error).
     pub failed: u64,
+    /// The generation a completed write-through (or passthrough) write needs
+    /// to be durable: any flush must wait for it, whatever the policy is now.
+    pub through_writes_need: u64,
 }
 
 impl Engine {
@@ -83,6 +86,12 @@ impl Engine {
         }
         if self.policy_target.is_some() && !flush.backing_flush_wanted && flush.writebacks_remaining == 0 {
             // While draining to wt/passthrough, writes went through: make them durable too.
+            flush.backing_flush_wanted = true;
+        }
+        if self.writeback.backing.through_writes_need > self.writeback.backing.completed {
+            // Writes went through before a switch to a policy whose flush
+            // leaves the backing device alone: they are acknowledged, but
+            // may still sit in its volatile cache.
             flush.backing_flush_wanted = true;
         }
         self.flushes.push(flush);
@@ -215,6 +224,14 @@ impl BackingFlusher {
     /// FLUSH needed) never fails.
     pub fn failed_for(&self, ticket: u64) -> bool {
         ticket > 0 && self.failed >= ticket
+    }
+
+    /// A write to the backing device completed outside write-back: a flush
+    /// needs a generation issued after now.
+    pub fn note_through_write(&mut self, has_flush: bool) {
+        if has_flush {
+            self.through_writes_need = self.issued + 1;
+        }
     }
 
     /// Registers a waiter; returns the generation it needs. Without FLUSH

@@ -416,6 +416,7 @@ impl Engine {
     }
 
     pub(super) fn write_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, status: IoStatus) {
+        self.writeback.backing.note_through_write(self.config.backing_has_flush);
         for l in lba..lba + blocks_count as u64 {
             self.writeback.lbas_in_flight.remove(&(l as u32));
         }
