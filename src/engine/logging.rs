@@ -17,6 +17,15 @@ pub(super) struct LogWork {
     pub barrier_wanted: bool,
     /// Reclamation re-logged live head entries; a barrier makes that count.
     pub barrier_after_relog: bool,
+    /// `hhc` was left (or the instance started under another policy): the
+    /// log on the mirrors may hold the only durable copy of dirty blocks, so
+    /// it stays until a flush has written everything back (`retire_log`).
+    pub retiring: bool,
+    /// Head of the latest restart of the log, and of the newest superblock
+    /// known to be on the mirrors: a flush that retired the log waits until
+    /// the restart is durable.
+    pub restarted_head: u64,
+    pub superblock_durable_head: u64,
     scan_hand: u32,
     superblock_ops_pending: u32,
     superblock_head: u64,
@@ -329,15 +338,20 @@ impl Engine {
         }
     }
 
-    /// Leaving or entering `hhc`: the old log must never be replayed over
-    /// data written back without revokes, so it is emptied first.
+    /// Entering `hhc`, or retiring the log left behind by it: the old log
+    /// must never be replayed over data written back without revokes, so it
+    /// is emptied first.
     pub(super) fn restart_log_for_switch(&mut self, _to: Policy) {
+        self.logging.retiring = false;
         if self.config.mirrors_count == 0 || self.log.writable_mirrors().next().is_none() {
             return;
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
         self.log.reinitialise(first);
         self.writeback.revoke_debts.clear();
+        // Their locations name segments of the old log.
+        self.startup_revokes.clear();
+        self.logging.restarted_head = first;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
                 self.cache.set_log_loc(block, LOC_NONE);
@@ -511,6 +525,7 @@ impl Engine {
         }
         let head = self.logging.superblock_head;
         self.log.superblock_durable(head);
+        self.logging.superblock_durable_head = head;
         for health in &mut self.log.mirrors {
             if let MirrorHealth::Syncing { from_sequence } = *health {
                 if head >= from_sequence {

@@ -154,6 +154,9 @@ impl Engine {
             self.commit.mark_block(block);
         }
         if warm {
+            // The log may hold what an earlier `hhc` run logged; only a flush
+            // that wrote everything back may drop it.
+            self.logging.retiring = self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0;
             self.drop_copies_after_crash();
             self.start_restart_flush();
         }

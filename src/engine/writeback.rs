@@ -425,13 +425,21 @@ impl Engine {
         let from = self.config.policy;
         if from == policy {
             self.policy_target = None;
+            if policy.uses_log() && self.logging.retiring {
+                // Written-back blocks skipped their revokes meanwhile.
+                self.restart_log_for_switch(policy);
+            }
             return;
         }
         if from == Policy::WriteBackOrdered {
             self.ordered_stop();
         }
-        if from.uses_log() || policy.uses_log() {
+        if policy.uses_log() {
             self.restart_log_for_switch(policy);
+        } else if from.uses_log() {
+            // Flushed dirty blocks may be durable only in the log: it stays
+            // until a flush has written them back (`retire_log`).
+            self.logging.retiring = true;
         }
         if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
             self.policy_target = Some(policy);
