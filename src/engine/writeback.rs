@@ -52,6 +52,9 @@ pub(super) struct Writeback {
     pub lbas_in_flight: HashSet<u32>,
     pub backing: BackingFlusher,
     pub flush_tag_counter: u32,
+    /// The commit a switch to wt or passthrough waits for once nothing is
+    /// dirty: until then the metadata may still record blocks dirty.
+    switch_commit: Option<u64>,
 }
 
 impl Writeback {
@@ -76,6 +79,7 @@ impl Writeback {
             lbas_in_flight: HashSet::with_capacity(parallelism as usize * 2),
             backing: BackingFlusher::default(),
             flush_tag_counter: 0,
+            switch_commit: None,
         }
     }
 
@@ -423,6 +427,7 @@ impl Engine {
 
     pub(super) fn begin_policy_switch(&mut self, policy: Policy) {
         let from = self.config.policy;
+        self.writeback.switch_commit = None;
         if from == policy {
             self.policy_target = None;
             if policy.uses_log() && self.logging.retiring {
@@ -457,9 +462,20 @@ impl Engine {
     pub(super) fn progress_policy_switch(&mut self) {
         let Some(target) = self.policy_target else { return };
         if self.cache.dirty_count() > 0 {
+            self.writeback.switch_commit = None;
             if self.writeback.queue.is_empty() && self.writeback.in_flight() == 0 {
                 self.enqueue_all_dirty(None);
             }
+            return;
+        }
+        // A warm restart under the new policy writes back every block the
+        // metadata records dirty, which must not overwrite what later
+        // write-through writes put on the backing device.
+        let commit = match self.writeback.switch_commit {
+            Some(commit) => commit,
+            None => *self.writeback.switch_commit.insert(self.commit.request()),
+        };
+        if self.commit.completed() < commit {
             return;
         }
         if target == Policy::Passthrough {
@@ -479,5 +495,6 @@ impl Engine {
         }
         self.config.policy = target;
         self.policy_target = None;
+        self.writeback.switch_commit = None;
     }
 }
