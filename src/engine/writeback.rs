@@ -9,6 +9,7 @@ use super::{Engine, Op};
 use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
+use crate::log::OpenFor;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Largest write-back run: adjacent dirty blocks go to the backing device in
@@ -383,13 +384,33 @@ impl Engine {
         self.cache.log_loc(block) != LOC_NONE || self.writeback.revoke_debts.contains_key(&lba)
     }
 
+    /// A log found full at a warm restart has no room for the revokes of its
+    /// entries whose blocks are clean, and those entries keep the head from
+    /// ever freeing a segment: they are dropped from the index instead, with
+    /// debts, as write-backs do when their revoke finds no room.
+    fn drop_startup_revokes(&mut self) {
+        while let Some((lba, loc)) = self.startup_revokes.pop() {
+            let sequence = self.log.loc_sequence(loc);
+            self.log.kill(loc, None);
+            if let Ok(lba) = u32::try_from(lba) {
+                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
+                *debt = (*debt).max(sequence);
+            }
+        }
+    }
+
     /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
     pub(super) fn apply_pending_revokes(&mut self) {
         while let Some(&(lba, loc)) = self.startup_revokes.last() {
             if !self.log_active() {
                 break;
             }
-            let Some(buffer) = self.open_buffer_with_revoke_room() else { return };
+            let Some(buffer) = self.open_buffer_with_revoke_room() else {
+                if self.log.segments_free() < OpenFor::Revoke.min_free() {
+                    self.drop_startup_revokes();
+                }
+                break;
+            };
             let region = self.log.buffers[buffer].region;
             self.log.kill(loc, None);
             self.log.record_revoke(self.regions.all[region as usize].as_mut_slice(), lba);
