@@ -19,7 +19,8 @@ pub(super) struct LogWork {
     pub barrier_after_relog: bool,
     /// `hhc` was left (or the instance started under another policy): the
     /// log on the mirrors may hold the only durable copy of dirty blocks, so
-    /// it stays until a flush has written everything back (`retire_log`).
+    /// it stays, revoked as blocks are written back, until a flush has
+    /// written everything back (`retire_log`) or `hhc` takes it up again.
     pub retiring: bool,
     /// Head of the latest restart of the log, and of the newest superblock
     /// known to be on the mirrors: a flush that retired the log waits until
@@ -46,6 +47,13 @@ impl Engine {
         self.config.policy == Policy::Hhc
             && self.policy_target.is_none()
             && self.log.writable_mirrors().next().is_some()
+    }
+
+    /// Whether written-back blocks revoke their log entries: while `hhc`
+    /// logs, and while its log is retiring, so that it stays one a replay
+    /// (or a return to `hhc`) may use.
+    pub(super) fn log_revocable(&self) -> bool {
+        self.log_active() || self.logging.retiring && self.log.writable_mirrors().next().is_some()
     }
 
     pub(super) fn log_space_low(&self) -> bool {
@@ -209,7 +217,7 @@ impl Engine {
     /// Seals the open buffer when it is full, its revoke table is full, or a
     /// barrier is wanted.
     pub(super) fn maybe_seal(&mut self) {
-        if !self.log_active() {
+        if !self.log_revocable() {
             self.logging.barrier_wanted = false;
             return;
         }
@@ -338,9 +346,9 @@ impl Engine {
         }
     }
 
-    /// Entering `hhc`, or retiring the log left behind by it: the old log
-    /// must never be replayed over data written back without revokes, so it
-    /// is emptied first.
+    /// Entering `hhc` with no log kept from before, or retiring the log left
+    /// behind by it: the old log must never be replayed over data written
+    /// back without revokes, so it is emptied first.
     pub(super) fn restart_log_for_switch(&mut self, _to: Policy) {
         self.logging.retiring = false;
         if self.config.mirrors_count == 0 || self.log.writable_mirrors().next().is_none() {
@@ -369,10 +377,14 @@ impl Engine {
     /// live, or when even re-logging has no room — their blocks are written
     /// back (passive reclamation); either way the head can then advance.
     pub(super) fn reclaim_log_space(&mut self) {
+        if !self.log_revocable() {
+            return;
+        }
+        // A retiring log needs room for its revokes, but gets no new entries.
+        self.log.advance_head();
         if !self.log_active() {
             return;
         }
-        self.log.advance_head();
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
         let wanted = self.log_space_low() || (self.is_idle() && half_full);
         if !wanted || self.logging.reclaim_in_flight {

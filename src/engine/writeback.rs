@@ -364,7 +364,7 @@ impl Engine {
     /// Marks a written-back block clean, revoking its log entries first.
     /// False if the revoke cannot be recorded now (no log buffer).
     fn clean_block(&mut self, block: u32) -> bool {
-        if self.log_active() && self.needs_revoke(block) && !self.revoke(block) {
+        if self.log_revocable() && self.needs_revoke(block) && !self.revoke(block) {
             return false;
         }
         self.cache.mark_clean(block);
@@ -402,7 +402,7 @@ impl Engine {
     /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
     pub(super) fn apply_pending_revokes(&mut self) {
         while let Some(&(lba, loc)) = self.startup_revokes.last() {
-            if !self.log_active() {
+            if !self.log_revocable() {
                 break;
             }
             let Some(buffer) = self.open_buffer_with_revoke_room() else {
@@ -429,9 +429,9 @@ impl Engine {
             }
             // Its entry is out of the index: only a revoke record or the head
             // passing it keeps a replay from using it. A log no longer written
-            // (every mirror failed; a switch restarts it) is never replayed,
-            // as `clean_block` assumes too: waiting for it would never end.
-            let revoke_needed = current && !passed && self.log_active();
+            // (every mirror failed; restarted) is never replayed, as
+            // `clean_block` assumes too: waiting for it would never end.
+            let revoke_needed = current && !passed && self.log_revocable();
             if revoke_needed && !self.revoke(block) {
                 self.writeback.revoke_wait.push_back((block, sequence));
                 continue;
@@ -451,16 +451,21 @@ impl Engine {
         self.writeback.switch_commit = None;
         if from == policy {
             self.policy_target = None;
-            if policy.uses_log() && self.logging.retiring {
-                // Written-back blocks skipped their revokes meanwhile.
-                self.restart_log_for_switch(policy);
+            if policy.uses_log() {
+                // A switch away from `hhc` called off: its log, kept
+                // consistent by revokes while retiring, is used again.
+                self.logging.retiring = false;
             }
             return;
         }
         if from == Policy::WriteBackOrdered {
             self.ordered_stop();
         }
-        if policy.uses_log() {
+        if policy.uses_log() && self.logging.retiring {
+            // The log `hhc` left is still consistent (revoked while retiring)
+            // and may hold the only durable copy of dirty blocks: used again.
+            self.logging.retiring = false;
+        } else if policy.uses_log() {
             self.restart_log_for_switch(policy);
         } else if from.uses_log() {
             // Flushed dirty blocks may be durable only in the log: it stays
