@@ -73,6 +73,8 @@ pub struct DurableEntry {
     pub lba: u32,
     pub version: u32,
     pub dirty: bool,
+    /// A write-through copy whose backing write had not completed.
+    pub through: bool,
 }
 
 /// The in-memory state of one cache block (16 bytes).
@@ -407,6 +409,14 @@ impl CacheIndex {
         self.superseded_blocks.push(block);
     }
 
+    /// A superseded block whose newer copy was discarded at a warm restart:
+    /// its older entry must not become what a later restart finds.
+    pub fn discard_superseded(&mut self, block: u32) {
+        if self.state(block) == BlockState::Superseded {
+            self.blocks[block as usize].state = BlockState::Evicting;
+        }
+    }
+
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
         self.superseded_valid.contains_key(&lba)
     }
@@ -456,6 +466,7 @@ impl CacheIndex {
             lba: self.lba(block),
             version: self.version(block),
             dirty: self.has(block, flag::DIRTY),
+            through: self.through(block) != Through::None,
         };
         let durable = DurableEntry { dirty: self.has(block, flag::DURABLE_DIRTY), ..entry };
         match self.state(block) {
@@ -588,6 +599,8 @@ impl CacheIndex {
         self.blocks[b].version = entry.version;
         self.blocks[b].flags = flag::COMMITTED | if entry.dirty { flag::DURABLE_DIRTY } else { 0 };
         self.blocks[b].log_loc = LOC_NONE;
+        // Only until the restart has decided what to keep (`drop_copies_after_crash`).
+        self.blocks[b].through = if entry.through { Through::Pending } else { Through::None };
         match self.lookup(entry.lba) {
             None => {
                 self.blocks[b].state = BlockState::Mapped;

@@ -174,8 +174,8 @@ impl Engine {
             let desired = self.cache.desired_entry(block, unwritten);
             self.cache.note_encoded(block, desired);
             entries.push(match desired {
-                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version, dirty: e.dirty },
-                None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false },
+                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version, dirty: e.dirty, through: e.through },
+                None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false, through: false },
             });
         }
         let header = MetaPageHeader {

@@ -34,6 +34,12 @@ pub(super) struct FlushState {
     pub backing_flush_wanted: bool,
     pub backing_flush_ticket: Option<u64>,
     pub error: Option<RequestError>,
+    /// Once its write-backs are durable, this flush retires the log `hhc`
+    /// left behind (`LogWork::retiring`)...
+    pub retire_log: bool,
+    /// ...and completes only when the restarted log's superblock (this head)
+    /// is on the mirrors.
+    pub log_restart_head: Option<u64>,
 }
 
 /// Generations of backing-device FLUSH: a waiter needs one issued after it
@@ -46,6 +52,9 @@ pub(super) struct BackingFlusher {
     pub in_flight: bool,
     /// The last generation that failed (its waiters see an error).
     pub failed: u64,
+    /// The generation a completed write-through (or passthrough) write needs
+    /// to be durable: any flush must wait for it, whatever the policy is now.
+    pub through_writes_need: u64,
 }
 
 impl Engine {
@@ -63,6 +72,8 @@ impl Engine {
             backing_flush_wanted: false,
             backing_flush_ticket: None,
             error: None,
+            retire_log: false,
+            log_restart_head: None,
         };
         match self.config.policy {
             Policy::Passthrough => flush.backing_flush_wanted = true,
@@ -85,6 +96,15 @@ impl Engine {
             // While draining to wt/passthrough, writes went through: make them durable too.
             flush.backing_flush_wanted = true;
         }
+        if self.writeback.backing.through_writes_need > self.writeback.backing.completed {
+            // Writes went through before a switch to a policy whose flush
+            // leaves the backing device alone: they are acknowledged, but
+            // may still sit in its volatile cache.
+            flush.backing_flush_wanted = true;
+        }
+        if self.logging.retiring && self.cache.dirty_count() == 0 {
+            flush.retire_log = true;
+        }
         self.flushes.push(flush);
     }
 
@@ -99,6 +119,7 @@ impl Engine {
         flush.writebacks_remaining = count;
         flush.backing_flush_wanted = true;
         flush.commit_target = Some(self.commit.request());
+        flush.retire_log = self.logging.retiring;
     }
 
     /// A write-back tagged for a flush finished (or failed).
@@ -159,6 +180,23 @@ impl Engine {
         if flush.backing_flush_wanted && flush.writebacks_remaining == 0 && flush.backing_flush_ticket.is_none() {
             flush.backing_flush_ticket = Some(self.writeback.backing.request(self.config.backing_has_flush));
         }
+        let flush = &self.flushes[i];
+        let backing = &self.writeback.backing;
+        let backing_done = !flush.backing_flush_wanted || flush.backing_flush_ticket.is_some_and(|t| backing.completed >= t);
+        if flush.retire_log && flush.writebacks_remaining == 0 && backing_done {
+            // Every block dirty when the flush started is durable on the
+            // backing device now (unless a write-back failed): the old log
+            // holds nothing it still needs, and must not outlive the flush,
+            // or a replay could take back what was written back since.
+            let failed = flush.error.is_some() || flush.backing_flush_ticket.is_some_and(|t| backing.failed_for(t));
+            self.flushes[i].retire_log = false;
+            if !failed {
+                if self.logging.retiring {
+                    self.restart_log_for_switch(self.config.policy);
+                }
+                self.flushes[i].log_restart_head = Some(self.logging.restarted_head);
+            }
+        }
     }
 
     /// Every flush waiting for a barrier seal now waits for this sequence
@@ -176,7 +214,12 @@ impl Engine {
         let commit_done = flush.commit_target.is_none_or(|t| self.commit.completed() >= t);
         let backing_done = !flush.backing_flush_wanted
             || flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.completed >= t);
-        let finished = commit_done && backing_done && flush.log == LogStage::None && flush.writebacks_remaining == 0;
+        let log_restarted = !flush.retire_log && flush.log_restart_head.is_none_or(|h| self.logging.superblock_durable_head >= h);
+        let finished = commit_done
+            && backing_done
+            && log_restarted
+            && flush.log == LogStage::None
+            && flush.writebacks_remaining == 0;
         if finished && flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.failed_for(t)) {
             self.flushes[i].error = Some(RequestError::Io);
         }
@@ -215,6 +258,14 @@ impl BackingFlusher {
     /// FLUSH needed) never fails.
     pub fn failed_for(&self, ticket: u64) -> bool {
         ticket > 0 && self.failed >= ticket
+    }
+
+    /// A write to the backing device completed outside write-back: a flush
+    /// needs a generation issued after now.
+    pub fn note_through_write(&mut self, has_flush: bool) {
+        if has_flush {
+            self.through_writes_need = self.issued + 1;
+        }
     }
 
     /// Registers a waiter; returns the generation it needs. Without FLUSH

@@ -17,6 +17,16 @@ pub(super) struct LogWork {
     pub barrier_wanted: bool,
     /// Reclamation re-logged live head entries; a barrier makes that count.
     pub barrier_after_relog: bool,
+    /// `hhc` was left (or the instance started under another policy): the
+    /// log on the mirrors may hold the only durable copy of dirty blocks, so
+    /// it stays, revoked as blocks are written back, until a flush has
+    /// written everything back (`retire_log`) or `hhc` takes it up again.
+    pub retiring: bool,
+    /// Head of the latest restart of the log, and of the newest superblock
+    /// known to be on the mirrors: a flush that retired the log waits until
+    /// the restart is durable.
+    pub restarted_head: u64,
+    pub superblock_durable_head: u64,
     scan_hand: u32,
     superblock_ops_pending: u32,
     superblock_head: u64,
@@ -37,6 +47,13 @@ impl Engine {
         self.config.policy == Policy::Hhc
             && self.policy_target.is_none()
             && self.log.writable_mirrors().next().is_some()
+    }
+
+    /// Whether written-back blocks revoke their log entries: while `hhc`
+    /// logs, and while its log is retiring, so that it stays one a replay
+    /// (or a return to `hhc`) may use.
+    pub(super) fn log_revocable(&self) -> bool {
+        self.log_active() || self.logging.retiring && self.log.writable_mirrors().next().is_some()
     }
 
     pub(super) fn log_space_low(&self) -> bool {
@@ -202,7 +219,7 @@ impl Engine {
     /// Seals the open buffer when it is full, its revoke table is full, or a
     /// barrier is wanted.
     pub(super) fn maybe_seal(&mut self) {
-        if !self.log_active() {
+        if !self.log_revocable() {
             self.logging.barrier_wanted = false;
             return;
         }
@@ -338,14 +355,17 @@ impl Engine {
         }
     }
 
-    /// Leaving or entering `hhc`: the old log must never be replayed over
-    /// data written back without revokes, so it is emptied first.
+    /// Entering `hhc` with no log kept from before, or retiring the log left
+    /// behind by it: the old log must never be replayed over data written
+    /// back without revokes, so it is emptied first.
     pub(super) fn restart_log_for_switch(&mut self, _to: Policy) {
+        self.logging.retiring = false;
         if self.config.mirrors_count == 0 || self.log.writable_mirrors().next().is_none() {
             return;
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
         self.start_new_log(first);
+        self.logging.restarted_head = first;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
                 self.cache.set_log_loc(block, LOC_NONE);
@@ -363,10 +383,14 @@ impl Engine {
     /// live, or when even re-logging has no room — their blocks are written
     /// back (passive reclamation); either way the head can then advance.
     pub(super) fn reclaim_log_space(&mut self) {
+        if !self.log_revocable() {
+            return;
+        }
+        // A retiring log needs room for its revokes, but gets no new entries.
+        self.log.advance_head();
         if !self.log_active() {
             return;
         }
-        self.log.advance_head();
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
         let wanted = self.log_space_low() || (self.is_idle() && half_full);
         if !wanted || self.logging.reclaim_in_flight {
@@ -519,6 +543,7 @@ impl Engine {
         }
         let head = self.logging.superblock_head;
         self.log.superblock_durable(head);
+        self.logging.superblock_durable_head = head;
         for health in &mut self.log.mirrors {
             if let MirrorHealth::Syncing { from_sequence } = *health {
                 if head >= from_sequence {

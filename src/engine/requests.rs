@@ -296,6 +296,15 @@ impl Engine {
         if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(&l)) {
             return false;
         }
+        // A dirty write-back block of one of them (a switch is draining, or
+        // was called off) goes to the backing device first: written back
+        // after this write, it would overwrite it with older data.
+        if let Some(l) = lbas.clone().find(|&l| self.holds_unwritten_data(l)) {
+            if !self.writeback.queue.iter().any(|&(queued, _)| queued == l) {
+                self.writeback.queue.push_back((l, None));
+            }
+            return false;
+        }
         self.writeback.lbas_in_flight.extend(lbas.clone());
         for l in lbas.clone() {
             if let Some(entry) = self.misses.get_mut(&l) {
@@ -319,6 +328,12 @@ impl Engine {
             }
         }
         true
+    }
+
+    /// Whether `lba`'s current block is dirty data the backing device still
+    /// lacks (not a write-through copy, whose backing write is its own).
+    fn holds_unwritten_data(&self, lba: u32) -> bool {
+        self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY) && self.cache.through(b) == Through::None)
     }
 
     /// Writes one block into a fresh cache block (copy-on-write) and, for
@@ -416,6 +431,7 @@ impl Engine {
     }
 
     pub(super) fn write_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, status: IoStatus) {
+        self.writeback.backing.note_through_write(self.config.backing_has_flush);
         for l in lba..lba + blocks_count as u64 {
             self.writeback.lbas_in_flight.remove(&(l as u32));
         }

@@ -5,7 +5,7 @@
 //! may have landed out of order — a later scan must never chain into them.
 
 use super::{Engine, EngineState, Op, StartMode, META_POOL_PAGES};
-use crate::cache::{flag, BlockState, DurableEntry};
+use crate::cache::{flag, BlockState, DurableEntry, Through};
 use crate::format::{CacheSuperblock, MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, HeapAllocator};
 use crate::recovery::{LogScanner, ScannedLog};
@@ -154,6 +154,9 @@ impl Engine {
             self.commit.mark_block(block);
         }
         if warm {
+            // The log may hold what an earlier `hhc` run logged; only a flush
+            // that wrote everything back may drop it.
+            self.logging.retiring = self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0;
             self.drop_copies_after_crash();
             self.start_restart_flush();
         }
@@ -162,17 +165,42 @@ impl Engine {
     /// Write-through (and passthrough) send writes to the backing device
     /// directly, which holds every acknowledged write: a write in flight at
     /// the crash may have landed there but not in the cache (an older clean
-    /// copy), or in the cache but not there (a dirty copy, possibly older
-    /// than what the backing device has). No copy is trusted after a crash.
+    /// copy), or in the cache but not there (a write-through copy, possibly
+    /// older than what the backing device has), so neither is trusted after
+    /// a crash. Other dirty blocks are write-back data of a policy whose
+    /// switch away did not finish: they are written back first, as that
+    /// switch would have. Older entries of a dropped copy go with it, or a
+    /// later restart would find them.
     fn drop_copies_after_crash(&mut self) {
-        if self.config.policy.is_write_back() {
-            return;
-        }
+        let write_back = self.config.policy.is_write_back();
+        let mut dirty = 0;
         for block in 0..self.cache.blocks_count() {
-            if self.cache.state(block) == BlockState::Mapped {
+            let through = self.cache.through(block) != Through::None;
+            self.cache.set_through(block, Through::None);
+            if write_back || self.cache.state(block) != BlockState::Mapped {
+                continue;
+            }
+            if self.cache.has(block, flag::DIRTY) && !through {
+                dirty += 1;
+            } else {
                 self.cache.discard(block);
                 self.commit.mark_block(block);
             }
+        }
+        if write_back {
+            return;
+        }
+        for i in 0..self.cache.superseded_blocks().len() {
+            let block = self.cache.superseded_blocks()[i];
+            if self.cache.lookup(self.cache.lba(block)).is_none() {
+                self.cache.discard_superseded(block);
+                self.commit.mark_block(block);
+            }
+        }
+        if dirty > 0 {
+            self.policy_target = Some(self.config.policy);
+            self.config.policy = crate::config::Policy::WriteBackFlush;
+            self.enqueue_all_dirty(None);
         }
     }
 
@@ -218,7 +246,7 @@ impl Engine {
             for seq in 0..2u64 {
                 let slot = ((page - first_page) * 2 + seq as u32) as usize;
                 let header = MetaPageHeader { instance_id: self.config.instance_id, page_index: page, page_seq: seq, entries_count };
-                let empty = MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false };
+                let empty = MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false, through: false };
                 let region = self.regions.meta_pool;
                 let memory = &mut self.region(region)[slot * UNIT_BYTES..(slot + 1) * UNIT_BYTES];
                 header.encode(&mut std::iter::repeat_n(empty, entries_count as usize), memory);
@@ -322,7 +350,8 @@ impl Engine {
                 if entry.lba == LBA_NONE || entry.lba >= self.config.backing_blocks() {
                     continue;
                 }
-                let durable = DurableEntry { lba: entry.lba as u32, version: entry.epoch, dirty: entry.dirty };
+                let durable =
+                    DurableEntry { lba: entry.lba as u32, version: entry.epoch, dirty: entry.dirty, through: entry.through };
                 self.cache.restore(first_block + i as u32, durable);
             }
         }

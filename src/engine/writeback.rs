@@ -9,6 +9,7 @@ use super::{Engine, Op};
 use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
+use crate::log::OpenFor;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Largest write-back run: adjacent dirty blocks go to the backing device in
@@ -52,6 +53,9 @@ pub(super) struct Writeback {
     pub lbas_in_flight: HashSet<u32>,
     pub backing: BackingFlusher,
     pub flush_tag_counter: u32,
+    /// The commit a switch to wt or passthrough waits for once nothing is
+    /// dirty: until then the metadata may still record blocks dirty.
+    switch_commit: Option<u64>,
 }
 
 impl Writeback {
@@ -76,6 +80,7 @@ impl Writeback {
             lbas_in_flight: HashSet::with_capacity(parallelism as usize * 2),
             backing: BackingFlusher::default(),
             flush_tag_counter: 0,
+            switch_commit: None,
         }
     }
 
@@ -367,7 +372,7 @@ impl Engine {
     /// Marks a written-back block clean, revoking its log entries first.
     /// False if the revoke cannot be recorded now (no log buffer).
     fn clean_block(&mut self, block: u32) -> bool {
-        if self.log_active() && self.needs_revoke(block) && !self.revoke(block) {
+        if self.log_revocable() && self.needs_revoke(block) && !self.revoke(block) {
             return false;
         }
         self.cache.mark_clean(block);
@@ -387,13 +392,33 @@ impl Engine {
         self.cache.log_loc(block) != LOC_NONE || self.writeback.revoke_debts.contains_key(&lba)
     }
 
+    /// A log found full at a warm restart has no room for the revokes of its
+    /// entries whose blocks are clean, and those entries keep the head from
+    /// ever freeing a segment: they are dropped from the index instead, with
+    /// debts, as write-backs do when their revoke finds no room.
+    fn drop_startup_revokes(&mut self) {
+        while let Some((lba, loc)) = self.startup_revokes.pop() {
+            let sequence = self.log.loc_sequence(loc);
+            self.log.kill(loc, None);
+            if let Ok(lba) = u32::try_from(lba) {
+                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
+                *debt = (*debt).max(sequence);
+            }
+        }
+    }
+
     /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
     pub(super) fn apply_pending_revokes(&mut self) {
         while let Some(&(lba, loc)) = self.startup_revokes.last() {
-            if !self.log_active() {
+            if !self.log_revocable() {
                 break;
             }
-            let Some(buffer) = self.open_buffer_with_revoke_room() else { return };
+            let Some(buffer) = self.open_buffer_with_revoke_room() else {
+                if self.log.segments_free() < OpenFor::Revoke.min_free() {
+                    self.drop_startup_revokes();
+                }
+                break;
+            };
             let region = self.log.buffers[buffer].region;
             self.log.kill(loc, None);
             self.log.record_revoke(self.regions.all[region as usize].as_mut_slice(), lba);
@@ -411,8 +436,11 @@ impl Engine {
                 }
             }
             // Its entry is out of the index: only a revoke record or the head
-            // passing it keeps a replay from using it.
-            if current && !passed && !(self.log_active() && self.revoke(block)) {
+            // passing it keeps a replay from using it. A log no longer written
+            // (every mirror failed; restarted) is never replayed, as
+            // `clean_block` assumes too: waiting for it would never end.
+            let revoke_needed = current && !passed && self.log_revocable();
+            if revoke_needed && !self.revoke(block) {
                 self.writeback.revoke_wait.push_back((block, sequence));
                 continue;
             }
@@ -428,15 +456,29 @@ impl Engine {
 
     pub(super) fn begin_policy_switch(&mut self, policy: Policy) {
         let from = self.config.policy;
+        self.writeback.switch_commit = None;
         if from == policy {
             self.policy_target = None;
+            if policy.uses_log() {
+                // A switch away from `hhc` called off: its log, kept
+                // consistent by revokes while retiring, is used again.
+                self.logging.retiring = false;
+            }
             return;
         }
         if from == Policy::WriteBackOrdered {
             self.ordered_stop();
         }
-        if from.uses_log() || policy.uses_log() {
+        if policy.uses_log() && self.logging.retiring {
+            // The log `hhc` left is still consistent (revoked while retiring)
+            // and may hold the only durable copy of dirty blocks: used again.
+            self.logging.retiring = false;
+        } else if policy.uses_log() {
             self.restart_log_for_switch(policy);
+        } else if from.uses_log() {
+            // Flushed dirty blocks may be durable only in the log: it stays
+            // until a flush has written them back (`retire_log`).
+            self.logging.retiring = true;
         }
         if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
             self.policy_target = Some(policy);
@@ -454,9 +496,20 @@ impl Engine {
     pub(super) fn progress_policy_switch(&mut self) {
         let Some(target) = self.policy_target else { return };
         if self.cache.dirty_count() > 0 {
+            self.writeback.switch_commit = None;
             if self.writeback.queue.is_empty() && self.writeback.in_flight() == 0 {
                 self.enqueue_all_dirty(None);
             }
+            return;
+        }
+        // A warm restart under the new policy writes back every block the
+        // metadata records dirty, which must not overwrite what later
+        // write-through writes put on the backing device.
+        let commit = match self.writeback.switch_commit {
+            Some(commit) => commit,
+            None => *self.writeback.switch_commit.insert(self.commit.request()),
+        };
+        if self.commit.completed() < commit {
             return;
         }
         if target == Policy::Passthrough {
@@ -476,5 +529,6 @@ impl Engine {
         }
         self.config.policy = target;
         self.policy_target = None;
+        self.writeback.switch_commit = None;
     }
 }

@@ -28,6 +28,7 @@ const ENTRY_OFF_FLAGS: usize = 12;
 const ENTRY_OFF_RESERVED: usize = 13;
 
 const FLAG_DIRTY: u8 = 1;
+const FLAG_THROUGH: u8 = 2;
 
 /// The durable state of one cache block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,19 +39,22 @@ pub struct MetaEntry {
     /// epoch wins when two blocks claim the same LBA.
     pub epoch: u32,
     pub dirty: bool,
+    /// A write-through copy whose backing write had not completed: after a
+    /// crash it may be older than the backing device, unlike write-back data.
+    pub through: bool,
 }
 
 impl MetaEntry {
     fn encode(&self, out: &mut [u8]) {
         put_u64(out, ENTRY_OFF_LBA, self.lba);
         put_u32(out, ENTRY_OFF_EPOCH, self.epoch);
-        out[ENTRY_OFF_FLAGS] = if self.dirty { FLAG_DIRTY } else { 0 };
+        out[ENTRY_OFF_FLAGS] = if self.dirty { FLAG_DIRTY } else { 0 } | if self.through { FLAG_THROUGH } else { 0 };
         out[ENTRY_OFF_RESERVED..META_ENTRY_BYTES].fill(0);
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let flags = bytes[ENTRY_OFF_FLAGS];
-        if flags & !FLAG_DIRTY != 0 {
+        if flags & !(FLAG_DIRTY | FLAG_THROUGH) != 0 {
             return Err(FormatError::BadField("entry flags"));
         }
         if bytes[ENTRY_OFF_RESERVED..META_ENTRY_BYTES].iter().any(|&b| b != 0) {
@@ -60,6 +64,7 @@ impl MetaEntry {
             lba: get_u64(bytes, ENTRY_OFF_LBA),
             epoch: get_u32(bytes, ENTRY_OFF_EPOCH),
             dirty: flags & FLAG_DIRTY != 0,
+            through: flags & FLAG_THROUGH != 0,
         })
     }
 }
@@ -145,6 +150,7 @@ mod tests {
                 lba: if i % 5 == 4 { LBA_NONE } else { i * 1000 },
                 epoch: i as u32,
                 dirty: i % 2 == 0,
+                through: i % 3 == 0,
             })
             .collect()
     }
@@ -160,7 +166,7 @@ mod tests {
         for count in [0, 1, META_ENTRIES_PER_PAGE] {
             let list = entries(count);
             let unit = encoded(&header(count as u16), &list);
-            let mut out = vec![MetaEntry { lba: 1, epoch: 1, dirty: true }];
+            let mut out = vec![MetaEntry { lba: 1, epoch: 1, dirty: true, through: false }];
             assert_eq!(MetaPageHeader::decode(&unit, &mut out), Ok(header(count as u16)));
             assert_eq!(out, list);
         }
@@ -168,9 +174,9 @@ mod tests {
 
     #[test]
     fn entry_bytes_are_as_documented() {
-        let entry = MetaEntry { lba: 0x0102_0304_0506_0708, epoch: 0x0A0B_0C0D, dirty: true };
+        let entry = MetaEntry { lba: 0x0102_0304_0506_0708, epoch: 0x0A0B_0C0D, dirty: true, through: true };
         let unit = encoded(&header(1), &[entry]);
-        assert_eq!(&unit[32..48], &[8, 7, 6, 5, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A, 1, 0, 0, 0]);
+        assert_eq!(&unit[32..48], &[8, 7, 6, 5, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A, 3, 0, 0, 0]);
         assert!(unit[48..].iter().all(|&b| b == 0));
     }
 
@@ -214,7 +220,7 @@ mod tests {
         bad[4095] = 1;
         assert_eq!(MetaPageHeader::decode(&bad, &mut out), Err(FormatError::ChecksumMismatch));
         let mut bad = unit.clone();
-        bad[32 + 16 + ENTRY_OFF_FLAGS] = 2;
+        bad[32 + 16 + ENTRY_OFF_FLAGS] = 4;
         store_crc(&mut bad, OFF_CRC);
         assert_eq!(MetaPageHeader::decode(&bad, &mut out), Err(FormatError::BadField("entry flags")));
         let mut bad = unit;
@@ -226,7 +232,8 @@ mod tests {
 
     fn arb_entries() -> impl Strategy<Value = Vec<MetaEntry>> {
         let entry =
-            (any::<u64>(), any::<u32>(), any::<bool>()).prop_map(|(lba, epoch, dirty)| MetaEntry { lba, epoch, dirty });
+            (any::<u64>(), any::<u32>(), any::<bool>(), any::<bool>())
+                .prop_map(|(lba, epoch, dirty, through)| MetaEntry { lba, epoch, dirty, through });
         proptest::collection::vec(entry, 0..=META_ENTRIES_PER_PAGE)
     }
 
