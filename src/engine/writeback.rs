@@ -137,16 +137,19 @@ impl Engine {
         let wanted = self.writeback_parallelism_wanted();
         // Bounded: queued items whose block is busy go back to the queue.
         let mut attempts = self.writeback.queue.len() + wanted as usize;
+        // Each queued item is tried once per call, then background candidates
+        // get their turn: a queued block that cannot start yet (pinned while
+        // its revoke waits, say) must not starve the others.
+        let mut queued = self.writeback.queue.len();
         while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
             if let Some(block) = self.ordered_next_retained() {
                 self.start_writeback_run(block, None, false);
                 continue;
             }
-            let next = match self.writeback.queue.pop_front() {
-                Some(item) => Some(item),
-                None => self.next_background_candidate().map(|lba| (lba, None)),
-            };
+            let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
+            queued = queued.saturating_sub(1);
+            let next = from_queue.or_else(|| self.next_background_candidate().map(|lba| (lba, None)));
             let Some((lba, tag)) = next else { break };
             self.start_writeback(lba, tag);
         }
