@@ -29,19 +29,33 @@ use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
 use hhc::sim::{self, reproduce_command, Figures, RunSpec};
 
-/// Small runs keep the debug-build sweep within a few minutes on 2 cores;
-/// seeds 0..14 already switch every fault kind on at least once.
+/// Seeds 0..14 already switch every fault kind on at least once. The README's
+/// `cargo test --release` sweeps 500 seeds per policy (about a second each)
+/// and 150 longer ones; a debug build keeps to a few dozen.
 const OPS_PER_SEED: u64 = 300;
-const SEEDS_PER_POLICY: u64 = 48;
+const SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 48 } else { 500 };
+const LONG_OPS_PER_SEED: u64 = 1000;
+const LONG_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 8 } else { 150 };
 /// A mutation must be caught within this many seeds.
 const MUTATION_SEEDS: u64 = 64;
 
 fn sweep(policy: Policy) -> Figures {
+    let (figures, seen) = sweep_with(policy, SEEDS_PER_POLICY, OPS_PER_SEED);
+    assert_eq!(seen, every_kind(), "{policy}: the sweep left a fault kind out");
+    assert!(figures.power_losses > 0 && figures.device_deaths > 0 && figures.recoveries > figures.power_losses / 2);
+    assert!(figures.flushes > 0 && figures.blocks_checked > 0);
+    // Longer runs reach states the short ones do not: a log wrapping many
+    // times, several power losses and policy switches in one run.
+    sweep_with(policy, LONG_SEEDS_PER_POLICY, LONG_OPS_PER_SEED);
+    figures
+}
+
+fn sweep_with(policy: Policy, seeds: u64, ops: u64) -> (Figures, FaultKinds) {
     let factory = sim::engine_factory();
     let mut figures = Figures::default();
     let mut seen = FaultKinds::default();
-    for seed in 0..SEEDS_PER_POLICY {
-        let spec = RunSpec { seed, ops: OPS_PER_SEED, policy, mutation: Mutation::None };
+    for seed in 0..seeds {
+        let spec = RunSpec { seed, ops, policy, mutation: Mutation::None };
         let outcome = sim::run_seed(factory.as_ref(), spec);
         if let Some(violation) = outcome.violation {
             panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));
@@ -49,10 +63,7 @@ fn sweep(policy: Policy) -> Figures {
         figures.add(&outcome.figures);
         merge(&mut seen, &outcome.kinds);
     }
-    assert_eq!(seen, every_kind(), "{policy}: the sweep left a fault kind out");
-    assert!(figures.power_losses > 0 && figures.device_deaths > 0 && figures.recoveries > figures.power_losses / 2);
-    assert!(figures.flushes > 0 && figures.blocks_checked > 0);
-    figures
+    (figures, seen)
 }
 
 fn merge(seen: &mut FaultKinds, kinds: &FaultKinds) {

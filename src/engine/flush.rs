@@ -102,10 +102,38 @@ impl Engine {
             // may still sit in its volatile cache.
             flush.backing_flush_wanted = true;
         }
-        if self.logging.retiring && self.cache.dirty_count() == 0 {
+        if self.logging.retiring && !flush.retire_log {
+            // The log `hhc` left could still be replayed over what reached
+            // the backing device since (passthrough and write-through writes
+            // carry no revoke): no flush completes before it is retired,
+            // which takes everything dirty written back first.
+            if flush.writebacks_remaining == 0 && self.cache.dirty_count() > 0 {
+                self.flush_by_writeback(&mut flush);
+            }
+            flush.backing_flush_wanted = true;
             flush.retire_log = true;
         }
         self.flushes.push(flush);
+    }
+
+    /// `hhc` is being left: flushes still running under its semantics can no
+    /// longer count on the log (written-back blocks turn clean with revokes
+    /// no barrier will cover), so they finish the way a flush started now
+    /// would: everything dirty written back, the backing device flushed, the
+    /// old log retired.
+    pub(super) fn flushes_leave_log(&mut self) {
+        for i in 0..self.flushes.len() {
+            if self.flushes[i].retire_log {
+                continue;
+            }
+            let tag = self.flushes[i].tag;
+            let count = self.enqueue_all_dirty(Some(tag));
+            let flush = &mut self.flushes[i];
+            flush.log = LogStage::None;
+            flush.writebacks_remaining += count;
+            flush.backing_flush_wanted = true;
+            flush.retire_log = true;
+        }
     }
 
     fn next_flush_tag(&mut self) -> u32 {

@@ -482,6 +482,7 @@ impl Engine {
             // Flushed dirty blocks may be durable only in the log: it stays
             // until a flush has written them back (`retire_log`).
             self.logging.retiring = true;
+            self.flushes_leave_log();
         }
         if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
             self.policy_target = Some(policy);
