@@ -231,6 +231,12 @@ impl Engine {
                 continue;
             }
             let block = self.cache.map_new_block(block_lba, false).expect("free block vanished");
+            if self.write_mode() != WriteMode::Back || self.writeback.backing.through_writes_unflushed() {
+                // A write-through may land on the backing device before this
+                // copy's entry, or the backing device may lose this data with
+                // the power: the backing device stays authoritative.
+                self.cache.set_through(block, Through::Copy);
+            }
             self.stats.fills += 1;
             let offset = self.cache_layout.block_offset(block as u64);
             let buffer = self.request_buffer(key, first + n);
@@ -411,14 +417,16 @@ impl Engine {
             return;
         }
         match self.cache.through(block) {
-            Through::None => {}
+            Through::None | Through::Copy => {}
             Through::Pending if !self.config.policy.uses_cache() => {
                 // Switched to passthrough meanwhile: no copy may stay.
                 self.cache.discard(block);
                 self.commit.mark_block(block);
             }
             Through::Pending => {
-                self.cache.set_through(block, Through::None);
+                // Clean, but the backing write may not be durable yet: a
+                // restart must not trust this copy over the backing device.
+                self.cache.set_through(block, Through::Copy);
                 self.cache.mark_clean(block);
                 self.commit.mark_block(block);
             }
