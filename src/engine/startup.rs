@@ -219,6 +219,12 @@ impl Engine {
         });
         self.restart_flush = true;
         self.start_flush(key);
+        // Copies dropped above must stay dropped if the power fails again:
+        // a passthrough flush alone would not commit their entries.
+        if self.commit.has_dirty_pages() {
+            let flush = self.flushes.last_mut().expect("restart flush");
+            flush.commit_target = flush.commit_target.or(Some(self.commit.request()));
+        }
         self.sub_done(key, 1, None);
     }
 
