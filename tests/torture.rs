@@ -3,17 +3,6 @@
 //! broken engine must be caught within a bounded number of seeds.
 //! Longer sweeps: `hhc torture --seeds 2000 --policy P` (docs/torture.md).
 //!
-//! OPEN ENGINE BUGS: the sweeps below marked `#[ignore]` still find these
-//! (run them with `cargo test --release --test torture -- --ignored`); they
-//! stay in the suite, unweakened, until the engine is fixed:
-//! - a read while running returns a write the oracle does not allow under
-//!   passthrough with policy switches: `hhc torture --seed 37 --ops 300
-//!   --policy passthrough`;
-//! - after all mirrors die and policies switch, a warm restart finds a write
-//!   the oracle does not allow: `hhc torture --seed 42 --ops 300 --policy wb-flush`;
-//! - after a write-through -> hhc switch, a power loss and a log that fills,
-//!   the replay leaves an older block on the backing device:
-//!   `hhc torture --seed 41 --ops 300 --policy wt`.
 //! Fixed since the sweeps first ran (each had a failing seed): a backing
 //! device without FLUSH, `Engine::fail` completing requests under in-flight
 //! commands, write-through copies diverging from the backing device after a
@@ -22,8 +11,10 @@
 //! cache with older data, replay giving up on transient backing errors,
 //! entries dropped from the log index without a revoke, hot blocks whose
 //! 8-bit versions wrapped, a warm restart serving state a later cache loss
-//! would take back, and log segments trusted before the drive cache was
-//! flushed.
+//! would take back, log segments trusted before the drive cache was
+//! flushed, and copies made while writes went through trusted by a warm
+//! restart under a write-back policy (the wt, wb-flush and passthrough
+//! sweeps were `#[ignore]`d until then).
 
 use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
@@ -103,19 +94,16 @@ fn sweep_hhc() {
 }
 
 #[test]
-#[ignore = "open engine bug: hhc torture --seed 41 --ops 300 --policy wt (see the file header)"]
 fn sweep_write_through() {
     sweep(Policy::WriteThrough);
 }
 
 #[test]
-#[ignore = "open engine bug: hhc torture --seed 42 --ops 300 --policy wb-flush (see the file header)"]
 fn sweep_write_back_flush() {
     sweep(Policy::WriteBackFlush);
 }
 
 #[test]
-#[ignore = "open engine bug: hhc torture --seed 37 --ops 300 --policy passthrough (see the file header)"]
 fn sweep_passthrough() {
     sweep(Policy::Passthrough);
 }
