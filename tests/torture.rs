@@ -3,13 +3,6 @@
 //! broken engine must be caught within a bounded number of seeds.
 //! Longer sweeps: `hhc torture --seeds 2000 --policy P` (docs/torture.md).
 //!
-//! OPEN ENGINE BUGS: the sweeps below marked `#[ignore]` still find these
-//! (run them with `cargo test --release --test torture -- --ignored`); they
-//! stay in the suite, unweakened, until the engine is fixed:
-//! - write-through and passthrough with policy switches and power loss:
-//!   `hhc torture --seed 206 --ops 300 --policy wt`, `--seed 206 --policy
-//!   passthrough` (a write-through copy trusted, or a value lost, across a
-//!   switch and a restart).
 //! Fixed since the sweeps first ran (each had a failing seed): a backing
 //! device without FLUSH, `Engine::fail` completing requests under in-flight
 //! commands, write-through copies diverging from the backing device after a
@@ -18,8 +11,15 @@
 //! cache with older data, replay giving up on transient backing errors,
 //! entries dropped from the log index without a revoke, hot blocks whose
 //! 8-bit versions wrapped, a warm restart serving state a later cache loss
-//! would take back, and log segments trusted before the drive cache was
-//! flushed.
+//! would take back, log segments trusted before the drive cache was
+//! flushed, and copies made while writes went through trusted by a warm
+//! restart under a write-back policy (the wt, wb-flush and passthrough
+//! sweeps were `#[ignore]`d until then), write-back ahead of the commit that
+//! makes a block's mapping durable, wb-ordered epoch counts and retained
+//! blocks read before their data landed, revokes owed to a restarted log,
+//! a revoke-only log buffer that never sealed, a queued write-back starving
+//! the rest, leaving `hhc` dropping the only durable copy of flushed data,
+//! and flushes completing on a log being retired.
 
 use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
@@ -99,7 +99,6 @@ fn sweep_hhc() {
 }
 
 #[test]
-#[ignore = "open engine bug: hhc torture --seed 206 --ops 300 --policy wt (see the file header)"]
 fn sweep_write_through() {
     sweep(Policy::WriteThrough);
 }
@@ -110,7 +109,6 @@ fn sweep_write_back_flush() {
 }
 
 #[test]
-#[ignore = "open engine bug: hhc torture --seed 206 --ops 300 --policy passthrough (see the file header)"]
 fn sweep_passthrough() {
     sweep(Policy::Passthrough);
 }

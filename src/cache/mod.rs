@@ -65,6 +65,12 @@ pub enum Through {
     Pending,
     /// Failed: the copy is dropped once its own cache write completes.
     Failed,
+    /// Settled: a clean copy, but the backing device, not the cache, is
+    /// authoritative for its LBA (its write may not be durable there yet,
+    /// and a later write-through may land there before its own copy's
+    /// entry), so a warm restart drops it whatever the policy then. Its
+    /// entry carries the same flag as a `Pending` copy's.
+    Copy,
 }
 
 /// What a commit should write for one block.
@@ -73,7 +79,7 @@ pub struct DurableEntry {
     pub lba: u32,
     pub version: u32,
     pub dirty: bool,
-    /// A write-through copy whose backing write had not completed.
+    /// A write-through copy (any `Through` state but `None`).
     pub through: bool,
 }
 

@@ -96,7 +96,7 @@ impl Engine {
             // While draining to wt/passthrough, writes went through: make them durable too.
             flush.backing_flush_wanted = true;
         }
-        if self.writeback.backing.through_writes_need > self.writeback.backing.completed {
+        if self.writeback.backing.through_writes_unflushed() {
             // Writes went through before a switch to a policy whose flush
             // leaves the backing device alone: they are acknowledged, but
             // may still sit in its volatile cache.
@@ -294,6 +294,12 @@ impl BackingFlusher {
         if has_flush {
             self.through_writes_need = self.issued + 1;
         }
+    }
+
+    /// Whether a completed write-through or passthrough write may not be
+    /// durable on the backing device yet.
+    pub fn through_writes_unflushed(&self) -> bool {
+        self.through_writes_need > self.completed
     }
 
     /// Registers a waiter; returns the generation it needs. Without FLUSH

@@ -5,7 +5,7 @@
 //! mirror failure and attachment.
 
 use super::{Engine, Op};
-use crate::cache::{flag, BlockState, LOC_NONE};
+use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::format::{segment, LogSuperblock, SegmentHeader, LBA_NONE, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
 use crate::log::{BufferState, MirrorHealth, OpenFor};
@@ -143,7 +143,10 @@ impl Engine {
             let candidate = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY)
                 && !self.cache.has(block, flag::LOGGED | flag::BUSY)
-                && self.cache.pins(block) == 0;
+                && self.cache.pins(block) == 0
+                // A write-through copy goes to the backing device itself; an
+                // entry of it could be replayed over a later write there.
+                && self.cache.through(block) == Through::None;
             if !candidate {
                 continue;
             }

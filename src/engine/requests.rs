@@ -231,6 +231,12 @@ impl Engine {
                 continue;
             }
             let block = self.cache.map_new_block(block_lba, false).expect("free block vanished");
+            if self.write_mode() != WriteMode::Back || self.writeback.backing.through_writes_unflushed() {
+                // A write-through may land on the backing device before this
+                // copy's entry, or the backing device may lose this data with
+                // the power: the backing device stays authoritative.
+                self.cache.set_through(block, Through::Copy);
+            }
             self.stats.fills += 1;
             let offset = self.cache_layout.block_offset(block as u64);
             let buffer = self.request_buffer(key, first + n);
@@ -411,14 +417,16 @@ impl Engine {
             return;
         }
         match self.cache.through(block) {
-            Through::None => {}
+            Through::None | Through::Copy => {}
             Through::Pending if !self.config.policy.uses_cache() => {
                 // Switched to passthrough meanwhile: no copy may stay.
                 self.cache.discard(block);
                 self.commit.mark_block(block);
             }
             Through::Pending => {
-                self.cache.set_through(block, Through::None);
+                // Clean, but the backing write may not be durable yet: a
+                // restart must not trust this copy over the backing device.
+                self.cache.set_through(block, Through::Copy);
                 self.cache.mark_clean(block);
                 self.commit.mark_block(block);
             }
@@ -463,7 +471,10 @@ impl Engine {
             if self.requests.get(waiting.request).is_none() {
                 continue;
             }
-            let started = if waiting.block_in_request == WHOLE_REQUEST {
+            let started = if waiting.block_in_request == WHOLE_REQUEST && self.write_mode() == WriteMode::Back {
+                self.restart_write_as_back(waiting.request);
+                true
+            } else if waiting.block_in_request == WHOLE_REQUEST {
                 self.try_start_write_through(waiting.request)
             } else if waiting.write {
                 // Writes keep their order: stop at the first one that cannot start.
@@ -482,6 +493,22 @@ impl Engine {
                 self.waiting.push_back(waiting);
             }
         }
+    }
+
+    /// A write-through that waited until the policy switched to write-back
+    /// becomes a write-back write: going through now, it could land on the
+    /// backing device before its copy's entry is committed, behind a clean
+    /// entry of a newer write that a restart under write-back trusts.
+    fn restart_write_as_back(&mut self, key: u32) {
+        let count = self.requests.get(key).unwrap().blocks_count;
+        self.requests.get_mut(key).unwrap().pending += count;
+        for i in 0..count {
+            let epoch = self.ordered_reserve();
+            if !self.try_start_block_write(key, i, None, epoch, true) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch });
+            }
+        }
+        self.sub_done(key, 1, None);
     }
 
     /// Lets reads queued behind a stuck write start if they can.

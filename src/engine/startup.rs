@@ -169,15 +169,19 @@ impl Engine {
     /// older than what the backing device has), so neither is trusted after
     /// a crash. Other dirty blocks are write-back data of a policy whose
     /// switch away did not finish: they are written back first, as that
-    /// switch would have. Older entries of a dropped copy go with it, or a
-    /// later restart would find them.
+    /// switch would have. Whatever the policy now, copies whose entries say
+    /// write-through (made while writes went through) are not trusted
+    /// either: the backing device may have lost their data with the power,
+    /// or a later write-through may have landed there before its own copy's
+    /// entry. Older entries of a dropped copy go with it, or a later restart
+    /// would find them.
     fn drop_copies_after_crash(&mut self) {
         let write_back = self.config.policy.is_write_back();
         let mut dirty = 0;
         for block in 0..self.cache.blocks_count() {
             let through = self.cache.through(block) != Through::None;
             self.cache.set_through(block, Through::None);
-            if write_back || self.cache.state(block) != BlockState::Mapped {
+            if self.cache.state(block) != BlockState::Mapped || write_back && !through {
                 continue;
             }
             if self.cache.has(block, flag::DIRTY) && !through {
@@ -186,9 +190,6 @@ impl Engine {
                 self.cache.discard(block);
                 self.commit.mark_block(block);
             }
-        }
-        if write_back {
-            return;
         }
         for i in 0..self.cache.superseded_blocks().len() {
             let block = self.cache.superseded_blocks()[i];
@@ -218,6 +219,12 @@ impl Engine {
         });
         self.restart_flush = true;
         self.start_flush(key);
+        // Copies dropped above must stay dropped if the power fails again:
+        // a passthrough flush alone would not commit their entries.
+        if self.commit.has_dirty_pages() {
+            let flush = self.flushes.last_mut().expect("restart flush");
+            flush.commit_target = flush.commit_target.or(Some(self.commit.request()));
+        }
         self.sub_done(key, 1, None);
     }
 

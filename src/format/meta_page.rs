@@ -39,8 +39,9 @@ pub struct MetaEntry {
     /// epoch wins when two blocks claim the same LBA.
     pub epoch: u32,
     pub dirty: bool,
-    /// A write-through copy whose backing write had not completed: after a
-    /// crash it may be older than the backing device, unlike write-back data.
+    /// A write-through copy (or a fill made while writes went through or
+    /// were not flushed): after a crash it may be older than the backing
+    /// device, or newer than what it durably holds, unlike write-back data.
     pub through: bool,
 }
 
