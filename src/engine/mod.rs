@@ -114,6 +114,9 @@ pub struct Engine {
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
     misses: HashMap<u32, (u32, bool)>,
     eviction_scratch: Vec<u32>,
+    /// Block ranges of write-throughs that could not start in this pass of
+    /// `retry_waiting`: later write-throughs overlapping them wait behind.
+    through_blocked: Vec<(u64, u32)>,
     /// The flush after a warm restart is running.
     restart_flush: bool,
     /// Log entries found at warm restart whose blocks are clean by now:
@@ -162,6 +165,7 @@ impl Engine {
             policy_target: None,
             misses: HashMap::with_capacity(256),
             eviction_scratch: Vec::with_capacity(256),
+            through_blocked: Vec::with_capacity(64),
             restart_flush: false,
             startup_revokes: Vec::new(),
             stats: Stats::default(),

@@ -275,7 +275,8 @@ impl Engine {
         let count = self.requests.get(key).unwrap().blocks_count;
         if self.write_mode() != WriteMode::Back {
             self.requests.get_mut(key).unwrap().pending += 1;
-            if !self.try_start_write_through(key) {
+            let (lba, _) = self.request_range(key);
+            if self.waiting_through_overlaps(lba, count) || !self.try_start_write_through(key) {
                 self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, back: false, epoch: 0 });
             }
             return;
@@ -463,7 +464,24 @@ impl Engine {
     }
 
     /// Starts waiting blocks that can start now, in arrival order.
+    fn request_range(&self, key: u32) -> (u64, u32) {
+        let r = self.requests.get(key).unwrap();
+        (r.lba, r.blocks_count)
+    }
+
+    /// A write-through that has to wait keeps its place: later writes of any
+    /// of its blocks wait behind it. Otherwise a stream of writes to one hot
+    /// block starves a longer request that needs all of its blocks free of
+    /// backing writes at once (torture seed 2085, passthrough).
+    fn waiting_through_overlaps(&self, lba: u64, count: u32) -> bool {
+        self.waiting.iter().any(|w| {
+            w.block_in_request == WHOLE_REQUEST
+                && self.requests.get(w.request).is_some_and(|r| r.lba < lba + count as u64 && lba < r.lba + r.blocks_count as u64)
+        })
+    }
+
     pub(super) fn retry_waiting(&mut self) {
+        self.through_blocked.clear();
         let mut remaining = self.waiting.len();
         while remaining > 0 {
             remaining -= 1;
@@ -475,7 +493,13 @@ impl Engine {
                 self.restart_write_as_back(waiting.request);
                 true
             } else if waiting.block_in_request == WHOLE_REQUEST {
-                self.try_start_write_through(waiting.request)
+                let (lba, count) = self.request_range(waiting.request);
+                let behind = self.through_blocked.iter().any(|&(l, c)| l < lba + count as u64 && lba < l + c as u64);
+                let started = !behind && self.try_start_write_through(waiting.request);
+                if !started {
+                    self.through_blocked.push((lba, count));
+                }
+                started
             } else if waiting.write {
                 // Writes keep their order: stop at the first one that cannot start.
                 let started =
