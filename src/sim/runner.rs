@@ -34,8 +34,12 @@ pub struct SeedOutcome {
     pub violation: Option<Violation>,
 }
 
-/// Requests outstanding against one engine instance at most this long (virtual).
-const STALL_LIMIT_NS: Nanos = 5_000_000_000;
+/// Requests outstanding against one engine instance at most this long
+/// (virtual). A hang never completes, so any bound catches it; 5 s proved too
+/// tight: with latency spikes and backing errors piling up behind a long
+/// write-back queue, a flush took 5–10 s while making progress (4 seeds in
+/// 18,000 long ones; each completes under a 60 s bound).
+const STALL_LIMIT_NS: Nanos = 10_000_000_000;
 /// Start and shutdown must finish within this much virtual time.
 const PHASE_LIMIT_NS: Nanos = 10_000_000_000;
 /// Handler calls without virtual time advancing: the target spins.
