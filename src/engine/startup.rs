@@ -23,6 +23,10 @@ enum Phase {
     ReadSuperblock,
     ReadPages { first_page: u32 },
     ScanLog,
+    /// Copying the newest segments from the mirror whose copy was valid to
+    /// every other healthy mirror (read, then write).
+    RepairRead,
+    RepairWrite,
     CleanTail,
     CleanTailFlush,
 }
@@ -34,6 +38,9 @@ pub(super) struct Startup {
     scanner: Option<LogScanner>,
     /// Engine I/O id -> scanner I/O id.
     scanner_ids: HashMap<IoId, IoId>,
+    /// Segments to copy to every healthy mirror: (sequence, mirror holding
+    /// the valid copy, sealed bytes).
+    repair: Vec<(u64, u8, u64)>,
 }
 
 impl Startup {
@@ -49,7 +56,7 @@ impl Engine {
             StartMode::Format => Phase::FormatCache { next_page: 0 },
             StartMode::Open => Phase::ReadSuperblock,
         };
-        self.startup = Some(Startup { phase, pending: 0, failed: None, scanner: None, scanner_ids: HashMap::new() });
+        self.startup = Some(Startup { phase, pending: 0, failed: None, scanner: None, scanner_ids: HashMap::new(), repair: Vec::new() });
         self.enter_phase(phase);
     }
 
@@ -76,6 +83,8 @@ impl Engine {
             Phase::ReadPages { first_page } => self.read_pages(first_page),
             Phase::ScanLog => self.start_scan(),
             Phase::CleanTail => self.clean_tail(),
+            Phase::RepairRead => self.repair_read(),
+            Phase::RepairWrite => self.repair_write(),
         }
         if self.startup.as_ref().is_some_and(|s| s.pending == 0 && s.scanner.is_none()) {
             self.phase_done();
@@ -136,7 +145,18 @@ impl Engine {
                     }
                 }
             }
-            Phase::ScanLog => Phase::CleanTail,
+            Phase::ScanLog | Phase::RepairWrite => {
+                let startup = self.startup.as_mut().unwrap();
+                if startup.phase == Phase::RepairWrite {
+                    startup.repair.pop();
+                }
+                if startup.repair.is_empty() {
+                    Phase::CleanTail
+                } else {
+                    Phase::RepairRead
+                }
+            }
+            Phase::RepairRead => Phase::RepairWrite,
         };
         self.set_phase(next);
     }
@@ -447,6 +467,44 @@ impl Engine {
             }
         }
         debug_assert!(self.cache.superseded_blocks().iter().all(|&b| self.cache.state(b) == BlockState::Superseded));
+        self.plan_log_repair(&scanned);
+    }
+
+    /// The scan trusts a segment if any mirror's copy is valid. A power loss
+    /// can leave the newest segments (those that were in flight, at most one
+    /// per log buffer) on one mirror only: the log then goes on after them,
+    /// and a mirror lacking one has a hole there at which a later replay from
+    /// it alone would stop (torture seed 2002, hhc). So they are copied to
+    /// every healthy mirror before the restart completes.
+    fn plan_log_repair(&mut self, scanned: &ScannedLog) {
+        if self.log.healthy_mirrors().count() < 2 {
+            return;
+        }
+        let newest = 2 * self.config.log_buffers_count as usize;
+        let from = scanned.segments.len().saturating_sub(newest);
+        let layout = self.log_layout.segment;
+        let repair = &mut self.startup.as_mut().unwrap().repair;
+        for segment in &scanned.segments[from..] {
+            let bytes = layout.sealed_bytes(segment.lbas.len() as u32) as u64;
+            repair.push((segment.sequence, segment.mirror, bytes));
+        }
+    }
+
+    fn repair_read(&mut self) {
+        let &(sequence, mirror, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
+        let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
+        let buffer = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
+        self.startup_submit(DeviceRole::Log(mirror), IoKind::Read, offset, bytes, buffer);
+    }
+
+    fn repair_write(&mut self) {
+        let &(sequence, source, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
+        let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
+        let mirrors: Vec<u8> = self.log.healthy_mirrors().filter(|&m| m != source).collect();
+        for mirror in mirrors {
+            let buffer = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
+            self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, bytes, buffer);
+        }
     }
 
     /// Zeroes the first unit of the positions just past the scanned end on
