@@ -379,6 +379,15 @@ impl Engine {
     pub(super) fn write_cache_done(&mut self, key: u32, block: u32, previous: Option<u32>, status: IoStatus) {
         match status {
             IoStatus::Ok => {
+                // `previous` is a block number taken when this write started:
+                // if this block was superseded and dropped meanwhile, its
+                // predecessor may have been freed and reused for another
+                // write, which must not be released in its place (torture
+                // seed 7392, wb: a flushed value lost at the next restart).
+                let (lba, version) = (self.cache.lba(block), self.cache.version(block));
+                let previous = previous.filter(|&old| {
+                    self.cache.lba(old) == lba && crate::cache::serial_newer(version, self.cache.version(old))
+                });
                 self.cache.clear(block, flag::BUSY);
                 if !self.cache.free_if_dropped(block) {
                     self.commit.mark_block(block);
