@@ -19,7 +19,10 @@
 //! blocks read before their data landed, revokes owed to a restarted log,
 //! a revoke-only log buffer that never sealed, a queued write-back starving
 //! the rest, leaving `hhc` dropping the only durable copy of flushed data,
-//! and flushes completing on a log being retired.
+//! flushes completing on a log being retired, a write-through starved by
+//! writes to its hot blocks, segments left on one mirror only by a power
+//! loss, and a finished write releasing a reused block as its predecessor.
+//! Longer sweeps still find a few (docs/torture.md, "The last long sweeps").
 
 use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
