@@ -144,8 +144,16 @@ impl Engine {
         while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
             if let Some(block) = self.ordered_next_retained() {
-                self.start_writeback_run(block, None, false);
-                continue;
+                if self.waits_for_commit(block) {
+                    // As for current blocks (`waits_for_commit`): a retained
+                    // block not yet recorded goes to the backing device only
+                    // after a commit, or a restart would trust an older entry
+                    // over what the backing device then holds (seed 7001).
+                    self.commit.request();
+                } else {
+                    self.start_writeback_run(block, None, false);
+                    continue;
+                }
             }
             let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
             queued = queued.saturating_sub(1);
@@ -194,7 +202,7 @@ impl Engine {
     /// claim to match a backing device that now holds newer data; dirty: its
     /// restart write-back would take the backing device back in time), so
     /// the block is written back only after a commit records it.
-    fn waits_for_commit(&self, block: u32) -> bool {
+    pub(super) fn waits_for_commit(&self, block: u32) -> bool {
         !self.cache.has(block, flag::COMMITTED) && self.cache.has_superseded_entries(self.cache.lba(block))
     }
 
