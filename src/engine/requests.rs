@@ -94,6 +94,12 @@ impl Engine {
         self.complete_request(request.id, request.error.map_or(Ok(()), Err));
     }
 
+    /// A request's first LBA and block count.
+    fn request_range(&self, key: u32) -> (u64, u32) {
+        let r = self.requests.get(key).unwrap();
+        (r.lba, r.blocks_count)
+    }
+
     fn request_buffer(&self, key: u32, block_in_request: u32) -> IoBuffer {
         let request = self.requests.get(key).expect("unknown request");
         IoBuffer::Request { request: request.id, offset_bytes: block_in_request as u64 * self.config.block_size as u64 }
@@ -103,10 +109,7 @@ impl Engine {
 
     fn start_read(&mut self, key: u32) {
         self.stats.reads += 1;
-        let (lba, count) = {
-            let r = self.requests.get(key).unwrap();
-            (r.lba, r.blocks_count)
-        };
+        let (lba, count) = self.request_range(key);
         if !self.config.policy.uses_cache() {
             // One backing read; like every backing read it stands for its blocks.
             self.requests.get_mut(key).unwrap().pending += count;
@@ -295,10 +298,7 @@ impl Engine {
     /// a backing write of one of its blocks is in flight: two backing writes
     /// of one block must never race, or the older could land last.
     fn try_start_write_through(&mut self, key: u32) -> bool {
-        let (lba, count) = {
-            let r = self.requests.get(key).unwrap();
-            (r.lba, r.blocks_count)
-        };
+        let (lba, count) = self.request_range(key);
         let lbas = (lba..lba + count as u64).map(|l| l as u32);
         if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(&l)) {
             return false;
@@ -472,12 +472,6 @@ impl Engine {
         self.sub_done(key, 1, Some(RequestError::NotReady));
     }
 
-    /// Starts waiting blocks that can start now, in arrival order.
-    fn request_range(&self, key: u32) -> (u64, u32) {
-        let r = self.requests.get(key).unwrap();
-        (r.lba, r.blocks_count)
-    }
-
     /// A write-through that has to wait keeps its place: later writes of any
     /// of its blocks wait behind it. Otherwise a stream of writes to one hot
     /// block starves a longer request that needs all of its blocks free of
@@ -489,6 +483,7 @@ impl Engine {
         })
     }
 
+    /// Starts waiting blocks that can start now, in arrival order.
     pub(super) fn retry_waiting(&mut self) {
         self.through_blocked.clear();
         let mut remaining = self.waiting.len();

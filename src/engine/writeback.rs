@@ -144,13 +144,11 @@ impl Engine {
         while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
             if let Some(block) = self.ordered_next_retained() {
-                if self.waits_for_commit(block) {
-                    // As for current blocks (`waits_for_commit`): a retained
-                    // block not yet recorded goes to the backing device only
-                    // after a commit, or a restart would trust an older entry
-                    // over what the backing device then holds (seed 7001).
-                    self.commit.request();
-                } else {
+                // As for current blocks: a retained block not yet recorded goes
+                // to the backing device only after a commit, or a restart would
+                // trust an older entry over what the backing device then holds
+                // (seed 7001).
+                if !self.held_for_commit(block) {
                     self.start_writeback_run(block, None, false);
                     continue;
                 }
@@ -175,8 +173,7 @@ impl Engine {
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
             let dirty = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
             if dirty && idle && self.ordered_may_write_back(block) {
-                if self.waits_for_commit(block) {
-                    self.commit.request();
+                if self.held_for_commit(block) {
                     continue;
                 }
                 return Some(self.cache.lba(block));
@@ -202,8 +199,17 @@ impl Engine {
     /// claim to match a backing device that now holds newer data; dirty: its
     /// restart write-back would take the backing device back in time), so
     /// the block is written back only after a commit records it.
-    pub(super) fn waits_for_commit(&self, block: u32) -> bool {
+    fn waits_for_commit(&self, block: u32) -> bool {
         !self.cache.has(block, flag::COMMITTED) && self.cache.has_superseded_entries(self.cache.lba(block))
+    }
+
+    /// `waits_for_commit`, asking for that commit when it does.
+    fn held_for_commit(&mut self, block: u32) -> bool {
+        let held = self.waits_for_commit(block);
+        if held {
+            self.commit.request();
+        }
+        held
     }
 
     /// Starts writing back `lba`'s current block, with the dirty blocks that
@@ -218,8 +224,8 @@ impl Engine {
             return;
         }
         let Some(mut block) = self.writeback_ready(lba) else {
-            if self.cache.lookup(lba).is_some_and(|b| self.waits_for_commit(b)) {
-                self.commit.request();
+            if let Some(current) = self.cache.lookup(lba) {
+                self.held_for_commit(current);
             }
             // Being written, already being written back or not committed: try again later.
             self.writeback.queue.push_back((lba, tag));
