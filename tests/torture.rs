@@ -179,3 +179,35 @@ fn a_seed_reproduces_its_run_exactly() {
     assert_eq!(first.figures, second.figures);
     assert_eq!(first.violation, second.violation);
 }
+
+/// Seeds beyond the sweeps above that once found a bug, each kept once the
+/// bug was fixed: (policy, seed, requests).
+const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
+    (Policy::Hhc, 556, 300),
+    (Policy::Hhc, 620, 300),
+    (Policy::Hhc, 672, 300),
+    (Policy::Hhc, 705, 300),
+    (Policy::Hhc, 780, 300),
+    (Policy::Hhc, 894, 1000),
+    (Policy::Hhc, 2002, 1000),
+    (Policy::WriteBackFlush, 705, 300),
+    (Policy::WriteBackFlush, 823, 300),
+    (Policy::Passthrough, 2085, 1000),
+    (Policy::Passthrough, 2441, 300),
+    (Policy::WriteBack, 7392, 300),
+    (Policy::WriteBackOrdered, 6964, 300),
+    (Policy::WriteBackOrdered, 7001, 300),
+];
+
+#[test]
+fn regression_seeds_pass() {
+    let factory = sim::engine_factory();
+    for &(policy, seed, ops) in REGRESSION_SEEDS {
+        let spec = RunSpec { seed, ops, policy, mutation: Mutation::None };
+        let outcome = sim::run_seed(factory.as_ref(), spec);
+        if let Some(violation) = outcome.violation {
+            panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));
+        }
+        assert!(outcome.figures.blocks_checked > 0, "{policy} seed {seed} checked nothing");
+    }
+}
