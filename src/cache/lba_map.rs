@@ -1,6 +1,8 @@
-//! LBA -> cache block map: open addressing with linear probing. Slots hold
+//! LBA -> cache blocks: open addressing with linear probing. Slots hold
 //! only block numbers; the key is read back from the block table, so a slot
-//! costs 4 bytes.
+//! costs 4 bytes. An LBA may hold several blocks (its current one and older
+//! ones whose durable entries are still valid); every block is held at most
+//! once, so the table never fills.
 
 pub const NO_BLOCK: u32 = u32::MAX;
 
@@ -44,44 +46,50 @@ impl LbaMap {
         }
     }
 
-    pub fn get<L: LbaOf + ?Sized>(&self, lba: u32, lba_of: &L) -> Option<u32> {
+    /// The block held for `lba` that `wanted` accepts.
+    pub fn find<L: LbaOf + ?Sized>(&self, lba: u32, lba_of: &L, wanted: impl Fn(u32) -> bool) -> Option<u32> {
+        self.blocks_of(lba, lba_of).find(|&block| wanted(block))
+    }
+
+    /// Every block held for `lba`: they all sit between its home slot and
+    /// the next empty one.
+    pub fn blocks_of<'a, L: LbaOf + ?Sized>(&'a self, lba: u32, lba_of: &'a L) -> impl Iterator<Item = u32> + 'a {
         let mut slot = self.home(lba);
-        loop {
+        std::iter::from_fn(move || loop {
             let block = self.slots[slot];
             if block == NO_BLOCK {
                 return None;
             }
+            slot = self.next(slot);
             if lba_of.lba_of(block) == lba {
                 return Some(block);
             }
-            slot = self.next(slot);
-        }
+        })
     }
 
-    /// Maps `lba` (which `lba_of[block]` already holds) to `block`, replacing
-    /// any previous block of that LBA.
+    /// Adds `block` for `lba` (which `lba_of[block]` already holds); an LBA
+    /// may hold several blocks, and a block is held at most once.
     pub fn insert<L: LbaOf + ?Sized>(&mut self, lba: u32, block: u32, lba_of: &L) {
         debug_assert_eq!(lba_of.lba_of(block), lba);
         let mut slot = self.home(lba);
-        loop {
-            let current = self.slots[slot];
-            if current == NO_BLOCK || lba_of.lba_of(current) == lba {
-                self.slots[slot] = block;
-                return;
-            }
+        while self.slots[slot] != NO_BLOCK {
+            debug_assert_ne!(self.slots[slot], block, "block {block} held twice");
             slot = self.next(slot);
         }
+        self.slots[slot] = block;
     }
 
-    /// Removes `lba`; backward-shift deletion keeps probe chains intact.
-    pub fn remove<L: LbaOf + ?Sized>(&mut self, lba: u32, lba_of: &L) {
+    /// Removes `block` (held for `lba`); backward-shift deletion keeps probe
+    /// chains intact.
+    pub fn remove<L: LbaOf + ?Sized>(&mut self, lba: u32, block: u32, lba_of: &L) {
         let mut slot = self.home(lba);
         loop {
             let current = self.slots[slot];
             if current == NO_BLOCK {
+                debug_assert!(false, "block {block} of LBA {lba} not held");
                 return;
             }
-            if lba_of.lba_of(current) == lba {
+            if current == block {
                 break;
             }
             slot = self.next(slot);
@@ -110,30 +118,36 @@ impl LbaMap {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::HashMap;
+    use std::collections::{BTreeSet, HashMap};
 
     proptest! {
         #[test]
-        fn behaves_like_a_hash_map(ops in proptest::collection::vec((0u32..64, any::<bool>()), 1..400)) {
+        fn behaves_like_a_multimap(ops in proptest::collection::vec((0u32..24, any::<bool>()), 1..400)) {
             let blocks = 48u32;
             let mut lba_of = vec![u32::MAX; blocks as usize];
             let mut free: Vec<u32> = (0..blocks).rev().collect();
             let mut map = LbaMap::new(blocks);
-            let mut model: HashMap<u32, u32> = HashMap::new();
+            let mut model: HashMap<u32, BTreeSet<u32>> = HashMap::new();
             for (lba, insert) in ops {
-                if insert && !model.contains_key(&lba) {
+                let held = model.entry(lba).or_default();
+                if insert {
                     if let Some(block) = free.pop() {
                         lba_of[block as usize] = lba;
                         map.insert(lba, block, lba_of.as_slice());
-                        model.insert(lba, block);
+                        held.insert(block);
                     }
-                } else if let Some(block) = model.remove(&lba) {
-                    map.remove(lba, lba_of.as_slice());
+                } else if let Some(&block) = held.iter().nth(lba as usize % 3).or(held.first()) {
+                    map.remove(lba, block, lba_of.as_slice());
+                    held.remove(&block);
                     lba_of[block as usize] = u32::MAX;
                     free.push(block);
                 }
-                for probe in 0..64 {
-                    prop_assert_eq!(map.get(probe, lba_of.as_slice()), model.get(&probe).copied());
+                for probe in 0..24 {
+                    let found: BTreeSet<u32> = map.blocks_of(probe, lba_of.as_slice()).collect();
+                    prop_assert_eq!(found, model.get(&probe).cloned().unwrap_or_default());
+                    let newest = model.get(&probe).and_then(|held| held.last().copied());
+                    let highest = newest.and_then(|n| map.find(probe, lba_of.as_slice(), |b| b == n));
+                    prop_assert_eq!(highest, newest);
                 }
             }
         }

@@ -11,10 +11,11 @@
 //!   mapping is durable, and an LBA is evicted only when no superseded entry
 //!   of it is still valid on disk.
 
+mod block_set;
 mod lba_map;
 
+use block_set::BlockSet;
 use lba_map::{LbaMap, NO_BLOCK};
-use std::collections::HashMap;
 
 pub const LBA_NONE: u32 = u32::MAX;
 /// Blocks the eviction hand may look at per block wanted (up to 64 wanted
@@ -111,17 +112,17 @@ impl lba_map::LbaOf for [Block] {
 pub struct CacheIndex {
     /// One entry per block, together so that a lookup touches one cache line.
     blocks: Box<[Block]>,
+    /// Holds every Mapped, Superseded and Evicting block under its LBA.
     map: LbaMap,
     free_head: u32,
     free_count: u32,
     dirty_count: u32,
     /// Mapped blocks that are dirty and whose value is not in the log.
     unlogged_dirty_count: u32,
-    /// Per LBA: how many superseded or evicted blocks still have a valid
-    /// durable entry, and the newest version among them.
-    superseded_valid: HashMap<u32, (u32, u32)>,
-    /// The same blocks, to find them when their successor commits.
-    superseded_blocks: Vec<u32>,
+    /// Superseded and evicted blocks (a durable entry still valid), to find
+    /// them when their successor commits. Fixed-size: nothing grows on the
+    /// write path.
+    superseded: BlockSet,
     clock_hand: u32,
 }
 
@@ -144,8 +145,7 @@ impl CacheIndex {
             free_count: 0,
             dirty_count: 0,
             unlogged_dirty_count: 0,
-            superseded_valid: HashMap::with_capacity(256),
-            superseded_blocks: Vec::with_capacity(256),
+            superseded: BlockSet::new(blocks_count),
             clock_hand: 0,
         };
         for block in (0..blocks_count).rev() {
@@ -196,8 +196,9 @@ impl CacheIndex {
         })
     }
 
+    /// The current block of `lba`.
     pub fn lookup(&self, lba: u32) -> Option<u32> {
-        self.map.get(lba, &*self.blocks)
+        self.map.find(lba, &*self.blocks, |block| self.blocks[block as usize].state == BlockState::Mapped)
     }
     pub fn lba(&self, block: u32) -> u32 {
         self.blocks[block as usize].lba
@@ -310,7 +311,7 @@ impl CacheIndex {
         self.blocks[b].state = BlockState::Mapped;
         self.blocks[b].flags = flag::BUSY | flag::REFERENCED;
         self.blocks[b].log_loc = LOC_NONE;
-        self.blocks[b].version = self.superseded_valid.get(&lba).map_or(0, |&(_, newest)| newest.wrapping_add(1));
+        self.blocks[b].version = self.newest_superseded_version(lba).map_or(0, |newest| newest.wrapping_add(1));
         if let Some(old) = previous {
             self.blocks[b].version = self.blocks[old as usize].version.wrapping_add(1);
             self.blocks[b].log_loc = self.blocks[old as usize].log_loc;
@@ -348,8 +349,7 @@ impl CacheIndex {
         let never_durable = !self.has(old, flag::COMMITTED | flag::COMMIT_PENDING | flag::INVALIDATE_PENDING);
         if self.state(old) == BlockState::Superseded && never_durable {
             self.release_superseded(old);
-            self.blocks[old as usize].state = BlockState::Dropped;
-            self.free_if_dropped(old);
+            self.drop_block(old);
         }
     }
 
@@ -365,10 +365,8 @@ impl CacheIndex {
         let logged = self.has(block, flag::LOGGED);
         let dirty = self.has(block, flag::DIRTY);
         self.set_dirty_flag(block, false);
-        self.map.remove(lba, &*self.blocks);
-        self.blocks[block as usize].state = BlockState::Dropped;
         self.blocks[block as usize].flags &= !(flag::BUSY | flag::LOGGED);
-        self.free_if_dropped(block);
+        self.drop_block(block);
         let Some(old) = previous.filter(|&p| self.state(p) == BlockState::Superseded && self.lba(p) == lba) else {
             return;
         };
@@ -379,52 +377,67 @@ impl CacheIndex {
             self.blocks[old as usize].flags |= flag::LOGGED;
         }
         self.set_dirty_flag(old, dirty || self.has(old, flag::DURABLE_DIRTY));
-        self.map.insert(lba, old, &*self.blocks);
+    }
+
+    /// Takes a block out of the map and frees it once nothing is in flight.
+    fn drop_block(&mut self, block: u32) {
+        self.map.remove(self.lba(block), block, &*self.blocks);
+        self.blocks[block as usize].state = BlockState::Dropped;
+        self.free_if_dropped(block);
     }
 
     fn release_superseded(&mut self, block: u32) {
-        let position = self.superseded_blocks.iter().position(|&b| b == block).expect("superseded block not listed");
-        self.superseded_blocks.swap_remove(position);
-        let lba = self.lba(block);
-        let entry = self.superseded_valid.get_mut(&lba).expect("superseded block not counted");
-        entry.0 -= 1;
-        if entry.0 == 0 {
-            self.superseded_valid.remove(&lba);
-        }
+        debug_assert!(self.superseded.contains(block), "superseded block {block} not listed");
+        self.superseded.remove(block);
     }
 
     /// Superseded and evicted blocks whose durable entry is still valid.
-    pub fn superseded_blocks(&self) -> &[u32] {
-        &self.superseded_blocks
+    pub fn superseded_blocks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.superseded.iter()
     }
 
     fn add_superseded(&mut self, block: u32) {
         self.blocks[block as usize].state = BlockState::Superseded;
-        self.count_valid_entry(block);
+        self.superseded.insert(block);
     }
 
-    /// `block` keeps a valid durable entry for its LBA until a commit
-    /// invalidates it; a new block of that LBA must get a newer version.
-    fn count_valid_entry(&mut self, block: u32) {
-        let version = self.blocks[block as usize].version;
-        let entry = self.superseded_valid.entry(self.blocks[block as usize].lba).or_insert((0, version));
-        entry.0 += 1;
-        if serial_newer(version, entry.1) {
-            entry.1 = version;
+    /// A block leaving the LBA's current place keeps a valid durable entry
+    /// until a commit invalidates it (it stays in the map under its LBA, so
+    /// a new block of that LBA gets a newer version).
+    fn evict_committed(&mut self, block: u32) {
+        self.blocks[block as usize].state = BlockState::Evicting;
+        self.superseded.insert(block);
+    }
+
+    /// The newest version among the LBA's blocks with a valid durable entry
+    /// other than its current one.
+    fn newest_superseded_version(&self, lba: u32) -> Option<u32> {
+        let mut newest = None;
+        for block in self.map.blocks_of(lba, &*self.blocks) {
+            let version = self.blocks[block as usize].version;
+            if self.superseded.contains(block) && newest.is_none_or(|n| serial_newer(version, n)) {
+                newest = Some(version);
+            }
         }
-        self.superseded_blocks.push(block);
+        newest
     }
 
-    /// A superseded block whose newer copy was discarded at a warm restart:
-    /// its older entry must not become what a later restart finds.
-    pub fn discard_superseded(&mut self, block: u32) {
-        if self.state(block) == BlockState::Superseded {
-            self.blocks[block as usize].state = BlockState::Evicting;
+    /// Superseded blocks whose newer copy was discarded at a warm restart:
+    /// their older entries must not become what a later restart finds, so
+    /// each is evicted and handed to `invalidate` for the next commit.
+    pub fn discard_orphaned_superseded(&mut self, mut invalidate: impl FnMut(u32)) {
+        for block in self.superseded.iter() {
+            let lba = self.blocks[block as usize].lba;
+            let current = self.map.find(lba, &*self.blocks, |b| self.blocks[b as usize].state == BlockState::Mapped);
+            if current.is_none() && self.blocks[block as usize].state == BlockState::Superseded {
+                self.blocks[block as usize].state = BlockState::Evicting;
+                invalidate(block);
+            }
         }
     }
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
-        self.superseded_valid.contains_key(&lba)
+        self.map.find(lba, &*self.blocks, |block| self.superseded.contains(block)).is_some()
     }
 
     /// Write-through: the block stays dirty until its backing write completes,
@@ -441,18 +454,15 @@ impl CacheIndex {
     /// copy whose backing write failed): the older durable entries of the LBA,
     /// if any, stay what a restart finds.
     pub fn discard(&mut self, block: u32) {
+        debug_assert_eq!(self.state(block), BlockState::Mapped);
         self.tracked([block, NO_BLOCK], |index| {
-            let lba = index.lba(block);
             index.set_dirty_flag(block, false);
             index.blocks[block as usize].flags &= !flag::LOGGED;
             index.blocks[block as usize].through = Through::None;
-            index.map.remove(lba, &*index.blocks);
             if index.has(block, flag::COMMITTED | flag::COMMIT_PENDING) {
-                index.blocks[block as usize].state = BlockState::Evicting;
-                index.count_valid_entry(block);
+                index.evict_committed(block);
             } else {
-                index.blocks[block as usize].state = BlockState::Dropped;
-                index.free_if_dropped(block);
+                index.drop_block(block);
             }
         })
     }
@@ -527,8 +537,11 @@ impl CacheIndex {
         if matches!(self.state(block), BlockState::Superseded | BlockState::Evicting) {
             self.release_superseded(block);
         }
-        self.blocks[block as usize].state = BlockState::Dropped;
-        self.free_if_dropped(block)
+        if self.state(block) == BlockState::Dropped {
+            return self.free_if_dropped(block);
+        }
+        self.drop_block(block);
+        self.state(block) == BlockState::Free
     }
 
     /// Clean-first CLOCK: finds up to `wanted` clean, idle blocks and evicts
@@ -554,14 +567,12 @@ impl CacheIndex {
                 self.clear(block, flag::REFERENCED);
                 continue;
             }
-            self.map.remove(self.lba(block), &*self.blocks);
             if self.has(block, flag::COMMITTED) {
-                self.blocks[block as usize].state = BlockState::Evicting;
-                self.count_valid_entry(block);
+                self.evict_committed(block);
                 awaiting_commit.push(block);
             } else {
-                self.blocks[block as usize].state = BlockState::Dropped;
-                freed += u32::from(self.free_if_dropped(block));
+                self.drop_block(block);
+                freed += u32::from(self.state(block) == BlockState::Free);
             }
         }
         freed
@@ -581,13 +592,10 @@ impl CacheIndex {
         if !self.evictable(block) {
             return false;
         }
-        self.map.remove(lba, &*self.blocks);
         if self.has(block, flag::COMMITTED) {
-            self.blocks[block as usize].state = BlockState::Evicting;
-            self.count_valid_entry(block);
+            self.evict_committed(block);
         } else {
-            self.blocks[block as usize].state = BlockState::Dropped;
-            self.free_if_dropped(block);
+            self.drop_block(block);
         }
         true
     }
@@ -615,10 +623,10 @@ impl CacheIndex {
             }
             Some(other) if serial_newer(self.blocks[other as usize].version, entry.version) => {
                 self.add_superseded(block);
+                self.map.insert(entry.lba, block, &*self.blocks);
             }
             Some(other) => {
                 self.set_dirty_flag(other, false);
-                self.map.remove(entry.lba, &*self.blocks);
                 self.add_superseded(other);
                 self.blocks[b].state = BlockState::Mapped;
                 self.map.insert(entry.lba, block, &*self.blocks);
@@ -641,8 +649,7 @@ impl CacheIndex {
     pub fn memory_bytes(&self) -> usize {
         self.blocks.len() * std::mem::size_of::<Block>()
             + self.map.memory_bytes()
-            + self.superseded_valid.capacity() * 8
-            + self.superseded_blocks.capacity() * 4
+            + self.superseded.memory_bytes()
     }
 }
 

@@ -237,8 +237,7 @@ impl Engine {
             }
         }
         // Superseded blocks whose newer mapping is now durable can be invalidated.
-        for i in 0..self.cache.superseded_blocks().len() {
-            let block = self.cache.superseded_blocks()[i];
+        for block in self.cache.superseded_blocks() {
             if self.cache.desired_entry(block, false).is_none() {
                 self.commit.mark_block(block);
             }

@@ -169,8 +169,7 @@ impl Engine {
             self.ordered_start();
         }
         // Superseded blocks restored from disk are invalidated by the first commit.
-        for i in 0..self.cache.superseded_blocks().len() {
-            let block = self.cache.superseded_blocks()[i];
+        for block in self.cache.superseded_blocks() {
             self.commit.mark_block(block);
         }
         if warm {
@@ -211,13 +210,8 @@ impl Engine {
                 self.commit.mark_block(block);
             }
         }
-        for i in 0..self.cache.superseded_blocks().len() {
-            let block = self.cache.superseded_blocks()[i];
-            if self.cache.lookup(self.cache.lba(block)).is_none() {
-                self.cache.discard_superseded(block);
-                self.commit.mark_block(block);
-            }
-        }
+        let commit = &mut self.commit;
+        self.cache.discard_orphaned_superseded(|block| commit.mark_block(block));
         if dirty > 0 {
             self.policy_target = Some(self.config.policy);
             self.config.policy = crate::config::Policy::WriteBackFlush;
@@ -466,7 +460,7 @@ impl Engine {
                 _ => self.startup_revokes.push((lba, loc)),
             }
         }
-        debug_assert!(self.cache.superseded_blocks().iter().all(|&b| self.cache.state(b) == BlockState::Superseded));
+        debug_assert!(self.cache.superseded_blocks().all(|b| self.cache.state(b) == BlockState::Superseded));
         self.plan_log_repair(&scanned);
     }
 

@@ -41,7 +41,7 @@ pub struct Stats {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
     pub cache_blocks: u64,
-    /// Block table, LBA map, superseded-entry counts.
+    /// Block table, LBA map, superseded-block set.
     pub cache_index_bytes: u64,
     pub log_live_entries: u64,
     /// Per-segment and per-buffer bookkeeping (live entries cost nothing
