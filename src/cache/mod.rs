@@ -84,24 +84,27 @@ pub struct DurableEntry {
     pub through: bool,
 }
 
-/// The in-memory state of one cache block (16 bytes).
+/// The in-memory state of one cache block: 16 bytes, four to a cache line
+/// (the byte-sized fields last, so that no padding creeps in).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Block {
     lba: u32,
     /// Mapped: location of the LBA's newest log entry. Free: next free block.
     log_loc: u32,
-    state: BlockState,
-    flags: u8,
     /// Distinguishes successive blocks of one LBA on disk (serial
     /// arithmetic). 32 bits: every write makes a new version, and the two
     /// versions on disk may be as far apart as the writes between commits.
     version: u32,
+    state: BlockState,
+    flags: u8,
     /// Reads in flight from the block (requests, write-back, log copies).
     pins: u8,
     /// A write-through copy whose backing write has not completed yet.
     through: Through,
 }
+
+const _: () = assert!(std::mem::size_of::<Block>() == 16);
 
 impl lba_map::LbaOf for [Block] {
     fn lba_of(&self, block: u32) -> u32 {
