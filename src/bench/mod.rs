@@ -4,8 +4,12 @@
 //! (a 4 KiB copy and a 4 KiB CRC-32) give them a scale.
 
 use crate::config::{Config, Policy};
-use crate::engine::{Engine, EngineState, MemoryReport, StartMode};
-use crate::io::{HeapAllocator, IoStatus, Nanos, Request, RequestKind};
+mod null_driver;
+
+pub use null_driver::NullDriver;
+
+use crate::engine::MemoryReport;
+use crate::io::RequestKind;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -28,54 +32,14 @@ pub struct BenchReport {
     pub dirty_blocks: u64,
 }
 
-/// Completes every command at once; the engine's work is all that is timed.
-struct NullDriver {
-    engine: Engine,
-    now: Nanos,
-    pending: Vec<u64>,
-    completing: Vec<u64>,
-}
-
-impl NullDriver {
-    fn new(config: Config) -> NullDriver {
-        let engine = Engine::new(config, StartMode::Format, &mut HeapAllocator, 0).expect("benchmark config");
-        let mut driver =
-            NullDriver { engine, now: 0, pending: Vec::with_capacity(4096), completing: Vec::with_capacity(4096) };
-        driver.pump();
-        assert_eq!(driver.engine.state(), &EngineState::Ready);
-        driver
-    }
-
-    fn pump(&mut self) {
-        loop {
-            while let Some(io) = self.engine.poll_io() {
-                self.pending.push(io.id);
-            }
-            while self.engine.poll_completion().is_some() {}
-            if self.pending.is_empty() {
-                return;
-            }
-            std::mem::swap(&mut self.pending, &mut self.completing);
-            for id in self.completing.drain(..) {
-                self.engine.handle_io_completion(self.now, id, IoStatus::Ok);
-            }
-        }
-    }
-
-    fn request(&mut self, id: u64, kind: RequestKind, lba: u64, data: Option<&Vec<u8>>) {
-        let request = Request { id, kind, lba, blocks_count: if kind == RequestKind::Flush { 0 } else { 1 } };
-        self.engine.handle_request(self.now, request, data.map(|d| d as &dyn crate::io::RequestData));
-        self.pump();
-    }
-}
-
-fn config(policy: Policy, cache_bytes: u64) -> Config {
+/// An engine configuration for `policy` over a cache of `cache_bytes`, with
+/// no timers: time does not pass in the benchmark.
+pub fn config(policy: Policy, cache_bytes: u64) -> Config {
     Config {
         policy,
         cache_device_bytes: cache_bytes,
         log_device_bytes: 4 * cache_bytes,
         backing_device_bytes: 16 * cache_bytes,
-        // Never idle: time does not pass in the benchmark.
         idle_after_ns: u64::MAX,
         superblock_interval_ns: u64::MAX,
         ..Config::default()

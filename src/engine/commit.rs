@@ -25,11 +25,8 @@ use std::collections::VecDeque;
 
 /// A commit covers every page dirty when it started, in rounds of at most
 /// `META_POOL_PAGES` pages (each round: encode, FLUSH, write, FLUSH).
+/// Its queues are the `Commit`'s own, sized at creation and reused.
 struct InFlight {
-    /// Pages of later rounds.
-    remaining: VecDeque<u32>,
-    /// Page index per pool slot in the current round.
-    pages: Vec<u32>,
     writes_pending: u32,
     failed: bool,
 }
@@ -40,6 +37,12 @@ pub(super) struct Commit {
     /// Sequence of the newest durable version of each page.
     pub page_seq: Vec<u64>,
     in_flight: Option<InFlight>,
+    /// The running commit's pages of later rounds.
+    remaining: VecDeque<u32>,
+    /// The running round's page index per pool slot.
+    round: Vec<u32>,
+    /// One page's entries while it is encoded.
+    entries: Vec<MetaEntry>,
     started: u64,
     completed: u64,
     wanted: u64,
@@ -57,6 +60,9 @@ impl Commit {
             dirty_pages: VecDeque::with_capacity(pages_count as usize),
             page_seq: vec![0; pages_count as usize],
             in_flight: None,
+            remaining: VecDeque::with_capacity(pages_count as usize),
+            round: Vec::with_capacity(META_POOL_PAGES as usize),
+            entries: Vec::with_capacity(META_ENTRIES_PER_PAGE),
             started: 0,
             completed: 0,
             wanted: 0,
@@ -105,7 +111,14 @@ impl Commit {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.page_dirty.len() * (1 + 4 + 8)
+        self.page_dirty.len() * (1 + 4 + 8 + 4)
+            + self.round.capacity() * 4
+            + self.entries.capacity() * std::mem::size_of::<MetaEntry>()
+    }
+
+    /// The running round's page in pool slot `slot`.
+    fn round_page(&self, slot: usize) -> u32 {
+        self.round[slot]
     }
 }
 
@@ -128,31 +141,32 @@ impl Engine {
     fn start_commit(&mut self) {
         self.commit.started += 1;
         self.commit.last_commit_at = self.now;
-        let remaining = std::mem::take(&mut self.commit.dirty_pages);
-        for &page in &remaining {
-            self.commit.page_dirty[page as usize] = false;
+        let commit = &mut self.commit;
+        debug_assert!(commit.remaining.is_empty());
+        std::mem::swap(&mut commit.remaining, &mut commit.dirty_pages);
+        for &page in &commit.remaining {
+            commit.page_dirty[page as usize] = false;
         }
-        let pages = Vec::with_capacity(META_POOL_PAGES as usize);
-        self.commit.in_flight = Some(InFlight { remaining, pages, writes_pending: 0, failed: false });
+        commit.in_flight = Some(InFlight { writes_pending: 0, failed: false });
         self.start_commit_round();
     }
 
     fn start_commit_round(&mut self) {
-        let in_flight = self.commit.in_flight.as_mut().expect("no commit");
-        in_flight.pages.clear();
-        while in_flight.pages.len() < META_POOL_PAGES as usize {
-            let Some(page) = in_flight.remaining.pop_front() else { break };
-            in_flight.pages.push(page);
+        let commit = &mut self.commit;
+        debug_assert!(commit.in_flight.is_some(), "no commit");
+        commit.round.clear();
+        while commit.round.len() < META_POOL_PAGES as usize {
+            let Some(page) = commit.remaining.pop_front() else { break };
+            commit.round.push(page);
         }
-        let pages = in_flight.pages.clone();
-        if pages.is_empty() {
+        if commit.round.is_empty() {
             self.commit.in_flight = None;
             self.commit.completed = self.commit.started;
             self.stats.commits += 1;
             return;
         }
-        for (slot, &page) in pages.iter().enumerate() {
-            self.encode_page(page, slot as u32);
+        for slot in 0..self.commit.round.len() {
+            self.encode_page(self.commit.round_page(slot), slot as u32);
         }
         if self.mutation() == Mutation::CommitBeforeData {
             self.write_commit_pages();
@@ -169,7 +183,8 @@ impl Engine {
     fn encode_page(&mut self, page: u32, pool_slot: u32) {
         let unwritten = self.mutation() == Mutation::CommitBeforeData;
         let blocks = self.page_blocks(page);
-        let mut entries = Vec::with_capacity(blocks.len());
+        let mut entries = std::mem::take(&mut self.commit.entries);
+        entries.clear();
         for block in blocks.clone() {
             let desired = self.cache.desired_entry(block, unwritten);
             self.cache.note_encoded(block, desired);
@@ -186,20 +201,22 @@ impl Engine {
         };
         let region = self.regions.meta_pool;
         let start = pool_slot as usize * UNIT_BYTES;
-        header.encode(&mut entries.into_iter(), &mut self.region(region)[start..start + UNIT_BYTES]);
+        header.encode(&mut entries.drain(..), &mut self.region(region)[start..start + UNIT_BYTES]);
+        self.commit.entries = entries;
     }
 
     fn write_commit_pages(&mut self) {
-        let pages = self.commit.in_flight.as_ref().expect("no commit").pages.clone();
-        for (slot, &page) in pages.iter().enumerate() {
+        let pages = self.commit.round.len();
+        for slot in 0..pages {
+            let page = self.commit.round_page(slot);
             let seq = self.commit.page_seq[page as usize] + 1;
             let offset = self.cache_layout.meta_page_offset(page, seq % 2 == 1);
             let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: (slot * UNIT_BYTES) as u32 };
             let op = Op::MetaWrite { pool_slot: slot as u32 };
             self.submit(op, DeviceRole::Cache, IoKind::Write, offset, UNIT_BYTES as u64, buffer);
         }
-        self.commit.in_flight.as_mut().unwrap().writes_pending = pages.len() as u32;
-        self.stats.meta_pages_written += pages.len() as u64;
+        self.commit.in_flight.as_mut().expect("no commit").writes_pending = pages as u32;
+        self.stats.meta_pages_written += pages as u64;
     }
 
     pub(super) fn commit_flush_done(&mut self, second: bool, status: IoStatus) {
@@ -229,8 +246,8 @@ impl Engine {
     }
 
     fn finish_commit_round(&mut self) {
-        let pages = self.commit.in_flight.as_ref().expect("no commit").pages.clone();
-        for page in pages {
+        for slot in 0..self.commit.round.len() {
+            let page = self.commit.round_page(slot);
             self.commit.page_seq[page as usize] += 1;
             for block in self.page_blocks(page) {
                 self.cache.note_committed(block);
@@ -249,10 +266,13 @@ impl Engine {
     /// pending flags stay (they are the cautious reading both ways) and the
     /// pages are written again, with the same sequence and slot, next time.
     fn abort_commit(&mut self) {
-        let in_flight = self.commit.in_flight.take().expect("no commit");
-        for page in in_flight.pages.into_iter().chain(in_flight.remaining) {
-            self.commit.mark_page(page);
+        let commit = &mut self.commit;
+        commit.in_flight.take().expect("no commit");
+        let (mut round, mut remaining) = (std::mem::take(&mut commit.round), std::mem::take(&mut commit.remaining));
+        for page in round.drain(..).chain(remaining.drain(..)) {
+            commit.mark_page(page);
         }
+        (commit.round, commit.remaining) = (round, remaining);
         self.commit.wanted = self.commit.wanted.max(self.commit.started + 1);
     }
 

@@ -262,16 +262,19 @@ impl Engine {
         let (buffer, index, len) = self.log.seal(memory, barrier);
         let sequence = self.log.buffers[buffer].sequence;
         let offset = self.log_layout.segment_offset(index);
-        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
+        let writable = self.log.writable_mirrors().count();
         self.stats.log_segments_written += 1;
-        self.stats.log_bytes_written += len * mirrors.len() as u64;
-        for &mirror in &mirrors {
+        self.stats.log_bytes_written += len * writable as u64;
+        for mirror in 0..self.log.mirrors_count() {
+            if !self.log.mirror_writable(mirror) {
+                continue;
+            }
             self.log.buffers[buffer].mirror_ops_pending += 1;
             let op = Op::SegmentWrite { buffer: buffer as u32, mirror };
             let target = IoBuffer::Engine { region, offset_bytes: 0 };
             self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, len, target);
         }
-        if mirrors.is_empty() {
+        if writable == 0 {
             self.log.segment_durable(buffer);
         }
         sequence
@@ -421,11 +424,12 @@ impl Engine {
     }
 
     fn read_for_reclaim(&mut self, sequence: u64) {
-        let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
-        if mirrors.is_empty() {
+        let healthy = self.log.healthy_mirrors().count();
+        if healthy == 0 {
             return;
         }
-        let mirror = mirrors[self.logging.reclaim_mirror_next as usize % mirrors.len()];
+        let nth = self.logging.reclaim_mirror_next as usize % healthy;
+        let mirror = self.log.healthy_mirrors().nth(nth).expect("counted above");
         self.logging.reclaim_in_flight = true;
         self.stats.log_reclaim_reads += 1;
         let index = self.log.segment_index(sequence);
@@ -489,12 +493,14 @@ impl Engine {
         if self.logging.superblock_ops_pending > 0 && !both_copies {
             return;
         }
-        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
         let copies: u64 = if both_copies { 2 } else { 1 };
         for _ in 0..copies {
             self.log.superblock_write_seq += 1;
             let write_seq = self.log.superblock_write_seq;
-            for &mirror in &mirrors {
+            for mirror in 0..self.log.mirrors_count() {
+                if !self.log.mirror_writable(mirror) {
+                    continue;
+                }
                 let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
                 self.logging.superblock_ops_pending += 1;
                 let op = Op::SuperblockWrite { mirror };

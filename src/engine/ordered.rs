@@ -16,7 +16,7 @@
 use super::Engine;
 use crate::cache::{flag, BlockState, Through};
 use crate::config::Policy;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 #[derive(Default)]
 pub(super) struct Ordered {
@@ -24,26 +24,70 @@ pub(super) struct Ordered {
     /// Epoch of each block's data (allocated when the policy is in use).
     epoch_of: Vec<u32>,
     /// Dirty blocks per epoch, mapped and retained.
-    dirty_per_epoch: BTreeMap<u32, u32>,
+    dirty_per_epoch: EpochCounts,
     /// Superseded blocks kept for their epoch's write-back.
     pub retained: Vec<u32>,
 }
 
-impl Ordered {
-    pub fn oldest_epoch(&self) -> Option<u32> {
-        self.dirty_per_epoch.keys().next().copied()
+/// A count per epoch from the oldest one with a count to the newest:
+/// epochs are consecutive, so a ring of counts replaces a map, and it keeps
+/// its capacity (no allocation once it has spanned its widest range).
+#[derive(Default)]
+struct EpochCounts {
+    /// Epoch of `counts[0]`; the first and last counts are never zero.
+    first: u32,
+    counts: VecDeque<u32>,
+}
+
+impl EpochCounts {
+    fn oldest(&self) -> Option<u32> {
+        (!self.counts.is_empty()).then_some(self.first)
     }
 
-    fn count(&mut self, epoch: u32, delta: i64) {
-        let count = self.dirty_per_epoch.entry(epoch).or_insert(0);
-        *count = (*count as i64 + delta) as u32;
-        if *count == 0 {
-            self.dirty_per_epoch.remove(&epoch);
+    fn add(&mut self, epoch: u32, delta: i64) {
+        if self.counts.is_empty() {
+            self.first = epoch;
+        }
+        // Serial arithmetic: epochs wrap.
+        while (epoch.wrapping_sub(self.first) as i32) < 0 {
+            self.counts.push_front(0);
+            self.first = self.first.wrapping_sub(1);
+        }
+        let index = epoch.wrapping_sub(self.first) as usize;
+        if index >= self.counts.len() {
+            self.counts.resize(index + 1, 0);
+        }
+        let count = &mut self.counts[index];
+        *count = u32::try_from(*count as i64 + delta).expect("epoch count out of range");
+        while self.counts.front() == Some(&0) {
+            self.counts.pop_front();
+            self.first = self.first.wrapping_add(1);
+        }
+        while self.counts.back() == Some(&0) {
+            self.counts.pop_back();
         }
     }
 
+    fn clear(&mut self) {
+        self.counts.clear();
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.counts.capacity() * 4
+    }
+}
+
+impl Ordered {
+    pub fn oldest_epoch(&self) -> Option<u32> {
+        self.dirty_per_epoch.oldest()
+    }
+
+    fn count(&mut self, epoch: u32, delta: i64) {
+        self.dirty_per_epoch.add(epoch, delta);
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        self.epoch_of.capacity() * 4 + self.retained.capacity() * 4
+        self.epoch_of.capacity() * 4 + self.retained.capacity() * 4 + self.dirty_per_epoch.memory_bytes()
     }
 }
 
@@ -71,7 +115,7 @@ impl Engine {
             dirty += 1;
         }
         if dirty > 0 {
-            self.ordered.dirty_per_epoch.insert(now, dirty);
+            self.ordered.count(now, dirty as i64);
         }
     }
 
@@ -172,6 +216,35 @@ impl Engine {
             self.ordered.count(epoch, -1);
         } else if cleaned {
             self.ordered.count(epoch, -1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EpochCounts;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// Same oldest epoch as a map of non-zero counts, across a wrap.
+        #[test]
+        fn epoch_counts_behave_like_a_map(start in any::<u32>(), ops in proptest::collection::vec((0u32..12, any::<bool>()), 1..200)) {
+            let mut counts = EpochCounts::default();
+            let mut model: BTreeMap<u32, u32> = BTreeMap::new();
+            for (offset, up) in ops {
+                let key = offset;
+                if !up && !model.contains_key(&key) {
+                    continue;
+                }
+                counts.add(start.wrapping_add(offset), if up { 1 } else { -1 });
+                let count = model.entry(key).or_insert(0);
+                *count = if up { *count + 1 } else { *count - 1 };
+                if *count == 0 {
+                    model.remove(&key);
+                }
+                prop_assert_eq!(counts.oldest(), model.keys().next().map(|&k| start.wrapping_add(k)));
+            }
         }
     }
 }

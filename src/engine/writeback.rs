@@ -77,7 +77,8 @@ impl Writeback {
             revoke_wait: VecDeque::with_capacity(64),
             revoke_debts: HashMap::with_capacity(64),
             hand: 0,
-            lbas_in_flight: HashSet::with_capacity(parallelism as usize * 2),
+            // Every run in flight at its longest: the set never grows.
+            lbas_in_flight: HashSet::with_capacity((parallelism * run_blocks_max) as usize),
             backing: BackingFlusher::default(),
             flush_tag_counter: 0,
             switch_commit: None,

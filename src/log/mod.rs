@@ -185,7 +185,15 @@ impl LogManager {
 
     /// Mirrors that receive segment writes (healthy and syncing).
     pub fn writable_mirrors(&self) -> impl Iterator<Item = u8> + '_ {
-        self.mirrors.iter().enumerate().filter(|(_, h)| **h != MirrorHealth::Failed).map(|(i, _)| i as u8)
+        (0..self.mirrors.len() as u8).filter(|&m| self.mirror_writable(m))
+    }
+
+    pub fn mirror_writable(&self, mirror: u8) -> bool {
+        self.mirrors[mirror as usize] != MirrorHealth::Failed
+    }
+
+    pub fn mirrors_count(&self) -> u8 {
+        self.mirrors.len() as u8
     }
 
     pub fn has_healthy_mirror(&self) -> bool {
