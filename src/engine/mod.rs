@@ -9,6 +9,7 @@
 
 mod commit;
 mod flush;
+mod lba_hash;
 mod logging;
 mod ordered;
 mod requests;
@@ -32,6 +33,7 @@ use flush::FlushState;
 use requests::{RequestState, Waiting};
 use slab::Slab;
 use std::collections::{HashMap, VecDeque};
+use lba_hash::LbaTable;
 use writeback::Writeback;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +114,7 @@ pub struct Engine {
     /// Policy being switched to, once dirty data has been drained.
     policy_target: Option<Policy>,
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
-    misses: HashMap<u32, (u32, bool)>,
+    misses: LbaTable<(u32, bool)>,
     eviction_scratch: Vec<u32>,
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
@@ -163,7 +165,7 @@ impl Engine {
             ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,
-            misses: HashMap::with_capacity(256),
+            misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
             eviction_scratch: Vec::with_capacity(256),
             through_blocked: Vec::with_capacity(64),
             restart_flush: false,

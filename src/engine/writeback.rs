@@ -10,7 +10,8 @@ use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
 use crate::log::OpenFor;
-use std::collections::{HashMap, HashSet, VecDeque};
+use super::lba_hash::{LbaSet, LbaTable};
+use std::collections::VecDeque;
 
 /// Largest write-back run: adjacent dirty blocks go to the backing device in
 /// one write (a RAID5 behind it prefers few large writes to many small ones).
@@ -46,11 +47,11 @@ pub(super) struct Writeback {
     /// the sequence of the newest such entry. Until a revoke for the LBA is
     /// recorded or the durable head passes that sequence, a replay would
     /// apply the entry, so the LBA may not turn clean without a revoke.
-    pub revoke_debts: HashMap<u32, u64>,
+    pub revoke_debts: LbaTable<u64>,
     hand: u32,
     /// LBAs with a write-back in flight: two backing writes of one LBA must
     /// never race (the older could land last).
-    pub lbas_in_flight: HashSet<u32>,
+    pub lbas_in_flight: LbaSet,
     pub backing: BackingFlusher,
     pub flush_tag_counter: u32,
     /// The commit a switch to wt or passthrough waits for once nothing is
@@ -75,10 +76,10 @@ impl Writeback {
             run_blocks_max,
             awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
             revoke_wait: VecDeque::with_capacity(64),
-            revoke_debts: HashMap::with_capacity(64),
+            revoke_debts: LbaTable::with_capacity_and_hasher(64, Default::default()),
             hand: 0,
             // Every run in flight at its longest: the set never grows.
-            lbas_in_flight: HashSet::with_capacity((parallelism * run_blocks_max) as usize),
+            lbas_in_flight: LbaSet::with_capacity_and_hasher((parallelism * run_blocks_max) as usize, Default::default()),
             backing: BackingFlusher::default(),
             flush_tag_counter: 0,
             switch_commit: None,
@@ -163,20 +164,22 @@ impl Engine {
         self.issue_backing_flush();
     }
 
-    /// Next dirty idle block in CLOCK order (bounded scan).
+    /// Next dirty idle block in CLOCK order (bounded scan; the cheap tests
+    /// first, as most blocks fail them).
     fn next_background_candidate(&mut self) -> Option<u32> {
+        if self.cache.dirty_count() == 0 {
+            return None;
+        }
         let n = self.cache.blocks_count();
         for _ in 0..n.min(4096) {
             let block = self.writeback.hand;
-            self.writeback.hand = (block + 1) % n;
-            let idle = !self.cache.has(block, flag::BUSY)
+            self.writeback.hand = if block + 1 == n { 0 } else { block + 1 };
+            let candidate = self.cache.state(block) == BlockState::Mapped
+                && self.cache.flags_bits(block) & (flag::DIRTY | flag::BUSY) == flag::DIRTY
                 && self.cache.pins(block) == 0
+                && self.ordered_may_write_back(block)
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
-            let dirty = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
-            if dirty && idle && self.ordered_may_write_back(block) {
-                if self.held_for_commit(block) {
-                    continue;
-                }
+            if candidate && !self.held_for_commit(block) {
                 return Some(self.cache.lba(block));
             }
         }
