@@ -21,7 +21,9 @@
 //! the rest, leaving `hhc` dropping the only durable copy of flushed data,
 //! flushes completing on a log being retired, a write-through starved by
 //! writes to its hot blocks, segments left on one mirror only by a power
-//! loss, and a finished write releasing a reused block as its predecessor.
+//! loss, a finished write releasing a reused block as its predecessor, and
+//! a wb-ordered retained block written back while an older block's backing
+//! write of its LBA was still in flight.
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps").
 
 use hhc::config::{Mutation, Policy};
@@ -197,6 +199,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBack, 7392, 300),
     (Policy::WriteBackOrdered, 6964, 300),
     (Policy::WriteBackOrdered, 7001, 300),
+    (Policy::WriteBackOrdered, 9270, 300),
 ];
 
 #[test]
