@@ -21,7 +21,10 @@
 //! the rest, leaving `hhc` dropping the only durable copy of flushed data,
 //! flushes completing on a log being retired, a write-through starved by
 //! writes to its hot blocks, segments left on one mirror only by a power
-//! loss, and a finished write releasing a reused block as its predecessor.
+//! loss, a finished write releasing a reused block as its predecessor, a
+//! wb-ordered retained block written back while an older block's backing
+//! write of its LBA was still in flight, and a warm restart reporting ready
+//! after its own flush failed.
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps").
 
 use hhc::config::{Mutation, Policy};
@@ -190,13 +193,16 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 780, 300),
     (Policy::Hhc, 894, 1000),
     (Policy::Hhc, 2002, 1000),
+    (Policy::Hhc, 4125, 300),
     (Policy::WriteBackFlush, 705, 300),
     (Policy::WriteBackFlush, 823, 300),
+    (Policy::WriteBackFlush, 8031, 300),
     (Policy::Passthrough, 2085, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::WriteBack, 7392, 300),
     (Policy::WriteBackOrdered, 6964, 300),
     (Policy::WriteBackOrdered, 7001, 300),
+    (Policy::WriteBackOrdered, 9270, 300),
 ];
 
 #[test]

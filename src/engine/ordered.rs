@@ -197,10 +197,19 @@ impl Engine {
 
     /// A retained block of the oldest epoch waiting for write-back (not one
     /// whose own data write is still in flight: it would be read too early).
+    ///
+    /// Nor one whose LBA has a backing write in flight (`lbas_in_flight`, as
+    /// for every write-back): that write may be of an older block of the
+    /// LBA, started while it was current, and two backing writes of one LBA
+    /// may land in either order. The older one landing last took the backing
+    /// device back past a flushed write once the LBA was clean (seed 9270).
     pub(super) fn ordered_next_retained(&self) -> Option<u32> {
         let oldest = self.ordered.oldest_epoch()?;
         self.ordered.retained.iter().copied().find(|&b| {
-            self.ordered.epoch_of[b as usize] == oldest && self.cache.pins(b) == 1 && !self.cache.has(b, flag::BUSY)
+            self.ordered.epoch_of[b as usize] == oldest
+                && self.cache.pins(b) == 1
+                && !self.cache.has(b, flag::BUSY)
+                && !self.writeback.lbas_in_flight.contains(&self.cache.lba(b))
         })
     }
 

@@ -222,8 +222,9 @@ impl Engine {
     /// A warm restart serves the state it found; that state is made as
     /// durable as a flush makes it (for `hhc`: every dirty block logged
     /// again) before the engine reports `Ready`, so that what a reader sees
-    /// after the restart survives a later loss of the cache device too.
-    fn start_restart_flush(&mut self) {
+    /// after the restart survives a later loss of the cache device too. A
+    /// failed one is started again (`Engine::complete_request`).
+    pub(super) fn start_restart_flush(&mut self) {
         let key = self.requests.insert(super::requests::RequestState {
             id: super::RESTART_FLUSH_ID,
             lba: 0,

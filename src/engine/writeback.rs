@@ -255,7 +255,8 @@ impl Engine {
         blocks.clear();
         blocks.push(first);
         self.cache.pin(first);
-        self.writeback.lbas_in_flight.insert(lba);
+        let inserted = self.writeback.lbas_in_flight.insert(lba);
+        assert!(inserted, "two backing writes of lba {lba} in flight");
         let mut next = lba;
         while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
             next += 1;
