@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use hhc::config::{Config, Policy};
 use hhc::driver::harness::Harness;
+use hhc::engine::{EngineState, StartMode};
 use hhc::io::{DeviceRole, IoStatus};
 
 fn hhc_workload(config: Config, seed: u64) -> Workload {
@@ -190,4 +191,32 @@ fn losing_the_cache_device_under_load_fails_every_request_once_and_the_log_recov
         assert_eq!(workload.harness.wait(id).0, Err(hhc::io::RequestError::NotReady));
         check_cache_loss(&workload, &format!("seed {seed}, cache lost under load"));
     }
+}
+
+/// A backing device that keeps failing during a warm restart: the restart's
+/// own flush is tried again a bounded number of times, then the engine stops
+/// with a clear reason instead of serving what a cache loss could take back;
+/// once the device works again, a restart finds every flushed write.
+#[test]
+fn a_warm_restart_whose_flush_keeps_failing_stops_and_loses_nothing() {
+    let policy = Policy::WriteBackFlush;
+    let mut workload = hhc_workload(config(policy, 5), 5);
+    workload.run(300, 8);
+    workload.drain();
+    for lba in 0..8 {
+        assert!(workload.write_and_wait(lba));
+    }
+    assert!(workload.harness.engine.stats().dirty_blocks > 0, "the restart must have something to write back");
+    let config = workload.harness.config.clone();
+    let mut restarted = Harness::open(config.clone(), workload.harness.devices.clone(), StartMode::Open, 5);
+    restarted.set_failing(DeviceRole::Backing, IoStatus::Error);
+    restarted.run_until_quiet();
+    match restarted.state() {
+        EngineState::Failed(reason) => assert!(reason.contains("after a warm restart failed 16 times"), "{reason}"),
+        other => panic!("a restart whose flush keeps failing must stop, not {other:?}"),
+    }
+    let mut again = Harness::start(config, restarted.devices.clone(), StartMode::Open, 5);
+    assert_eq!(again.state(), &EngineState::Ready);
+    let blocks = read_all(&mut again, LBAS);
+    workload.check_recovered(&format!("{policy} after a failed restart"), |lba| blocks[lba as usize].clone());
 }

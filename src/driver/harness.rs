@@ -47,10 +47,18 @@ impl Harness {
         Harness::start(config, devices, StartMode::Format, seed)
     }
 
-    /// An engine over existing device contents.
+    /// An engine over existing device contents, run until it has started.
     pub fn start(config: Config, devices: BTreeMap<DeviceRole, Vec<u8>>, mode: StartMode, seed: u64) -> Harness {
+        let mut harness = Harness::open(config, devices, mode, seed);
+        harness.run_until_quiet();
+        harness
+    }
+
+    /// An engine over existing device contents that has not run yet (faults
+    /// can be set for its startup).
+    pub fn open(config: Config, devices: BTreeMap<DeviceRole, Vec<u8>>, mode: StartMode, seed: u64) -> Harness {
         let engine = Engine::new(config.clone(), mode, &mut HeapAllocator, 0).expect("valid config");
-        let mut harness = Harness {
+        Harness {
             engine,
             config,
             devices,
@@ -63,9 +71,7 @@ impl Harness {
             rng: seed | 1,
             next_request: 1,
             io_counts: BTreeMap::new(),
-        };
-        harness.run_until_quiet();
-        harness
+        }
     }
 
     /// Power loss: in-flight commands are dropped; a new engine opens the devices.

@@ -91,6 +91,9 @@ pub(crate) const META_POOL_PAGES: u32 = 256;
 /// Request id of the engine's own flush after a warm restart; its completion
 /// is not reported.
 const RESTART_FLUSH_ID: crate::io::RequestId = u64::MAX;
+/// Failed flushes after a warm restart before the engine gives up: backing
+/// errors that last are a device to repair, not a state to serve from.
+const RESTART_FLUSH_ATTEMPTS: u32 = 16;
 
 pub struct Engine {
     config: Config,
@@ -121,6 +124,7 @@ pub struct Engine {
     through_blocked: Vec<(u64, u32)>,
     /// The flush after a warm restart is running.
     restart_flush: bool,
+    restart_flush_failures: u32,
     /// Log entries found at warm restart whose blocks are clean by now:
     /// (lba, loc), revoked once the log can take it.
     startup_revokes: Vec<(u64, u32)>,
@@ -169,6 +173,7 @@ impl Engine {
             eviction_scratch: Vec::with_capacity(256),
             through_blocked: Vec::with_capacity(64),
             restart_flush: false,
+            restart_flush_failures: 0,
             startup_revokes: Vec::new(),
             stats: Stats::default(),
             state: EngineState::Starting,
@@ -347,6 +352,13 @@ impl Engine {
     fn complete_request(&mut self, id: u64, result: Result<(), RequestError>) {
         if id == RESTART_FLUSH_ID {
             if let Err(error) = result {
+                self.restart_flush_failures += 1;
+                if self.restart_flush_failures >= RESTART_FLUSH_ATTEMPTS {
+                    let attempts = self.restart_flush_failures;
+                    return self.fail(format!(
+                        "the flush after a warm restart failed {attempts} times (last: {error:?}); dirty data stays in the cache and the log"
+                    ));
+                }
                 log::warn!("hhc: the flush after a warm restart failed: {error:?}; trying again");
                 // What a warm restart serves counts as durable once it is
                 // `Ready`, against a cache loss too. A failed flush has not
