@@ -23,8 +23,9 @@
 //! writes to its hot blocks, segments left on one mirror only by a power
 //! loss, a finished write releasing a reused block as its predecessor, a
 //! wb-ordered retained block written back while an older block's backing
-//! write of its LBA was still in flight, and a warm restart reporting ready
-//! after its own flush failed.
+//! write of its LBA was still in flight, a warm restart reporting ready
+//! after its own flush failed, and a warm restart attaching a log entry to
+//! a write-through copy it then drops, leaving the entry unrevoked.
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps").
 
 use hhc::config::{Mutation, Policy};
@@ -194,6 +195,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 894, 1000),
     (Policy::Hhc, 2002, 1000),
     (Policy::Hhc, 4125, 300),
+    (Policy::WriteThrough, 9651, 300),
     (Policy::WriteBackFlush, 705, 300),
     (Policy::WriteBackFlush, 823, 300),
     (Policy::WriteBackFlush, 8031, 300),

@@ -456,8 +456,18 @@ impl Engine {
         for (lba, loc) in entries {
             self.log.restore_entry(loc);
             let block = (lba < u32::MAX as u64).then(|| self.cache.lookup(lba as u32)).flatten();
+            // A write-through copy is dropped at the end of the restart
+            // (`drop_copies_after_crash`) and the restart serves the backing
+            // device's value. An entry of its LBA (here a write-back write
+            // logged after a switch to `hhc`, newer than the copy but never
+            // committed) must be revoked in the restart flush's barrier,
+            // before the engine serves that value: replayed after a later
+            // cache loss, it would take the block back over it (torture seed
+            // 9651, wt).
             match block {
-                Some(block) if self.cache.has(block, flag::DIRTY) => self.cache.set_log_loc(block, loc),
+                Some(block) if self.cache.has(block, flag::DIRTY) && self.cache.through(block) == Through::None => {
+                    self.cache.set_log_loc(block, loc)
+                }
                 _ => self.startup_revokes.push((lba, loc)),
             }
         }
