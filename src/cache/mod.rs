@@ -122,6 +122,9 @@ pub struct CacheIndex {
     dirty_count: u32,
     /// Mapped blocks that are dirty and whose value is not in the log.
     unlogged_dirty_count: u32,
+    /// Dirty write-through copies: they turn clean by their own backing
+    /// writes, never by write-back.
+    dirty_through_count: u32,
     /// Superseded and evicted blocks (a durable entry still valid), to find
     /// them when their successor commits. Fixed-size: nothing grows on the
     /// write path.
@@ -148,6 +151,7 @@ impl CacheIndex {
             free_count: 0,
             dirty_count: 0,
             unlogged_dirty_count: 0,
+            dirty_through_count: 0,
             superseded: BlockSet::new(blocks_count),
             clock_hand: 0,
         };
@@ -168,6 +172,10 @@ impl CacheIndex {
     }
     pub fn unlogged_dirty_count(&self) -> u32 {
         self.unlogged_dirty_count
+    }
+    /// Dirty blocks that only write-back makes clean.
+    pub fn write_back_dirty_count(&self) -> u32 {
+        self.dirty_count - self.dirty_through_count
     }
 
     fn unlogged_dirty(&self, block: u32) -> bool {
@@ -255,6 +263,7 @@ impl CacheIndex {
 
     fn push_free(&mut self, block: u32) {
         let b = block as usize;
+        debug_assert!(self.blocks[b].flags & flag::DIRTY == 0, "block {block} freed dirty");
         self.blocks[b].state = BlockState::Free;
         self.blocks[b].flags = 0;
         self.blocks[b].through = Through::None;
@@ -289,12 +298,15 @@ impl CacheIndex {
         if was == dirty {
             return;
         }
+        let through = self.blocks[block as usize].through != Through::None;
         if dirty {
             self.blocks[block as usize].flags |= flag::DIRTY;
             self.dirty_count += 1;
+            self.dirty_through_count += u32::from(through);
         } else {
             self.blocks[block as usize].flags &= !flag::DIRTY;
             self.dirty_count -= 1;
+            self.dirty_through_count -= u32::from(through);
         }
     }
 
@@ -446,6 +458,11 @@ impl CacheIndex {
     /// Write-through: the block stays dirty until its backing write completes,
     /// so a crash in between never leaves a clean copy the backing lacks.
     pub fn set_through(&mut self, block: u32, through: Through) {
+        if self.has(block, flag::DIRTY) {
+            let was = self.blocks[block as usize].through != Through::None;
+            let now = through != Through::None;
+            self.dirty_through_count = self.dirty_through_count + u32::from(now) - u32::from(was);
+        }
         self.blocks[block as usize].through = through;
     }
 

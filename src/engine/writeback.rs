@@ -6,7 +6,7 @@
 
 use super::flush::BackingFlusher;
 use super::{Engine, Op};
-use crate::cache::{flag, BlockState, LOC_NONE};
+use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
 use crate::log::OpenFor;
@@ -109,11 +109,12 @@ impl Engine {
         if !self.writeback.queue.is_empty() || self.policy_target.is_some() {
             return full;
         }
-        if self.cache.dirty_count() == 0 {
+        if self.cache.write_back_dirty_count() == 0 {
             return 0;
         }
         if !self.config.policy.is_write_back() {
-            // Left over from a crash (write-through copies in flight then).
+            // Left over from a crash or a switch (not write-through copies:
+            // their own backing writes make them clean).
             return full;
         }
         // Writes waiting for a block that only write-back can free (dirty
@@ -167,7 +168,7 @@ impl Engine {
     /// Next dirty idle block in CLOCK order (bounded scan; the cheap tests
     /// first, as most blocks fail them).
     fn next_background_candidate(&mut self) -> Option<u32> {
-        if self.cache.dirty_count() == 0 {
+        if self.cache.write_back_dirty_count() == 0 {
             return None;
         }
         let n = self.cache.blocks_count();
@@ -177,6 +178,7 @@ impl Engine {
             let candidate = self.cache.state(block) == BlockState::Mapped
                 && self.cache.flags_bits(block) & (flag::DIRTY | flag::BUSY) == flag::DIRTY
                 && self.cache.pins(block) == 0
+                && self.cache.through(block) == Through::None
                 && self.ordered_may_write_back(block)
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
             if candidate && !self.held_for_commit(block) {
