@@ -26,7 +26,8 @@
 //! write of its LBA was still in flight, a warm restart reporting ready
 //! after its own flush failed, and a warm restart attaching a log entry to
 //! a write-through copy it then drops, leaving the entry unrevoked.
-//! Longer sweeps still find a few (docs/torture.md, "The last long sweeps").
+//! The last long sweeps found none left (docs/torture.md, "The last long
+//! sweeps"); the seeds past this file's sweeps that once failed run below.
 
 use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
