@@ -115,11 +115,6 @@ impl Commit {
             + self.round.capacity() * 4
             + self.entries.capacity() * std::mem::size_of::<MetaEntry>()
     }
-
-    /// The running round's page in pool slot `slot`.
-    fn round_page(&self, slot: usize) -> u32 {
-        self.round[slot]
-    }
 }
 
 impl Engine {
@@ -166,7 +161,7 @@ impl Engine {
             return;
         }
         for slot in 0..self.commit.round.len() {
-            self.encode_page(self.commit.round_page(slot), slot as u32);
+            self.encode_page(self.commit.round[slot], slot as u32);
         }
         if self.mutation() == Mutation::CommitBeforeData {
             self.write_commit_pages();
@@ -208,7 +203,7 @@ impl Engine {
     fn write_commit_pages(&mut self) {
         let pages = self.commit.round.len();
         for slot in 0..pages {
-            let page = self.commit.round_page(slot);
+            let page = self.commit.round[slot];
             let seq = self.commit.page_seq[page as usize] + 1;
             let offset = self.cache_layout.meta_page_offset(page, seq % 2 == 1);
             let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: (slot * UNIT_BYTES) as u32 };
@@ -247,7 +242,7 @@ impl Engine {
 
     fn finish_commit_round(&mut self) {
         for slot in 0..self.commit.round.len() {
-            let page = self.commit.round_page(slot);
+            let page = self.commit.round[slot];
             self.commit.page_seq[page as usize] += 1;
             for block in self.page_blocks(page) {
                 self.cache.note_committed(block);

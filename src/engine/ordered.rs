@@ -242,15 +242,14 @@ mod tests {
             let mut counts = EpochCounts::default();
             let mut model: BTreeMap<u32, u32> = BTreeMap::new();
             for (offset, up) in ops {
-                let key = offset;
-                if !up && !model.contains_key(&key) {
+                if !up && !model.contains_key(&offset) {
                     continue;
                 }
                 counts.add(start.wrapping_add(offset), if up { 1 } else { -1 });
-                let count = model.entry(key).or_insert(0);
+                let count = model.entry(offset).or_insert(0);
                 *count = if up { *count + 1 } else { *count - 1 };
                 if *count == 0 {
-                    model.remove(&key);
+                    model.remove(&offset);
                 }
                 prop_assert_eq!(counts.oldest(), model.keys().next().map(|&k| start.wrapping_add(k)));
             }
