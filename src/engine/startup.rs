@@ -513,7 +513,10 @@ impl Engine {
     }
 
     /// Zeroes the first unit of the positions just past the scanned end on
-    /// every mirror, so stale segments there can never extend the log.
+    /// every mirror, so stale segments there can never extend the log. Only
+    /// free positions: in a log with fewer free segments than buffers the
+    /// next positions wrap onto the oldest live segments, which a replay
+    /// after a cache loss still needs.
     fn clean_tail(&mut self) {
         if !self.log.has_healthy_mirror() {
             return;
@@ -521,8 +524,9 @@ impl Engine {
         let region = self.regions.reclaim;
         self.region(region)[..UNIT_BYTES].fill(0);
         let tail = self.log.tail_sequence;
+        let positions = (self.config.log_buffers_count as u64).min(self.log.segments_free());
         let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
-        for sequence in tail..tail + self.config.log_buffers_count as u64 {
+        for sequence in tail..tail + positions {
             let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
             for &mirror in &mirrors {
                 let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
