@@ -451,6 +451,11 @@ impl CacheIndex {
         }
     }
 
+    /// Every block of `lba` still in the map (current, superseded, evicting).
+    pub fn blocks_of(&self, lba: u32) -> impl Iterator<Item = u32> + '_ {
+        self.map.blocks_of(lba, &*self.blocks)
+    }
+
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
         self.map.find(lba, &*self.blocks, |block| self.superseded.contains(block)).is_some()
     }

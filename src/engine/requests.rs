@@ -312,6 +312,25 @@ impl Engine {
             }
             return false;
         }
+        // Ordering: this backing write may become durable before any commit
+        // of its own copy's entry. Until then a restart acts on the entries
+        // already durable for its blocks: a clean one without the
+        // write-through flag is served over the backing device (under a
+        // write-back policy), a dirty one is written back over it. So every
+        // such entry (a block filled, or written and written back, before a
+        // switch away from write-back) is first committed again as a
+        // write-through copy, or invalidated, before the write starts.
+        // Otherwise a crash brings the older value back: the restart serves
+        // it and a later eviction turns the block to this write (torture
+        // seeds 15455, 19379, 29801, hhc), or its write-back overwrites this
+        // flushed write (seed 17608, hhc).
+        let mut untrusted = true;
+        for l in lbas.clone() {
+            untrusted &= self.distrust_clean_entries(l);
+        }
+        if !untrusted || self.commit.completed() < self.writeback.through_gate {
+            return false;
+        }
         self.writeback.lbas_in_flight.extend(lbas.clone());
         for l in lbas.clone() {
             if let Some(entry) = self.misses.get_mut(&l) {
@@ -335,6 +354,36 @@ impl Engine {
             }
         }
         true
+    }
+
+    /// Marks `lba`'s current block a write-through copy, so that no later
+    /// commit writes an entry a restart trusts; a committed one is written
+    /// again before write-through writes go on (`through_gate`). False while
+    /// an older block of `lba` keeps a valid entry without that flag: a
+    /// restart would find it once the current one is gone.
+    fn distrust_clean_entries(&mut self, lba: u32) -> bool {
+        if let Some(block) = self.cache.lookup(lba) {
+            if self.cache.through(block) == Through::None {
+                self.cache.set_through(block, Through::Copy);
+                self.commit.mark_block(block);
+                if self.cache.has(block, flag::COMMITTED | flag::COMMIT_PENDING) {
+                    self.writeback.through_gate = self.commit.request();
+                }
+            }
+        }
+        let stale = self.cache.blocks_of(lba).find(|&b| {
+            matches!(self.cache.state(b), BlockState::Superseded | BlockState::Evicting)
+                && self.cache.has(b, flag::COMMITTED | flag::COMMIT_PENDING)
+                && self.cache.through(b) == Through::None
+        });
+        match stale {
+            Some(block) => {
+                self.commit.mark_block(block);
+                self.commit.request();
+                false
+            }
+            None => true,
+        }
     }
 
     /// Whether `lba`'s current block is dirty data the backing device still

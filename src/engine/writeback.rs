@@ -57,6 +57,10 @@ pub(super) struct Writeback {
     /// The commit a switch to wt or passthrough waits for once nothing is
     /// dirty: until then the metadata may still record blocks dirty.
     switch_commit: Option<u64>,
+    /// The commit that must complete before a write-through write starts:
+    /// it rewrites committed entries of clean copies as write-through copies
+    /// (`Engine::distrust_clean_entries`).
+    pub through_gate: u64,
 }
 
 impl Writeback {
@@ -83,6 +87,7 @@ impl Writeback {
             backing: BackingFlusher::default(),
             flush_tag_counter: 0,
             switch_commit: None,
+            through_gate: 0,
         }
     }
 
