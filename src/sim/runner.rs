@@ -354,6 +354,13 @@ impl<'f> Sim<'f> {
     fn final_restart(&mut self) -> Result<(), Violation> {
         if self.prng.percent(50) {
             self.recover_after_power_loss("recovery after the final power loss")
+        } else if self.devices.cache.is_dead() {
+            // The cache died within its grace period before the end and the
+            // host has not noticed yet (its CacheLossStop is still pending):
+            // it goes down for the cache loss, as the power-loss branch does
+            // (`recover_after_power_loss`); an engine without its cache
+            // device cannot stop cleanly.
+            self.recover_after_cache_loss()
         } else {
             self.shutdown_cleanly()?;
             self.recover_after_power_loss("restart after a clean shutdown")
