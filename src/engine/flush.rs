@@ -221,6 +221,15 @@ impl Engine {
             if !failed {
                 if self.logging.retiring {
                     self.restart_log_for_switch(self.config.policy);
+                } else if self.log_active() && self.log.has_healthy_mirror() {
+                    // `hhc` took the retiring log up again before this flush
+                    // could retire it: the log stays, and its last durable
+                    // barrier may still hold entries older than what this
+                    // flush wrote back. The revokes of those write-backs sit
+                    // in later segments (or the open buffer), so the flush
+                    // completes only once a barrier after them is durable,
+                    // as an `hhc` flush would.
+                    self.flushes[i].log = LogStage::WaitLogged;
                 }
                 self.flushes[i].log_restart_head = Some(self.logging.restarted_head);
             }
