@@ -102,6 +102,12 @@ impl Engine {
             // may still sit in its volatile cache.
             flush.backing_flush_wanted = true;
         }
+        if self.logging.restarted_head > self.logging.superblock_durable_head {
+            // The log was restarted (retired) but its new superblock is not
+            // on the mirrors yet: a replay would still follow the old log
+            // over what this flush makes durable on the backing device.
+            flush.log_restart_head = Some(self.logging.restarted_head);
+        }
         if self.logging.retiring && !flush.retire_log {
             // The log `hhc` left could still be replayed over what reached
             // the backing device since (passthrough and write-through writes
