@@ -196,6 +196,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 894, 1000),
     (Policy::Hhc, 2002, 1000),
     (Policy::Hhc, 4125, 300),
+    (Policy::Hhc, 14872, 300),
     (Policy::Hhc, 16257, 300),
     (Policy::Hhc, 17363, 300),
     (Policy::WriteThrough, 9651, 300),
