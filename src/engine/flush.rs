@@ -102,6 +102,12 @@ impl Engine {
             // may still sit in its volatile cache.
             flush.backing_flush_wanted = true;
         }
+        if self.logging.restarted_head > self.logging.superblock_durable_head {
+            // The log was restarted (retired) but its new superblock is not
+            // on the mirrors yet: a replay would still follow the old log
+            // over what this flush makes durable on the backing device.
+            flush.log_restart_head = Some(self.logging.restarted_head);
+        }
         if self.logging.retiring && !flush.retire_log {
             // The log `hhc` left could still be replayed over what reached
             // the backing device since (passthrough and write-through writes
@@ -221,6 +227,15 @@ impl Engine {
             if !failed {
                 if self.logging.retiring {
                     self.restart_log_for_switch(self.config.policy);
+                } else if self.log_active() && self.log.has_healthy_mirror() {
+                    // `hhc` took the retiring log up again before this flush
+                    // could retire it: the log stays, and its last durable
+                    // barrier may still hold entries older than what this
+                    // flush wrote back. The revokes of those write-backs sit
+                    // in later segments (or the open buffer), so the flush
+                    // completes only once a barrier after them is durable,
+                    // as an `hhc` flush would.
+                    self.flushes[i].log = LogStage::WaitLogged;
                 }
                 self.flushes[i].log_restart_head = Some(self.logging.restarted_head);
             }

@@ -832,6 +832,14 @@ impl<'f> Sim<'f> {
         self.verify_backing_directly()?;
         self.figures.recoveries += 1;
         self.replace_dead_devices();
+        // A format chooses a new identity (docs/format.md; the SPDK module's
+        // `random_instance_id`): the surviving mirrors still hold the old
+        // instance's segments, at the very sequences the new log starts
+        // with, and only the instance id in each segment keeps a scan of
+        // the new log from chaining into them. Derived, not drawn, so the
+        // seed's random stream stays as it was.
+        let id = &mut self.plan.config.instance_id;
+        *id = id.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29) | 1;
         self.start_target(StartKind::Format)?;
         self.resume_workload();
         Ok(())
