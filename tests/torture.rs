@@ -24,10 +24,14 @@
 //! loss, a finished write releasing a reused block as its predecessor, a
 //! wb-ordered retained block written back while an older block's backing
 //! write of its LBA was still in flight, a warm restart reporting ready
-//! after its own flush failed, and a warm restart attaching a log entry to
-//! a write-through copy it then drops, leaving the entry unrevoked.
-//! The last long sweeps found none left (docs/torture.md, "The last long
-//! sweeps"); the seeds past this file's sweeps that once failed run below.
+//! after its own flush failed, a warm restart attaching a log entry to a
+//! write-through copy it then drops, leaving the entry unrevoked, writes
+//! going through while an older trusted entry of their block was durable,
+//! flushes completing without a barrier after their revokes once `hhc` took
+//! a retiring log up again or before a restarted log's superblock was
+//! durable.
+//! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
+//! the seeds past this file's sweeps that once failed run below.
 
 use hhc::config::{Mutation, Policy};
 use hhc::sim::faults::FaultKinds;
