@@ -209,6 +209,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBackFlush, 705, 300),
     (Policy::WriteBackFlush, 823, 300),
     (Policy::WriteBackFlush, 8031, 300),
+    (Policy::WriteBackFlush, 16115, 300),
     (Policy::WriteBackFlush, 18214, 300),
     (Policy::WriteBackFlush, 22721, 300),
     (Policy::WriteBackFlush, 38838, 300),
