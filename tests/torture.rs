@@ -216,6 +216,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Passthrough, 2085, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
+    (Policy::Passthrough, 25557, 300),
     (Policy::WriteBack, 7392, 300),
     (Policy::WriteBackOrdered, 6964, 300),
     (Policy::WriteBackOrdered, 7001, 300),
