@@ -212,6 +212,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBackFlush, 16115, 300),
     (Policy::WriteBackFlush, 18214, 300),
     (Policy::WriteBackFlush, 22721, 300),
+    (Policy::WriteBackFlush, 33306, 300),
     (Policy::WriteBackFlush, 38838, 300),
     (Policy::Passthrough, 2085, 1000),
     (Policy::Passthrough, 2441, 300),
