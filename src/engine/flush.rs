@@ -284,9 +284,18 @@ impl Engine {
     pub(super) fn backing_flush_done(&mut self, status: IoStatus) {
         let flusher = &mut self.writeback.backing;
         flusher.in_flight = false;
+        let through_unflushed = flusher.through_writes_unflushed();
         flusher.completed = flusher.issued;
         if status != IoStatus::Ok {
             flusher.failed = flusher.issued;
+            if through_unflushed {
+                // A failed FLUSH made nothing durable: completed write-through
+                // and passthrough writes still need a later generation, or a
+                // fill would trust the backing device's copy (the volatile
+                // one, lost with the power) and a flush would skip the
+                // FLUSH they need (torture seed 25557, passthrough).
+                flusher.through_writes_need = flusher.issued + 1;
+            }
         }
         if status == IoStatus::DeviceLost {
             self.fail("backing device lost".into());

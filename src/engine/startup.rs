@@ -177,6 +177,21 @@ impl Engine {
             // that wrote everything back may drop it.
             self.logging.retiring = self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0;
             self.drop_copies_after_crash();
+            if self.config.mirrors_count > 0 && self.log.writable_mirrors().next().is_some() {
+                // The scan took the newest superblock over every mirror, but
+                // a power loss during a superblock write (a log restarted at
+                // a switch to `hhc`) can leave an older one, with an older
+                // head, on another mirror: what is logged from now on follows
+                // the newest head, and a replay from that mirror alone would
+                // start at its head and miss it all (torture seed 33306,
+                // wb-flush). So the head is written to every mirror again,
+                // and the restart flush completes only once it is durable
+                // (`log_restart_head`).
+                let head = self.log.head_sequence;
+                self.write_superblock(head, true);
+                self.logging.restarted_head = head;
+                self.logging.superblock_durable_head = 0;
+            }
             self.start_restart_flush();
         }
     }
