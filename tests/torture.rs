@@ -29,7 +29,9 @@
 //! going through while an older trusted entry of their block was durable,
 //! flushes completing without a barrier after their revokes once `hhc` took
 //! a retiring log up again or before a restarted log's superblock was
-//! durable.
+//! durable, a superblock left older on one mirror by a power loss, a failed
+//! backing FLUSH counted as covering write-throughs, and a write-through
+//! going ahead of a queued older write-back block write.
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
