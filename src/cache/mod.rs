@@ -428,9 +428,9 @@ impl CacheIndex {
     /// other than its current one.
     fn newest_superseded_version(&self, lba: u32) -> Option<u32> {
         let mut newest = None;
-        for block in self.map.blocks_of(lba, &*self.blocks) {
+        for block in self.superseded_of(lba) {
             let version = self.blocks[block as usize].version;
-            if self.superseded.contains(block) && newest.is_none_or(|n| serial_newer(version, n)) {
+            if newest.is_none_or(|n| serial_newer(version, n)) {
                 newest = Some(version);
             }
         }
@@ -442,22 +442,21 @@ impl CacheIndex {
     /// each is evicted and handed to `invalidate` for the next commit.
     pub fn discard_orphaned_superseded(&mut self, mut invalidate: impl FnMut(u32)) {
         for block in self.superseded.iter() {
-            let lba = self.blocks[block as usize].lba;
-            let current = self.map.find(lba, &*self.blocks, |b| self.blocks[b as usize].state == BlockState::Mapped);
-            if current.is_none() && self.blocks[block as usize].state == BlockState::Superseded {
+            let orphaned = self.lookup(self.blocks[block as usize].lba).is_none();
+            if orphaned && self.blocks[block as usize].state == BlockState::Superseded {
                 self.blocks[block as usize].state = BlockState::Evicting;
                 invalidate(block);
             }
         }
     }
 
-    /// Every block of `lba` still in the map (current, superseded, evicting).
-    pub fn blocks_of(&self, lba: u32) -> impl Iterator<Item = u32> + '_ {
-        self.map.blocks_of(lba, &*self.blocks)
+    /// The superseded and evicted blocks of `lba` (a durable entry still valid).
+    pub fn superseded_of(&self, lba: u32) -> impl Iterator<Item = u32> + '_ {
+        self.map.blocks_of(lba, &*self.blocks).filter(|&block| self.superseded.contains(block))
     }
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
-        self.map.find(lba, &*self.blocks, |block| self.superseded.contains(block)).is_some()
+        self.superseded_of(lba).next().is_some()
     }
 
     /// Write-through: the block stays dirty until its backing write completes,

@@ -383,10 +383,8 @@ impl Engine {
                 }
             }
         }
-        let stale = self.cache.blocks_of(lba).find(|&b| {
-            matches!(self.cache.state(b), BlockState::Superseded | BlockState::Evicting)
-                && self.cache.has(b, flag::COMMITTED | flag::COMMIT_PENDING)
-                && self.cache.through(b) == Through::None
+        let stale = self.cache.superseded_of(lba).find(|&b| {
+            self.cache.has(b, flag::COMMITTED | flag::COMMIT_PENDING) && self.cache.through(b) == Through::None
         });
         match stale {
             Some(block) => {
