@@ -1,6 +1,7 @@
 //! The offline tools on log images built with the format functions: inspect
 //! reports the run, recover puts the live blocks on the backing file.
 
+use hhc::format::segment::{PartFlags, PartPlace};
 use hhc::format::{seal, set_revoke, set_slot_lba, LogSuperblock, SegmentLayout, UNIT_BYTES};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -46,16 +47,9 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
         for (i, &lba) in revokes.iter().enumerate() {
             set_revoke(&layout, &mut buf, i as u32, lba);
         }
-        let len = seal(
-            &layout,
-            &mut buf,
-            0xABCD,
-            index as u32,
-            *sequence,
-            *barrier,
-            entries.len() as u32,
-            revokes.len() as u32,
-        );
+        let place = PartPlace { instance_id: 0xABCD, segment_index: index as u32, sequence: *sequence, part: 0, first_block: 0 };
+        let flags = PartFlags { barrier: *barrier, segment_end: true };
+        let len = seal(&layout, &mut buf, &place, flags, entries.len() as u32, revokes.len() as u32);
         let offset = (SEGMENTS_OFFSET_BYTES + index as u64 * segment_bytes as u64) as usize;
         log[offset..offset + len].copy_from_slice(&buf[..len]);
     }
@@ -132,7 +126,7 @@ fn inspect_reports_the_run_and_live_blocks() {
     }
     assert_eq!(json.trim().lines().count(), 1);
     let text = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log1)]));
-    assert!(text.contains("valid run: 1 segments, sequences 10..=10"), "{text}");
+    assert!(text.contains("valid run: 1 parts in 1 segments, sequences 10..=10"), "{text}");
     assert!(text.contains("live blocks at last barrier: 0"), "{text}");
 }
 
@@ -147,7 +141,7 @@ fn inspect_without_superblock_needs_and_uses_geometry_flags() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--block-size"));
     let args = ["log", "inspect", "--log", path_str(&files.log0), "--block-size", "4096", "--segment-size", "32768"];
     let text = stdout(&hhc(&args));
-    assert!(text.contains("valid segments: 3"), "{text}");
+    assert!(text.contains("valid parts: 3"), "{text}");
 }
 
 #[test]

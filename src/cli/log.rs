@@ -5,7 +5,7 @@ use super::log_files::{common_layout, LogFile};
 use super::CliResult;
 use hhc::config::LogLayout;
 use hhc::driver::file::FileDevices;
-use hhc::format::{sealed_len, LogSuperblock, SegmentHeader, SegmentLayout};
+use hhc::format::{segment::decode_parts, LogSuperblock, SegmentHeader, SegmentLayout};
 use hhc::io::{DeviceRole, HeapAllocator};
 use hhc::recovery::{plan_replay, LogScanner, ScannedLog};
 use std::os::unix::fs::FileExt;
@@ -20,7 +20,7 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum Command {
-    /// Print the superblock, the valid segment run from the head and the live blocks.
+    /// Print the superblock, the valid run of parts from the head and the live blocks.
     Inspect(InspectArgs),
 }
 
@@ -121,7 +121,8 @@ fn summarize(unit: u64, layout: &LogLayout, scanned: &ScannedLog) -> Object {
         .field("superblock_unit", unit)
         .field("segment_layout", segment_layout_json(&layout.segment))
         .field("segments_count", layout.segments_count)
-        .field("valid_segments", segments.len() as u64)
+        .field("valid_segments", segments_spanned(scanned))
+        .field("valid_parts", segments.len() as u64)
         .field("first_sequence", segments.first().map(|s| s.sequence))
         .field("last_sequence", segments.last().map(|s| s.sequence))
         .field("barriers_count", segments.iter().filter(|s| s.barrier).count() as u64)
@@ -130,6 +131,12 @@ fn summarize(unit: u64, layout: &LogLayout, scanned: &ScannedLog) -> Object {
         .field("revokes_applied", plan.revokes_applied)
         .field("corrupt_copies_detected", scanned.corrupt_copies_detected)
         .field("io_errors", scanned.io_errors)
+}
+
+/// Segments the valid run of parts reaches into.
+fn segments_spanned(scanned: &ScannedLog) -> u64 {
+    let parts = &scanned.segments;
+    parts.windows(2).filter(|pair| pair[0].sequence != pair[1].sequence).count() as u64 + !parts.is_empty() as u64
 }
 
 fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
@@ -145,14 +152,18 @@ fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
     );
     let segment = &layout.segment;
     println!(
-        "segment layout: {} header blocks, {} slots, {} revokes",
+        "segment layout: {} header blocks per part, {} slots, {} revokes per part",
         segment.header_blocks, segment.slots, segment.revokes_capacity
     );
     match (segments.first(), segments.last()) {
-        (Some(first), Some(last)) => {
-            println!("valid run: {} segments, sequences {}..={}", segments.len(), first.sequence, last.sequence)
-        }
-        _ => println!("valid run: 0 segments"),
+        (Some(first), Some(last)) => println!(
+            "valid run: {} parts in {} segments, sequences {}..={}",
+            segments.len(),
+            segments_spanned(scanned),
+            first.sequence,
+            last.sequence
+        ),
+        _ => println!("valid run: 0 parts"),
     }
     let barriers_count = segments.iter().filter(|s| s.barrier).count();
     match scanned.last_barrier {
@@ -167,7 +178,7 @@ fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
 }
 
 /// Without a superblock there is no head: list every position holding a
-/// segment that decodes with the geometry given on the command line.
+/// segment whose parts decode with the geometry given on the command line.
 fn inspect_without_superblock(args: &InspectArgs, log: &LogFile) -> CliResult {
     let (Some(block_size), Some(segment_size)) = (args.block_size, args.segment_size) else {
         return Err(format!(
@@ -181,13 +192,13 @@ fn inspect_without_superblock(args: &InspectArgs, log: &LogFile) -> CliResult {
     let segments_count = (log.len_bytes.saturating_sub(segments_offset_bytes) / segment_size as u64) as u32;
     let layout = LogLayout { segment, segments_count, segments_offset_bytes };
     let found: Vec<(u32, SegmentHeader)> =
-        (0..segments_count).filter_map(|index| read_segment(log, &layout, index).map(|h| (index, h))).collect();
+        (0..segments_count).flat_map(|index| read_parts(log, &layout, index).into_iter().map(move |h| (index, h))).collect();
     let sequences = || found.iter().map(|(_, header)| header.sequence);
     if args.json {
         let summary = Object::new()
             .field("superblock", None::<u64>)
             .field("segments_count", segments_count)
-            .field("valid_segments", found.len() as u64)
+            .field("valid_parts", found.len() as u64)
             .field("first_sequence", sequences().min())
             .field("last_sequence", sequences().max())
             .field("barriers_count", found.iter().filter(|(_, h)| h.barrier).count() as u64);
@@ -196,7 +207,9 @@ fn inspect_without_superblock(args: &InspectArgs, log: &LogFile) -> CliResult {
         println!("no valid superblock; {segments_count} segment positions with the given geometry");
         for (index, header) in &found {
             println!(
-                "segment {index}: sequence {} barrier {} slots {} revokes {} instance_id {:#018x}",
+                "segment {index} part {} (block {}): sequence {} barrier {} slots {} revokes {} instance_id {:#018x}",
+                header.part,
+                header.first_block,
                 header.sequence,
                 header.barrier,
                 header.lbas.len(),
@@ -204,18 +217,22 @@ fn inspect_without_superblock(args: &InspectArgs, log: &LogFile) -> CliResult {
                 header.instance_id
             );
         }
-        println!("valid segments: {}", found.len());
+        println!("valid parts: {}", found.len());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_segment(log: &LogFile, layout: &LogLayout, index: u32) -> Option<SegmentHeader> {
-    let offset = layout.segment_offset(index);
-    let block_size = layout.segment.block_size as usize;
-    let mut bytes = vec![0u8; block_size];
-    log.file.read_exact_at(&mut bytes, offset).ok()?;
-    let total_len = sealed_len(&layout.segment, &bytes).ok()?;
-    bytes.resize(total_len, 0);
-    log.file.read_exact_at(&mut bytes[block_size..], offset + block_size as u64).ok()?;
-    SegmentHeader::decode(&layout.segment, &bytes).ok()
+/// The parts of segment `index` that follow each other from part 0, of
+/// whatever instance and sequence part 0 names.
+fn read_parts(log: &LogFile, layout: &LogLayout, index: u32) -> Vec<SegmentHeader> {
+    let mut bytes = vec![0u8; layout.segment.segment_bytes as usize];
+    if log.file.read_exact_at(&mut bytes, layout.segment_offset(index)).is_err() {
+        return Vec::new();
+    }
+    let block = layout.segment.block_size as usize;
+    let Ok(len) = hhc::format::sealed_len(&layout.segment, &bytes[..block]) else { return Vec::new() };
+    let Ok(first) = SegmentHeader::decode(&layout.segment, &bytes[..len]) else { return Vec::new() };
+    let mut parts = Vec::new();
+    decode_parts(&layout.segment, &bytes, first.instance_id, first.sequence, |part| parts.push(part.clone()));
+    parts
 }

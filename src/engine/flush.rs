@@ -20,8 +20,8 @@ pub(super) enum LogStage {
     WaitLogged,
     /// Waiting for the barrier segment to be sealed.
     WaitBarrierSeal,
-    /// Waiting until the barrier at this sequence is durable.
-    WaitDurable(u64),
+    /// Waiting until the barrier part at this point is durable.
+    WaitDurable(crate::log::LogPoint),
 }
 
 pub(super) struct FlushState {
@@ -196,8 +196,8 @@ impl Engine {
         match flush.log {
             LogStage::WaitLogged if self.cache.unlogged_dirty_count() == 0 => {
                 if self.log.barrier_covers_all() {
-                    flush.log = match self.log.last_sealed_sequence() {
-                        Some(sequence) => LogStage::WaitDurable(sequence),
+                    flush.log = match self.log.last_sealed_point() {
+                        Some(point) => LogStage::WaitDurable(point),
                         None => LogStage::None,
                     };
                 } else {
@@ -205,7 +205,7 @@ impl Engine {
                     self.logging.barrier_wanted = true;
                 }
             }
-            LogStage::WaitDurable(sequence) if self.log.durable_barrier_sequence.is_some_and(|d| d >= sequence) => {
+            LogStage::WaitDurable(point) if self.log.durable_barrier.is_some_and(|d| d >= point) => {
                 flush.log = LogStage::None;
             }
             _ => {}
@@ -242,12 +242,12 @@ impl Engine {
         }
     }
 
-    /// Every flush waiting for a barrier seal now waits for this sequence
+    /// Every flush waiting for a barrier seal now waits for this part
     /// (None: the log holds nothing a barrier must cover).
-    pub(super) fn barrier_sealed(&mut self, sequence: Option<u64>) {
+    pub(super) fn barrier_sealed(&mut self, point: Option<crate::log::LogPoint>) {
         for flush in &mut self.flushes {
             if flush.log == LogStage::WaitBarrierSeal {
-                flush.log = sequence.map_or(LogStage::None, LogStage::WaitDurable);
+                flush.log = point.map_or(LogStage::None, LogStage::WaitDurable);
             }
         }
     }

@@ -6,9 +6,9 @@
 
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
-use crate::format::{segment, LogSuperblock, SegmentHeader, LBA_NONE, UNIT_BYTES};
+use crate::format::{segment, LogSuperblock, LBA_NONE, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
-use crate::log::{BufferState, MirrorHealth, OpenFor};
+use crate::log::{LogPoint, MirrorHealth, OpenFor};
 use crate::config::Policy;
 
 #[derive(Default)]
@@ -36,6 +36,14 @@ pub(super) struct LogWork {
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
     reclaim_cursor: u64,
+    /// The live entries (lba, loc) of the segment reclamation read; reused.
+    reclaim_entries: Vec<(u32, u32)>,
+}
+
+impl LogWork {
+    pub fn new(blocks_per_segment: u32) -> Self {
+        LogWork { reclaim_entries: Vec::with_capacity(blocks_per_segment as usize), ..LogWork::default() }
+    }
 }
 
 /// Segments reclamation works ahead of the head before a barrier.
@@ -64,13 +72,11 @@ impl Engine {
     /// Opens a buffer with a free slot for `purpose` (sealing a full one);
     /// None if the pool or the log has no room for it.
     fn open_buffer_with_slot(&mut self, purpose: OpenFor) -> Option<usize> {
-        if let Some(buffer) = self.log.open_buffer {
+        if self.log.open_buffer.is_some() {
             // A buffer from the reserve stays open for what it may take.
-            if self.log.open(purpose).is_none() {
-                return None;
-            }
+            self.log.open(purpose)?;
             if self.log.open_is_full() {
-                if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+                if !self.open_part_sealable() {
                     return None;
                 }
                 self.seal_and_write(false);
@@ -81,13 +87,18 @@ impl Engine {
 
     pub(super) fn open_buffer_with_revoke_room(&mut self) -> Option<usize> {
         if self.log.open_revokes_full() {
-            let buffer = self.log.open_buffer?;
-            if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+            if !self.open_part_sealable() {
                 return None;
             }
             self.seal_and_write(false);
         }
         self.log.open(OpenFor::Revoke)
+    }
+
+    /// Whether the open part may be sealed now: no cache read still fills
+    /// one of its slots, and the pool of part writes has room.
+    fn open_part_sealable(&self) -> bool {
+        self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight == 0) && self.log.can_seal()
     }
 
     /// The one data copy of the write path: the block's data into the log.
@@ -104,7 +115,7 @@ impl Engine {
             let buffer = self.log.open_buffer.unwrap();
             if self.log.buffers[buffer].slot_reads_in_flight == 0 {
                 // Still buffered: update in place.
-                let start = self.log_layout.segment.slot_offset(slot);
+                let start = self.log.open_slot_offset(slot);
                 let region = self.log.buffers[buffer].region;
                 data.copy_to(offset, &mut self.region(region)[start..start + bs]);
                 self.cache.set_logged(block, true);
@@ -123,7 +134,7 @@ impl Engine {
         self.cache.set_log_loc(block, loc);
         self.cache.set_logged(block, true);
         self.stats.log_blocks_copied += 1;
-        if self.log.open_is_full() && self.log.buffers[buffer].slot_reads_in_flight == 0 {
+        if self.log.open_is_full() && self.open_part_sealable() {
             self.seal_and_write(false);
         }
     }
@@ -165,33 +176,32 @@ impl Engine {
     }
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, status: IoStatus) {
-        self.log.buffers[buffer as usize].slot_reads_in_flight -= 1;
+        self.log.slot_read_done(buffer as usize);
         if !self.log.is_current(buffer as usize) {
             // The log restarted meanwhile: this slot belongs to nothing.
-            let b = &mut self.log.buffers[buffer as usize];
-            if b.state == BufferState::Draining && b.slot_reads_in_flight == 0 {
-                b.state = BufferState::Free;
-            }
             self.cache.unpin(block);
             return;
         }
-        let sequence = self.log.buffers[buffer as usize].sequence;
+        // The part cannot have been sealed while the read filled it.
+        debug_assert_eq!(self.log.open_buffer, Some(buffer as usize));
+        let point = self.log.open_point().expect("the read's part is open");
         let adopt = status == IoStatus::Ok
             && self.cache.state(block) == BlockState::Mapped
             && self.cache.has(block, flag::DIRTY)
             && !self.cache.has(block, flag::LOGGED);
         if adopt {
             let previous = self.cache.log_loc(block);
-            self.log.kill(previous, Some(sequence));
+            self.log.kill(previous, Some(point));
             self.cache.set_log_loc(block, loc);
             self.cache.set_logged(block, true);
             self.stats.log_blocks_from_cache += 1;
         } else {
             // Superseded, cleaned or unreadable meanwhile: leave a hole.
-            self.log.kill(loc, Some(sequence));
+            self.log.kill(loc, Some(point));
+            let slot = self.log.open_slot_of(loc).expect("the read's slot is in the open part");
             let region = self.log.buffers[buffer as usize].region;
             let memory = self.regions.all[region as usize].as_mut_slice();
-            self.log.drop_in_open(memory, loc % self.log.slots());
+            self.log.drop_in_open(memory, slot);
         }
         self.cache.unpin(block);
         if status == IoStatus::DeviceLost {
@@ -233,7 +243,7 @@ impl Engine {
         if self.logging.barrier_wanted && self.log.barrier_covers_all() {
             // Nothing since the last barrier: it serves; no segment is spent.
             self.logging.barrier_wanted = false;
-            let last = self.log.last_sealed_sequence();
+            let last = self.log.last_sealed_point();
             self.barrier_sealed(last);
             return;
         }
@@ -241,7 +251,7 @@ impl Engine {
         else {
             return;
         };
-        if self.log.buffers[buffer].slot_reads_in_flight > 0 {
+        if self.log.buffers[buffer].slot_reads_in_flight > 0 || !self.log.can_seal() {
             return;
         }
         if self.logging.barrier_wanted {
@@ -253,53 +263,51 @@ impl Engine {
         }
     }
 
-    /// Seals the open buffer and writes it to every writable mirror.
-    fn seal_and_write(&mut self, barrier: bool) -> u64 {
+    /// Seals the open part and writes it to every writable mirror, right
+    /// after the parts before it: a barrier costs its header block and the
+    /// blocks it carries, not a whole segment.
+    fn seal_and_write(&mut self, barrier: bool) -> LogPoint {
         let barrier = barrier || self.log.tight();
         let buffer = self.log.open_buffer.expect("no open buffer");
         let region = self.log.buffers[buffer].region;
         let memory = self.regions.all[region as usize].as_mut_slice();
-        let (buffer, index, len) = self.log.seal(memory, barrier);
-        let sequence = self.log.buffers[buffer].sequence;
-        let offset = self.log_layout.segment_offset(index);
+        let sealed = self.log.seal(memory, barrier);
+        let offset = self.log_layout.segment_offset(sealed.segment_index) + sealed.offset_bytes;
         let writable = self.log.writable_mirrors().count();
-        self.stats.log_segments_written += 1;
-        self.stats.log_bytes_written += len * writable as u64;
+        self.stats.log_parts_written += 1;
+        self.stats.log_bytes_written += sealed.len_bytes * writable as u64;
         for mirror in 0..self.log.mirrors_count() {
             if !self.log.mirror_writable(mirror) {
                 continue;
             }
-            self.log.buffers[buffer].mirror_ops_pending += 1;
-            let op = Op::SegmentWrite { buffer: buffer as u32, mirror };
-            let target = IoBuffer::Engine { region, offset_bytes: 0 };
-            self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, len, target);
+            self.log.part_op_started(buffer, sealed.write);
+            let op = Op::SegmentWrite { buffer: buffer as u32, write: sealed.write, mirror };
+            let target = IoBuffer::Engine { region, offset_bytes: sealed.offset_bytes as u32 };
+            self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, sealed.len_bytes, target);
         }
-        if writable == 0 {
-            self.log.segment_durable(buffer);
+        if writable == 0 && self.log.settle_durable() {
+            self.log.advance_head();
         }
-        sequence
+        sealed.point
     }
 
-    pub(super) fn segment_write_done(&mut self, buffer: u32, mirror: u8, status: IoStatus) {
+    pub(super) fn segment_write_done(&mut self, buffer: u32, write: u32, mirror: u8, status: IoStatus) {
         if status == IoStatus::Ok {
-            // Every segment is flushed out of the drive's cache on its own:
-            // a barrier's FLUSH would not cover an earlier segment whose
-            // write completes after that FLUSH was sent.
-            let op = Op::SegmentFlush { buffer, mirror };
+            // Every part is flushed out of the drive's cache on its own: a
+            // barrier's FLUSH would not cover an earlier part whose write
+            // completes after that FLUSH was sent.
+            let op = Op::SegmentFlush { buffer, write, mirror };
             self.submit(op, DeviceRole::Log(mirror), IoKind::Flush, 0, 0, IoBuffer::None);
             return;
         }
-        self.segment_flush_done(buffer, mirror, status);
+        self.segment_flush_done(buffer, write, mirror, status);
     }
 
-    pub(super) fn segment_flush_done(&mut self, buffer: u32, mirror: u8, status: IoStatus) {
+    pub(super) fn segment_flush_done(&mut self, buffer: u32, write: u32, mirror: u8, status: IoStatus) {
         if status != IoStatus::Ok {
             self.mirror_failed(mirror);
         }
-        let b = &mut self.log.buffers[buffer as usize];
-        b.mirror_ops_pending -= 1;
-        if b.mirror_ops_pending == 0 && b.state == BufferState::Writing {
-            self.log.segment_durable(buffer as usize);
+        if self.log.part_op_done(buffer as usize, write) {
             self.log.advance_head();
         }
     }
@@ -442,31 +450,39 @@ impl Engine {
     pub(super) fn reclaim_read_done(&mut self, sequence: u64, status: IoStatus) {
         self.logging.reclaim_in_flight = false;
         let layout = self.log_layout.segment;
-        let memory = self.regions.all[self.regions.reclaim as usize].as_mut_slice();
-        let header = match status {
-            IoStatus::Ok => segment::sealed_len(&layout, memory).and_then(|len| SegmentHeader::decode(&layout, &memory[..len])),
-            _ => Err(crate::format::FormatError::Truncated),
-        };
-        let Some(header) = header.ok().filter(|h| h.sequence == sequence) else {
+        let entries = &mut self.logging.reclaim_entries;
+        entries.clear();
+        let mut parts = 0;
+        if status == IoStatus::Ok {
+            let memory = self.regions.all[self.regions.reclaim as usize].as_mut_slice();
+            let first_loc = self.log.loc(sequence, 0);
+            segment::decode_parts(&layout, memory, self.config.instance_id, sequence, |part| {
+                parts += 1;
+                let data_first = part.first_block + layout.header_blocks;
+                for (slot, &lba) in part.lbas.iter().enumerate() {
+                    if lba != LBA_NONE && lba < u32::MAX as u64 {
+                        entries.push((lba as u32, first_loc + data_first + slot as u32));
+                    }
+                }
+            });
+        }
+        if parts == 0 {
             // Try another mirror next time.
             self.logging.reclaim_mirror_next = self.logging.reclaim_mirror_next.wrapping_add(1);
             return;
-        };
+        }
         let mostly_live = self.log.live_count(sequence) * 2 > layout.slots;
         let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
-        for (slot, &lba) in header.lbas.iter().enumerate() {
-            if lba == LBA_NONE || lba >= u32::MAX as u64 {
-                continue;
-            }
-            let loc = self.log.loc(sequence, slot as u32);
-            let Some(block) = self.cache.lookup(lba as u32) else { continue };
+        for i in 0..self.logging.reclaim_entries.len() {
+            let (lba, loc) = self.logging.reclaim_entries[i];
+            let Some(block) = self.cache.lookup(lba) else { continue };
             if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
                 continue;
             }
             if relog {
                 self.cache.set_logged(block, false);
             } else {
-                self.writeback.queue.push_back((lba as u32, None));
+                self.writeback.queue.push_back((lba, None));
             }
         }
         self.logging.reclaim_cursor = sequence + 1;

@@ -67,8 +67,8 @@ enum Op {
     WritebackRead { extent: u32 },
     WritebackWrite { extent: u32 },
     LogSlotRead { block: u32, buffer: u32, loc: u32 },
-    SegmentWrite { buffer: u32, mirror: u8 },
-    SegmentFlush { buffer: u32, mirror: u8 },
+    SegmentWrite { buffer: u32, write: u32, mirror: u8 },
+    SegmentFlush { buffer: u32, write: u32, mirror: u8 },
     SuperblockWrite { mirror: u8 },
     SuperblockFlush { mirror: u8 },
     ReclaimRead { sequence: u64 },
@@ -165,7 +165,7 @@ impl Engine {
             flushes: Vec::with_capacity(16),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(config.writeback_parallelism, config.block_size),
-            logging: logging::LogWork::default(),
+            logging: logging::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,
@@ -249,8 +249,8 @@ impl Engine {
             Op::WritebackRead { extent } => self.writeback_read_done(extent, status),
             Op::WritebackWrite { extent } => self.writeback_write_done(extent, status),
             Op::LogSlotRead { block, buffer, loc } => self.log_slot_read_done(block, buffer, loc, status),
-            Op::SegmentWrite { buffer, mirror } => self.segment_write_done(buffer, mirror, status),
-            Op::SegmentFlush { buffer, mirror } => self.segment_flush_done(buffer, mirror, status),
+            Op::SegmentWrite { buffer, write, mirror } => self.segment_write_done(buffer, write, mirror, status),
+            Op::SegmentFlush { buffer, write, mirror } => self.segment_flush_done(buffer, write, mirror, status),
             Op::SuperblockWrite { mirror } => self.superblock_write_done(mirror, status),
             Op::SuperblockFlush { mirror } => self.superblock_flush_done(mirror, status),
             Op::ReclaimRead { sequence } => self.reclaim_read_done(sequence, status),
@@ -467,6 +467,8 @@ impl Engine {
         stats.cache_blocks = self.cache.blocks_count() as u64;
         stats.log_segments_in_use = self.log.segments_in_use();
         stats.log_segments_total = self.log_layout.segments_count as u64;
+        stats.log_segments_written = self.log.segments_opened;
+        stats.log_wraps = self.log.segments_opened / stats.log_segments_total.max(1);
         stats.log_live_entries = self.log.live_entries;
         stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
         stats

@@ -1,8 +1,9 @@
 //! Bringing an instance up: `Format` writes a fresh cache superblock, empty
 //! metadata (both slots) and log superblocks; `Open` (warm restart) loads the
-//! metadata, scans the log to rebuild its state, and invalidates the log
-//! positions just past the scanned end, where segments of the previous run
-//! may have landed out of order — a later scan must never chain into them.
+//! metadata, scans the log to rebuild its state, ends the last scanned
+//! segment on the mirrors and invalidates the segments just past it, where
+//! parts of the previous run may have landed out of order — a later scan
+//! must never chain into them.
 
 use super::{Engine, EngineState, Op, StartMode, META_POOL_PAGES};
 use crate::cache::{flag, BlockState, DurableEntry, Through};
@@ -38,9 +39,14 @@ pub(super) struct Startup {
     scanner: Option<LogScanner>,
     /// Engine I/O id -> scanner I/O id.
     scanner_ids: HashMap<IoId, IoId>,
-    /// Segments to copy to every healthy mirror: (sequence, mirror holding
-    /// the valid copy, sealed bytes).
-    repair: Vec<(u64, u8, u64)>,
+    /// Parts to copy to every healthy mirror: (sequence, first block,
+    /// mirror holding the valid copy, sealed bytes).
+    repair: Vec<(u64, u32, u8, u64)>,
+    /// The last scanned part, where it did not end its segment: (sequence,
+    /// its part number, the block after it). The restart writes an empty
+    /// part there that ends the segment, so that a later scan goes on into
+    /// the segment the log continues in.
+    close_segment: Option<(u64, u32, u32)>,
 }
 
 impl Startup {
@@ -56,7 +62,15 @@ impl Engine {
             StartMode::Format => Phase::FormatCache { next_page: 0 },
             StartMode::Open => Phase::ReadSuperblock,
         };
-        self.startup = Some(Startup { phase, pending: 0, failed: None, scanner: None, scanner_ids: HashMap::new(), repair: Vec::new() });
+        self.startup = Some(Startup {
+            phase,
+            pending: 0,
+            failed: None,
+            scanner: None,
+            scanner_ids: HashMap::new(),
+            repair: Vec::new(),
+            close_segment: None,
+        });
         self.enter_phase(phase);
     }
 
@@ -449,22 +463,28 @@ impl Engine {
             }
         }
         let head = scanned.superblock.head_sequence;
-        let segments: Vec<(u64, bool)> = scanned.segments.iter().map(|s| (s.sequence, s.barrier)).collect();
-        self.log.restore_ring(head, &segments);
+        let parts: Vec<(u64, u32, bool)> = scanned.segments.iter().map(|s| (s.sequence, s.part, s.barrier)).collect();
+        self.log.restore_ring(head, &parts);
+        let header_blocks = self.log_layout.segment.header_blocks;
         let mut live: HashMap<u64, u32> = HashMap::new();
-        for segment in &scanned.segments {
-            for lba in &segment.revokes {
+        for part in &scanned.segments {
+            for lba in &part.revokes {
                 live.remove(lba);
             }
-            for (slot, &lba) in segment.lbas.iter().enumerate() {
+            let data_first = part.first_block + header_blocks;
+            for (slot, &lba) in part.lbas.iter().enumerate() {
                 if lba == LBA_NONE {
                     continue;
                 }
-                let loc = self.log.loc(segment.sequence, slot as u32);
+                let loc = self.log.loc(part.sequence, data_first + slot as u32);
                 if let Some(previous) = live.insert(lba, loc) {
-                    self.log.note_superseded(previous, segment.sequence);
+                    self.log.note_superseded(previous, crate::log::log_point(part.sequence, part.part));
                 }
             }
+        }
+        if let Some(last) = scanned.segments.last().filter(|last| !last.segment_end) {
+            let next_block = last.first_block + header_blocks + last.lbas.len() as u32;
+            self.startup.as_mut().unwrap().close_segment = Some((last.sequence, last.part + 1, next_block));
         }
         let mut entries: Vec<(u64, u32)> = live.into_iter().collect();
         entries.sort_unstable();
@@ -490,36 +510,49 @@ impl Engine {
         self.plan_log_repair(&scanned);
     }
 
-    /// The scan trusts a segment if any mirror's copy is valid. A power loss
-    /// can leave the newest segments (those that were in flight, at most one
-    /// per log buffer) on one mirror only: the log then goes on after them,
-    /// and a mirror lacking one has a hole there at which a later replay from
-    /// it alone would stop (torture seed 2002, hhc). So they are copied to
-    /// every healthy mirror before the restart completes.
+    /// The scan trusts a part if any mirror's copy is valid. A power loss
+    /// can leave the newest parts (those that were in flight) on one mirror
+    /// only: the log then goes on after them, and a mirror lacking one has a
+    /// hole there at which a later replay from it alone would stop (torture
+    /// seed 2002, hhc). So they are copied to every healthy mirror before the
+    /// restart completes.
     fn plan_log_repair(&mut self, scanned: &ScannedLog) {
         if self.log.healthy_mirrors().count() < 2 {
             return;
         }
-        let newest = 2 * self.config.log_buffers_count as usize;
+        let newest = crate::log::PARTS_IN_FLIGHT_MAX;
         let from = scanned.segments.len().saturating_sub(newest);
         let layout = self.log_layout.segment;
         let repair = &mut self.startup.as_mut().unwrap().repair;
-        for segment in &scanned.segments[from..] {
-            let bytes = layout.sealed_bytes(segment.lbas.len() as u32) as u64;
-            repair.push((segment.sequence, segment.mirror, bytes));
+        for part in &scanned.segments[from..] {
+            let bytes = layout.sealed_bytes(part.lbas.len() as u32) as u64;
+            // Parts that follow each other on the same mirror go as one copy.
+            if let Some(last) = repair.last_mut() {
+                let end_block = last.1 as u64 + last.3 / layout.block_size as u64;
+                if (last.0, last.2, end_block) == (part.sequence, part.mirror, part.first_block as u64) {
+                    last.3 += bytes;
+                    continue;
+                }
+            }
+            repair.push((part.sequence, part.first_block, part.mirror, bytes));
         }
     }
 
+    fn part_device_offset(&self, sequence: u64, first_block: u32) -> u64 {
+        let block_size = self.log_layout.segment.block_size as u64;
+        self.log_layout.segment_offset(self.log.segment_index(sequence)) + first_block as u64 * block_size
+    }
+
     fn repair_read(&mut self) {
-        let &(sequence, mirror, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
-        let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
+        let &(sequence, first_block, mirror, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
+        let offset = self.part_device_offset(sequence, first_block);
         let buffer = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
         self.startup_submit(DeviceRole::Log(mirror), IoKind::Read, offset, bytes, buffer);
     }
 
     fn repair_write(&mut self) {
-        let &(sequence, source, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
-        let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
+        let &(sequence, first_block, source, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
+        let offset = self.part_device_offset(sequence, first_block);
         let mirrors: Vec<u8> = self.log.healthy_mirrors().filter(|&m| m != source).collect();
         for mirror in mirrors {
             let buffer = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
@@ -527,25 +560,48 @@ impl Engine {
         }
     }
 
-    /// Zeroes the first unit of the positions just past the scanned end on
-    /// every mirror, so stale segments there can never extend the log. Only
-    /// free positions: in a log with fewer free segments than buffers the
-    /// next positions wrap onto the oldest live segments, which a replay
-    /// after a cache loss still needs.
+    /// Ends the last scanned segment with an empty part on every mirror
+    /// (the log goes on in the next segment), and zeroes the segments just
+    /// past it, so that stale parts there can never extend the log: a part
+    /// of the previous run that landed out of order, after a hole, would
+    /// otherwise sit where a later scan expects the restarted log's next
+    /// part. Only free positions: in a log with fewer free segments than
+    /// buffers the next positions wrap onto the oldest live segments, which
+    /// a replay after a cache loss still needs (and the previous run could
+    /// not have written there either).
     fn clean_tail(&mut self) {
         if !self.log.has_healthy_mirror() {
             return;
         }
+        let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
+        if let Some((sequence, part, first_block)) = self.startup.as_mut().unwrap().close_segment.take() {
+            let layout = self.log_layout.segment;
+            let place = crate::format::segment::PartPlace {
+                instance_id: self.config.instance_id,
+                segment_index: self.log.segment_index(sequence),
+                sequence,
+                part,
+                first_block,
+            };
+            let flags = crate::format::segment::PartFlags { barrier: false, segment_end: true };
+            let region = self.log.buffers[0].region;
+            let len = crate::format::seal(&layout, self.region(region), &place, flags, 0, 0) as u64;
+            let offset = self.part_device_offset(sequence, first_block);
+            for &mirror in &mirrors {
+                let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
+                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, len, buffer);
+            }
+        }
         let region = self.regions.reclaim;
-        self.region(region)[..UNIT_BYTES].fill(0);
+        let segment_bytes = self.log_layout.segment.segment_bytes as u64;
+        self.region(region)[..segment_bytes as usize].fill(0);
         let tail = self.log.tail_sequence;
         let positions = (self.config.log_buffers_count as u64).min(self.log.segments_free());
-        let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
         for sequence in tail..tail + positions {
             let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
             for &mirror in &mirrors {
                 let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
-                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, segment_bytes, buffer);
             }
         }
     }

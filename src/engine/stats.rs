@@ -14,7 +14,10 @@ pub struct Stats {
     pub revokes: u64,
     pub log_blocks_copied: u64,
     pub log_blocks_from_cache: u64,
+    /// Segments the log has moved into (a segment holds many parts).
     pub log_segments_written: u64,
+    /// Parts sealed and written: one per barrier, or per filled segment.
+    pub log_parts_written: u64,
     pub log_bytes_written: u64,
     pub log_reclaim_reads: u64,
     pub superblock_writes: u64,
@@ -32,6 +35,8 @@ pub struct Stats {
     pub cache_blocks: u64,
     pub log_segments_in_use: u64,
     pub log_segments_total: u64,
+    /// Times the log has gone all the way round its segments.
+    pub log_wraps: u64,
     pub log_live_entries: u64,
     pub healthy_mirrors: u64,
 }

@@ -63,7 +63,7 @@ impl CacheSuperblock {
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let unit = bytes.get(..UNIT_BYTES).ok_or(FormatError::Truncated)?;
-        check_magic_and_version(unit, CACHE_SUPERBLOCK_MAGIC)?;
+        check_magic_and_version(unit, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION)?;
         if get_u32(unit, OFF_LEN) != UNIT_BYTES as u32 {
             return Err(FormatError::BadLength);
         }

@@ -2,7 +2,7 @@
 //! structure. Callers check the buffer length once, up front, so these
 //! helpers index directly.
 
-use super::{FormatError, FORMAT_VERSION};
+use super::FormatError;
 
 pub(crate) fn put_u8(out: &mut [u8], offset: usize, value: u8) {
     out[offset] = value;
@@ -62,12 +62,12 @@ pub(crate) fn check_crc(bytes: &[u8], crc_offset: usize) -> Result<(), FormatErr
 }
 
 /// Every structure starts with magic (u32 at 0) and version (u16 at 4).
-pub(crate) fn check_magic_and_version(bytes: &[u8], magic: u32) -> Result<(), FormatError> {
+pub(crate) fn check_magic_and_version(bytes: &[u8], magic: u32, version: u16) -> Result<(), FormatError> {
     if get_u32(bytes, 0) != magic {
         return Err(FormatError::BadMagic);
     }
     match get_u16(bytes, 4) {
-        FORMAT_VERSION => Ok(()),
+        found if found == version => Ok(()),
         other => Err(FormatError::UnsupportedVersion(other)),
     }
 }

@@ -4,7 +4,7 @@
 use super::codec::{
     check_crc, check_magic_and_version, check_zero, get_u32, get_u64, put_u16, put_u32, put_u64, put_u8, store_crc,
 };
-use super::{FormatError, SegmentLayout, FORMAT_VERSION, UNIT_BYTES};
+use super::{FormatError, SegmentLayout, LOG_FORMAT_VERSION, UNIT_BYTES};
 
 pub const LOG_SUPERBLOCK_COPIES: u64 = 2;
 
@@ -50,7 +50,7 @@ impl LogSuperblock {
         let unit = &mut out[..UNIT_BYTES];
         unit.fill(0);
         put_u32(unit, OFF_MAGIC, LOG_SUPERBLOCK_MAGIC);
-        put_u16(unit, OFF_VERSION, FORMAT_VERSION);
+        put_u16(unit, OFF_VERSION, LOG_FORMAT_VERSION);
         put_u32(unit, OFF_LEN, UNIT_BYTES as u32);
         put_u64(unit, OFF_INSTANCE_ID, self.instance_id);
         put_u64(unit, OFF_WRITE_SEQ, self.write_seq);
@@ -67,7 +67,7 @@ impl LogSuperblock {
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let unit = bytes.get(..UNIT_BYTES).ok_or(FormatError::Truncated)?;
-        check_magic_and_version(unit, LOG_SUPERBLOCK_MAGIC)?;
+        check_magic_and_version(unit, LOG_SUPERBLOCK_MAGIC, LOG_FORMAT_VERSION)?;
         if get_u32(unit, OFF_LEN) != UNIT_BYTES as u32 {
             return Err(FormatError::BadLength);
         }
@@ -245,7 +245,7 @@ mod tests {
         #[test]
         fn prop_checksummed_garbage_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), UNIT_BYTES)) {
             put_u32(&mut bytes, OFF_MAGIC, LOG_SUPERBLOCK_MAGIC);
-            put_u16(&mut bytes, OFF_VERSION, FORMAT_VERSION);
+            put_u16(&mut bytes, OFF_VERSION, LOG_FORMAT_VERSION);
             put_u32(&mut bytes, OFF_LEN, UNIT_BYTES as u32);
             store_crc(&mut bytes, OFF_CRC);
             if let Ok(sb) = LogSuperblock::decode(&bytes) {

@@ -109,7 +109,7 @@ impl MetaPageHeader {
     pub fn decode(bytes: &[u8], entries: &mut Vec<MetaEntry>) -> Result<Self, FormatError> {
         entries.clear();
         let unit = bytes.get(..UNIT_BYTES).ok_or(FormatError::Truncated)?;
-        check_magic_and_version(unit, META_PAGE_MAGIC)?;
+        check_magic_and_version(unit, META_PAGE_MAGIC, FORMAT_VERSION)?;
         let entries_count = get_u16(unit, OFF_ENTRIES_COUNT);
         if entries_count as usize > META_ENTRIES_PER_PAGE {
             return Err(FormatError::BadLength);

@@ -18,8 +18,14 @@ pub use segment::{
     SEGMENT_MAGIC, SEGMENT_MAX_BYTES,
 };
 
-/// The only on-disk format version so far; decoders reject every other value.
+/// Version of the cache device's structures (superblock, metadata pages);
+/// decoders reject every other value.
 pub const FORMAT_VERSION: u16 = 1;
+
+/// Version of the log's structures (superblock, segment parts). Version 1
+/// had one fixed-size segment per write; version 2 packs variable-length
+/// parts into each segment (docs/format.md). Decoders reject every other value.
+pub const LOG_FORMAT_VERSION: u16 = 2;
 
 /// Every superblock and metadata page is one 4 KiB unit.
 pub const UNIT_BYTES: usize = 4096;

@@ -1,13 +1,18 @@
-//! Log segments: header blocks {fixed header, LBA table, revoke table} then
-//! data slots of one cache block each.
+//! Log segments and their parts. A segment is a fixed-size place on the log
+//! device (the unit of space: the ring, the head, reclamation); it is written
+//! in *parts*, packed back to back from its first block. A part is a header
+//! (fixed header, LBA table, revoke table; `header_blocks` blocks) followed by
+//! the data slots it holds, one cache block each. A barrier seals the open
+//! part, not the segment, so log space follows the bytes written rather than
+//! the number of barriers (docs/format.md says why this design).
 
 use super::codec::{
     check_block_size, check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,
     put_u64, store_crc,
 };
-use super::{FormatError, FORMAT_VERSION, LBA_NONE};
+use super::{FormatError, LBA_NONE, LOG_FORMAT_VERSION};
 
-pub const SEGMENT_FIXED_HEADER_BYTES: usize = 64;
+pub const SEGMENT_FIXED_HEADER_BYTES: usize = 80;
 
 pub const SEGMENT_MAGIC: u32 = 0x4848_4347; // "HHCG"
 
@@ -17,6 +22,7 @@ pub const SEGMENT_MAX_BYTES: u32 = 64 << 20;
 const MIN_BLOCKS_PER_SEGMENT: u32 = 4;
 const TABLE_ENTRY_BYTES: usize = 8;
 const FLAG_BARRIER: u16 = 1;
+const FLAG_SEGMENT_END: u16 = 2;
 
 // Fixed header byte offsets; docs/format.md has the same table.
 const OFF_MAGIC: usize = 0;
@@ -32,15 +38,18 @@ const OFF_SLOTS_USED: usize = 40;
 const OFF_REVOKES_COUNT: usize = 44;
 const OFF_BLOCK_SIZE: usize = 48;
 const OFF_SEGMENT_BYTES: usize = 52;
-const OFF_RESERVED: usize = 56;
+const OFF_PART: usize = 56;
+const OFF_FIRST_BLOCK: usize = 60;
+const OFF_RESERVED: usize = 64;
 
 /// Geometry of one segment, derived from (segment size, block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentLayout {
     pub block_size: u32,
     pub segment_bytes: u32,
+    /// Header blocks of every part.
     pub header_blocks: u32,
-    /// Data slots per segment.
+    /// Data slots of a part that fills the whole segment (the LBA table's size).
     pub slots: u32,
     pub revokes_capacity: u32,
 }
@@ -70,16 +79,36 @@ impl SegmentLayout {
             revokes_capacity: (table_bytes / TABLE_ENTRY_BYTES as u64) as u32,
         })
     }
+
+    /// Blocks of the whole segment.
+    pub fn blocks(&self) -> u32 {
+        self.segment_bytes / self.block_size
+    }
+
     pub fn header_bytes(&self) -> usize {
         (self.header_blocks * self.block_size) as usize
     }
+
+    /// Offset of data slot `slot` from the start of its part.
     pub fn slot_offset(&self, slot: u32) -> usize {
         self.header_bytes() + (slot * self.block_size) as usize
     }
 
-    /// Bytes a sealed segment with `slots_used` data slots occupies.
+    /// Bytes a sealed part with `slots_used` data slots occupies.
     pub fn sealed_bytes(&self, slots_used: u32) -> usize {
         self.slot_offset(slots_used)
+    }
+
+    /// Data slots a part starting at block `first_block` may hold.
+    pub fn part_slots(&self, first_block: u32) -> u32 {
+        self.blocks().saturating_sub(first_block + self.header_blocks)
+    }
+
+    /// Whether another part (its header and at least one data slot) fits
+    /// from block `next_block` on. When it does not, the part before ends
+    /// the segment and the log goes on in the next one.
+    pub fn has_room_for_part(&self, next_block: u32) -> bool {
+        next_block + self.header_blocks < self.blocks()
     }
 
     fn lba_entry_offset(&self, slot: u32) -> usize {
@@ -99,19 +128,55 @@ fn revoke_table_offset_for(slots: u32) -> usize {
     SEGMENT_FIXED_HEADER_BYTES + slots as usize * TABLE_ENTRY_BYTES
 }
 
+/// Where a part belongs: which log, which segment (place and sequence), which
+/// part of it, starting at which block. A reader checks every field against
+/// the place it read the part from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartPlace {
+    pub instance_id: u64,
+    pub segment_index: u32,
+    pub sequence: u64,
+    /// 0 for the segment's first part, +1 for each part after it.
+    pub part: u32,
+    /// Block of the segment where the part starts (0 for part 0).
+    pub first_block: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
     pub instance_id: u64,
     pub segment_index: u32,
     pub sequence: u64,
+    pub part: u32,
+    pub first_block: u32,
     pub barrier: bool,
+    /// The last part of its segment: the next part is the next segment's first.
+    pub segment_end: bool,
     /// Backing LBA of each used slot; `LBA_NONE` for a slot dropped in place.
     pub lbas: Vec<u64>,
     pub revokes: Vec<u64>,
 }
 
-/// Writing side: the engine fills the LBA/revoke tables in the buffer as it
-/// appends, then seals.
+impl SegmentHeader {
+    pub fn place(&self) -> PartPlace {
+        PartPlace {
+            instance_id: self.instance_id,
+            segment_index: self.segment_index,
+            sequence: self.sequence,
+            part: self.part,
+            first_block: self.first_block,
+        }
+    }
+
+    /// Block where the part after this one starts (in this segment unless
+    /// `segment_end`).
+    pub fn next_block(&self, layout: &SegmentLayout) -> u32 {
+        self.first_block + layout.header_blocks + self.lbas.len() as u32
+    }
+}
+
+/// Writing side: the engine fills the LBA/revoke tables of the open part (in
+/// a buffer starting at the part's first block) as it appends, then seals.
 pub fn set_slot_lba(layout: &SegmentLayout, buf: &mut [u8], slot: u32, lba: u64) {
     assert!(slot < layout.slots, "slot {slot} out of {} slots", layout.slots);
     put_u64(buf, layout.lba_entry_offset(slot), lba);
@@ -122,45 +187,56 @@ pub fn set_revoke(layout: &SegmentLayout, buf: &mut [u8], index: u32, lba: u64) 
     put_u64(buf, layout.revoke_entry_offset(index), lba);
 }
 
+/// How a part is sealed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PartFlags {
+    /// The last part of a barrier: a recovery replays up to the last one.
+    pub barrier: bool,
+    pub segment_end: bool,
+}
+
 /// Writes the fixed header and the checksum (over the header blocks and the
-/// first `slots_used` data slots); returns the bytes to write (header + used slots).
-#[allow(clippy::too_many_arguments)]
+/// first `slots_used` data slots) of the part that starts at `buf[0]`;
+/// returns the bytes to write (header + used slots).
 pub fn seal(
     layout: &SegmentLayout,
     buf: &mut [u8],
-    instance_id: u64,
-    segment_index: u32,
-    sequence: u64,
-    barrier: bool,
+    place: &PartPlace,
+    flags: PartFlags,
     slots_used: u32,
     revokes_count: u32,
 ) -> usize {
-    assert!(slots_used <= layout.slots, "slots_used {slots_used} > {}", layout.slots);
+    assert!(slots_used <= layout.part_slots(place.first_block), "slots_used {slots_used} past the segment's end");
     assert!(revokes_count <= layout.revokes_capacity, "revokes_count {revokes_count} > {}", layout.revokes_capacity);
+    let next_block = place.first_block + layout.header_blocks + slots_used;
+    assert!(flags.segment_end || layout.has_room_for_part(next_block), "a part leaving no room must end its segment");
     let total_len = layout.sealed_bytes(slots_used);
     let sealed = &mut buf[..total_len];
-    // A reused buffer still holds the previous segment's tables; clearing the
-    // unused tails makes the sealed bytes depend only on this segment.
+    // A reused buffer still holds an earlier part's tables; clearing the
+    // unused tails makes the sealed bytes depend only on this part.
     sealed[layout.lba_entry_offset(slots_used)..layout.lba_entry_offset(layout.slots)].fill(0);
     sealed[layout.revoke_entry_offset(revokes_count)..layout.header_bytes()].fill(0);
     sealed[..SEGMENT_FIXED_HEADER_BYTES].fill(0);
+    let bits = if flags.barrier { FLAG_BARRIER } else { 0 } | if flags.segment_end { FLAG_SEGMENT_END } else { 0 };
     put_u32(sealed, OFF_MAGIC, SEGMENT_MAGIC);
-    put_u16(sealed, OFF_VERSION, FORMAT_VERSION);
-    put_u16(sealed, OFF_FLAGS, if barrier { FLAG_BARRIER } else { 0 });
+    put_u16(sealed, OFF_VERSION, LOG_FORMAT_VERSION);
+    put_u16(sealed, OFF_FLAGS, bits);
     put_u32(sealed, OFF_TOTAL_LEN, total_len as u32);
-    put_u64(sealed, OFF_INSTANCE_ID, instance_id);
-    put_u64(sealed, OFF_SEQUENCE, sequence);
-    put_u32(sealed, OFF_SEGMENT_INDEX, segment_index);
+    put_u64(sealed, OFF_INSTANCE_ID, place.instance_id);
+    put_u64(sealed, OFF_SEQUENCE, place.sequence);
+    put_u32(sealed, OFF_SEGMENT_INDEX, place.segment_index);
     put_u32(sealed, OFF_HEADER_BLOCKS, layout.header_blocks);
     put_u32(sealed, OFF_SLOTS_USED, slots_used);
     put_u32(sealed, OFF_REVOKES_COUNT, revokes_count);
     put_u32(sealed, OFF_BLOCK_SIZE, layout.block_size);
     put_u32(sealed, OFF_SEGMENT_BYTES, layout.segment_bytes);
+    put_u32(sealed, OFF_PART, place.part);
+    put_u32(sealed, OFF_FIRST_BLOCK, place.first_block);
     store_crc(sealed, OFF_CRC);
     total_len
 }
 
-/// Length (header + used slots) a sealed segment claims, read from its first
+/// Length (header + used slots) a sealed part claims, read from its first
 /// block alone, so that a reader can fetch the rest.
 pub fn sealed_len(layout: &SegmentLayout, first_block: &[u8]) -> Result<usize, FormatError> {
     FixedHeader::parse(layout, first_block).map(|fixed| fixed.total_len)
@@ -171,29 +247,40 @@ struct FixedHeader {
     total_len: usize,
     slots_used: u32,
     revokes_count: u32,
-    barrier: bool,
+    flags: PartFlags,
 }
 
 impl FixedHeader {
     fn parse(layout: &SegmentLayout, bytes: &[u8]) -> Result<Self, FormatError> {
         let fixed = bytes.get(..SEGMENT_FIXED_HEADER_BYTES).ok_or(FormatError::Truncated)?;
-        check_magic_and_version(fixed, SEGMENT_MAGIC)?;
-        let flags = get_u16(fixed, OFF_FLAGS);
-        if flags & !FLAG_BARRIER != 0 {
+        check_magic_and_version(fixed, SEGMENT_MAGIC, LOG_FORMAT_VERSION)?;
+        let bits = get_u16(fixed, OFF_FLAGS);
+        if bits & !(FLAG_BARRIER | FLAG_SEGMENT_END) != 0 {
             return Err(FormatError::BadField("flags"));
         }
+        let flags = PartFlags { barrier: bits & FLAG_BARRIER != 0, segment_end: bits & FLAG_SEGMENT_END != 0 };
         check_zero(&fixed[OFF_RESERVED..], "reserved")?;
         check_geometry(layout, fixed)?;
+        let part = get_u32(fixed, OFF_PART);
+        let first_block = get_u32(fixed, OFF_FIRST_BLOCK);
+        // Every part takes at least its header block, so part <= first_block.
+        if first_block >= layout.blocks() || (part == 0) != (first_block == 0) || part > first_block {
+            return Err(FormatError::BadField("part place"));
+        }
         let slots_used = get_u32(fixed, OFF_SLOTS_USED);
         let revokes_count = get_u32(fixed, OFF_REVOKES_COUNT);
-        if slots_used > layout.slots || revokes_count > layout.revokes_capacity {
+        if slots_used > layout.part_slots(first_block) || revokes_count > layout.revokes_capacity {
             return Err(FormatError::BadLength);
+        }
+        let next_block = first_block + layout.header_blocks + slots_used;
+        if !flags.segment_end && !layout.has_room_for_part(next_block) {
+            return Err(FormatError::BadField("segment end"));
         }
         let total_len = get_u32(fixed, OFF_TOTAL_LEN) as usize;
         if total_len != layout.sealed_bytes(slots_used) {
             return Err(FormatError::BadLength);
         }
-        Ok(FixedHeader { total_len, slots_used, revokes_count, barrier: flags & FLAG_BARRIER != 0 })
+        Ok(FixedHeader { total_len, slots_used, revokes_count, flags })
     }
 }
 
@@ -210,7 +297,7 @@ fn check_geometry(layout: &SegmentLayout, fixed: &[u8]) -> Result<(), FormatErro
 }
 
 impl SegmentHeader {
-    /// Validates a whole sealed segment (header + used slots, as `sealed_len` says).
+    /// Validates a whole sealed part (header + used slots, as `sealed_len` says).
     pub fn decode(layout: &SegmentLayout, bytes: &[u8]) -> Result<Self, FormatError> {
         let fixed = FixedHeader::parse(layout, bytes)?;
         let sealed = bytes.get(..fixed.total_len).ok_or(FormatError::Truncated)?;
@@ -225,10 +312,44 @@ impl SegmentHeader {
             instance_id: get_u64(sealed, OFF_INSTANCE_ID),
             segment_index: get_u32(sealed, OFF_SEGMENT_INDEX),
             sequence: get_u64(sealed, OFF_SEQUENCE),
-            barrier: fixed.barrier,
+            part: get_u32(sealed, OFF_PART),
+            first_block: get_u32(sealed, OFF_FIRST_BLOCK),
+            barrier: fixed.flags.barrier,
+            segment_end: fixed.flags.segment_end,
             lbas,
             revokes,
         })
+    }
+}
+
+/// The parts of one segment read whole (as reclamation reads it), in order
+/// from part 0, as long as each decodes, sits where its predecessor says the
+/// next one starts and belongs to `sequence`; stops after the segment's end.
+pub fn decode_parts(
+    layout: &SegmentLayout,
+    segment: &[u8],
+    instance_id: u64,
+    sequence: u64,
+    mut visit: impl FnMut(&SegmentHeader),
+) {
+    let (mut part, mut first_block) = (0u32, 0u32);
+    loop {
+        let start = first_block as usize * layout.block_size as usize;
+        let Some(bytes) = segment.get(start..) else { return };
+        let Ok(header) = sealed_len(layout, bytes).and_then(|len| SegmentHeader::decode(layout, &bytes[..len.min(bytes.len())]))
+        else {
+            return;
+        };
+        let expected = (instance_id, sequence, part, first_block);
+        if (header.instance_id, header.sequence, header.part, header.first_block) != expected {
+            return;
+        }
+        visit(&header);
+        if header.segment_end {
+            return;
+        }
+        first_block = header.next_block(layout);
+        part += 1;
     }
 }
 
@@ -256,7 +377,13 @@ mod tests {
         SegmentLayout::new(8 * BS, BS).unwrap()
     }
 
-    /// A sealed segment whose data slot `i` is filled with byte `i + 1`.
+    const PLACE: PartPlace = PartPlace { instance_id: 77, segment_index: 5, sequence: 1000, part: 0, first_block: 0 };
+
+    fn flags(barrier: bool) -> PartFlags {
+        PartFlags { barrier, segment_end: true }
+    }
+
+    /// A sealed part 0 (ending its segment) whose data slot `i` is filled with byte `i + 1`.
     fn build(layout: &SegmentLayout, lbas: &[u64], revokes: &[u64], barrier: bool, fill: u8) -> (Vec<u8>, usize) {
         let mut buf = vec![fill; layout.segment_bytes as usize];
         for (slot, &lba) in lbas.iter().enumerate() {
@@ -267,16 +394,16 @@ mod tests {
         for (index, &lba) in revokes.iter().enumerate() {
             set_revoke(layout, &mut buf, index as u32, lba);
         }
-        let len = seal(layout, &mut buf, 77, 5, 1000, barrier, lbas.len() as u32, revokes.len() as u32);
+        let len = seal(layout, &mut buf, &PLACE, flags(barrier), lbas.len() as u32, revokes.len() as u32);
         (buf, len)
     }
 
     #[test]
     fn layout_geometry() {
         let one_mib = SegmentLayout::new(1 << 20, BS).unwrap();
-        assert_eq!((one_mib.header_blocks, one_mib.slots, one_mib.revokes_capacity), (1, 255, 249));
+        assert_eq!((one_mib.header_blocks, one_mib.slots, one_mib.revokes_capacity), (1, 255, 247));
         let max = SegmentLayout::new(SEGMENT_MAX_BYTES, BS).unwrap();
-        assert_eq!((max.header_blocks, max.slots, max.revokes_capacity), (40, 16344, 4128));
+        assert_eq!((max.header_blocks, max.slots, max.revokes_capacity), (40, 16344, 4126));
         let big_blocks = SegmentLayout::new(4 * 65536, 65536).unwrap();
         assert_eq!((big_blocks.header_blocks, big_blocks.slots), (1, 3));
     }
@@ -303,11 +430,62 @@ mod tests {
             instance_id: 77,
             segment_index: 5,
             sequence: 1000,
+            part: 0,
+            first_block: 0,
             barrier: true,
+            segment_end: true,
             lbas: lbas.to_vec(),
             revokes: vec![3, 4],
         };
         assert_eq!(header, expected);
+    }
+
+    #[test]
+    fn parts_pack_back_to_back_and_are_read_in_order() {
+        let layout = small_layout();
+        let mut segment = vec![0u8; layout.segment_bytes as usize];
+        let mut place = PartPlace { part: 0, first_block: 0, ..PLACE };
+        // Part 0: one slot, a barrier; part 1: revokes only; part 2: two slots, the end.
+        let parts: [(&[u64], &[u64], PartFlags); 3] = [
+            (&[40], &[], PartFlags { barrier: true, segment_end: false }),
+            (&[], &[40], PartFlags { barrier: false, segment_end: false }),
+            (&[41, 42], &[], PartFlags { barrier: true, segment_end: true }),
+        ];
+        for (lbas, revokes, flags) in parts {
+            let start = place.first_block as usize * BS as usize;
+            let buf = &mut segment[start..];
+            for (slot, &lba) in lbas.iter().enumerate() {
+                set_slot_lba(&layout, buf, slot as u32, lba);
+            }
+            for (index, &lba) in revokes.iter().enumerate() {
+                set_revoke(&layout, buf, index as u32, lba);
+            }
+            let len = seal(&layout, buf, &place, flags, lbas.len() as u32, revokes.len() as u32);
+            assert_eq!(len, layout.sealed_bytes(lbas.len() as u32));
+            place.first_block += (len / BS as usize) as u32;
+            place.part += 1;
+        }
+        assert_eq!(place.first_block, 6, "parts take header + slots, no more");
+        let mut seen = Vec::new();
+        decode_parts(&layout, &segment, 77, 1000, |h| seen.push((h.part, h.first_block, h.lbas.clone(), h.barrier)));
+        assert_eq!(seen, vec![(0, 0, vec![40], true), (1, 2, vec![], false), (2, 3, vec![41, 42], true)]);
+        // Another segment's sequence, or a part misplaced, ends the walk.
+        let mut count = 0;
+        decode_parts(&layout, &segment, 77, 1001, |_| count += 1);
+        assert_eq!(count, 0);
+        let mut moved = segment.clone();
+        moved.copy_within(2 * BS as usize..3 * BS as usize, 4 * BS as usize);
+        moved[2 * BS as usize..3 * BS as usize].fill(0);
+        decode_parts(&layout, &moved, 77, 1000, |_| count += 1);
+        assert_eq!(count, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "must end its segment")]
+    fn a_part_leaving_no_room_must_end_the_segment() {
+        let layout = small_layout();
+        let mut buf = vec![0u8; layout.segment_bytes as usize];
+        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false }, 6, 0);
     }
 
     #[test]
@@ -328,7 +506,7 @@ mod tests {
         for (slot, lba) in [(0u32, 1u64), (1, 2)] {
             set_slot_lba(&layout, &mut reused, slot, lba);
         }
-        assert_eq!(seal(&layout, &mut reused, 77, 5, 1000, false, 2, 1), len);
+        assert_eq!(seal(&layout, &mut reused, &PLACE, flags(false), 2, 1), len);
         assert_eq!(reused[..len], fresh[..len]);
     }
 
@@ -355,11 +533,25 @@ mod tests {
         assert_eq!(check(&buf[..63]), Err(FormatError::Truncated));
         assert_eq!(check(&patched(&buf, len, OFF_MAGIC, 1)), Err(FormatError::BadMagic));
         let mut version = buf.clone();
-        put_u16(&mut version, OFF_VERSION, 2);
-        assert_eq!(check(&version), Err(FormatError::UnsupportedVersion(2)));
-        let mut flags = buf.clone();
-        put_u16(&mut flags, OFF_FLAGS, 2);
-        assert_eq!(check(&flags), Err(FormatError::BadField("flags")));
+        put_u16(&mut version, OFF_VERSION, 1);
+        assert_eq!(check(&version), Err(FormatError::UnsupportedVersion(1)));
+        let mut bad_flags = buf.clone();
+        put_u16(&mut bad_flags, OFF_FLAGS, 4);
+        assert_eq!(check(&bad_flags), Err(FormatError::BadField("flags")));
+        assert_eq!(check(&patched(&buf, len, OFF_PART, 1)), Err(FormatError::BadField("part place")));
+        assert_eq!(check(&patched(&buf, len, OFF_FIRST_BLOCK, 1)), Err(FormatError::BadField("part place")));
+        assert_eq!(check(&patched(&buf, len, OFF_FIRST_BLOCK, 8)), Err(FormatError::BadField("part place")));
+        // Two slots of an 8-block segment leave room for another part: it may go on.
+        let mut going_on = buf.clone();
+        put_u16(&mut going_on, OFF_FLAGS, FLAG_BARRIER);
+        store_crc(&mut going_on[..len], OFF_CRC);
+        assert_eq!(check(&going_on), Ok(len));
+        // Six of eight leave none: the part must end its segment.
+        let (full, full_len) = build(&layout, &[1, 2, 3, 4, 5, 6], &[], false, 0);
+        let mut not_ended = full.clone();
+        put_u16(&mut not_ended, OFF_FLAGS, 0);
+        store_crc(&mut not_ended[..full_len], OFF_CRC);
+        assert_eq!(check(&not_ended), Err(FormatError::BadField("segment end")));
         assert_eq!(check(&patched(&buf, len, OFF_RESERVED, 1)), Err(FormatError::BadField("reserved")));
         assert_eq!(check(&patched(&buf, len, OFF_BLOCK_SIZE, 8192)), Err(FormatError::BadField("geometry")));
         assert_eq!(check(&patched(&buf, len, OFF_SEGMENT_BYTES, 1 << 20)), Err(FormatError::BadField("geometry")));
@@ -454,7 +646,7 @@ mod tests {
             let mut buf = vec![0u8; layout.segment_bytes as usize];
             buf[..SEGMENT_FIXED_HEADER_BYTES].copy_from_slice(&fields);
             put_u32(&mut buf, OFF_MAGIC, SEGMENT_MAGIC);
-            put_u16(&mut buf, OFF_VERSION, FORMAT_VERSION);
+            put_u16(&mut buf, OFF_VERSION, LOG_FORMAT_VERSION);
             put_u32(&mut buf, OFF_BLOCK_SIZE, layout.block_size);
             put_u32(&mut buf, OFF_SEGMENT_BYTES, layout.segment_bytes);
             put_u32(&mut buf, OFF_HEADER_BLOCKS, layout.header_blocks);

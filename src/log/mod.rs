@@ -1,18 +1,41 @@
 //! The HDD log's bookkeeping: segment ring (head, tail, durable head in the
 //! superblock), per-segment live counts, the pool of segment buffers, the
-//! open buffer's LBA and revoke tables, durability of the segment prefix and
-//! of the last barrier, mirror health. No I/O here; the engine issues it.
+//! open part's LBA and revoke tables, the parts being written and the
+//! durability of their prefix and of the last barrier, mirror health. No I/O
+//! here; the engine issues it.
 //!
-//! Log locations (`loc`) are `segment_index * slots + slot`; segment index is
+//! A segment is written in parts (`format::segment`): a barrier seals the
+//! open part and the next part starts right after it in the same buffer, so
+//! a segment holds many barriers. Space is managed by segment, durability and
+//! ordering by part: a part's `LogPoint` is `sequence << 16 | part`.
+//!
+//! Log locations (`loc`) are `segment_index * blocks + block`, the block of
+//! the segment holding the entry's data; segment index is
 //! `sequence % segments_count`, so a sequence number names its place too.
 //!
 //! Head rule (why the head may pass a segment): every entry in it is dead,
 //! i.e. revoked (its value is durable on the backing device) or superseded by
-//! an entry in a segment at or before the last durable barrier, which a
+//! an entry in a part at or before the last durable barrier, which a
 //! recovery that stops at that barrier replays.
 
 use crate::config::LogLayout;
-use crate::format::{segment, LBA_NONE};
+use crate::format::segment::{self, PartFlags, PartPlace};
+use crate::format::LBA_NONE;
+use std::collections::VecDeque;
+
+/// A part's place in the log's order: `sequence << 16 | part`. Parts of one
+/// segment number fewer than 2^16 (each takes at least one block, and a
+/// segment has at most 16384).
+pub type LogPoint = u64;
+
+pub fn log_point(sequence: u64, part: u32) -> LogPoint {
+    debug_assert!(part < 1 << 16);
+    sequence << 16 | part as u64
+}
+
+/// Sealed parts whose mirror writes may be in flight at once; sealing waits
+/// when this many are (the pool is sized at creation).
+pub const PARTS_IN_FLIGHT_MAX: usize = 256;
 
 /// What a buffer is opened for. The last segments of a full log are kept
 /// for the work that frees space: revokes (written-back blocks) and re-logs
@@ -49,6 +72,7 @@ impl OpenFor {
 pub enum SegmentState {
     Free,
     Open,
+    /// Closed (its last part sealed); part writes outstanding.
     Writing,
     Durable,
 }
@@ -57,38 +81,63 @@ pub enum SegmentState {
 struct SegmentInfo {
     sequence: u64,
     live_count: u32,
-    /// Highest sequence of a segment holding an entry that superseded one here.
-    superseded_by_max: u64,
+    /// Highest point of a part holding an entry that superseded one here.
+    superseded_by_max: LogPoint,
     state: SegmentState,
-    barrier: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BufferState {
     Free,
     Open,
-    /// Sealed; mirror writes (and flushes) outstanding.
+    /// Its segment is closed; part writes (and flushes) outstanding.
     Writing,
-    /// Left open by a log restart while cache reads into it were in flight;
-    /// free once they land.
+    /// Left by a log restart while cache reads into it or part writes from
+    /// it were in flight; free once they land.
     Draining,
 }
 
+/// A segment buffer. Bytes `[0, part_first)` belong to sealed parts (maybe
+/// still being written from here); the open part starts at `part_first`.
 #[derive(Clone, Copy, Debug)]
 pub struct LogBuffer {
     pub region: u32,
     pub state: BufferState,
     pub sequence: u64,
+    /// The open part: its number and first block.
+    pub part: u32,
+    pub part_first: u32,
+    /// Data slots and revokes in the open part.
     pub slots_used: u32,
     pub revokes_count: u32,
-    /// Cache-device reads filling slots of this buffer.
+    /// Cache-device reads filling slots of the open part.
     pub slot_reads_in_flight: u32,
-    /// Mirror writes and flushes outstanding after sealing.
+    /// Mirror writes and flushes outstanding, of every sealed part.
     pub mirror_ops_pending: u32,
-    pub barrier: bool,
-    pub sealed_len_bytes: u64,
     /// What this buffer may take (it was opened with that much free space).
     pub accepts: OpenFor,
+}
+
+/// A sealed part on its way to the mirrors.
+#[derive(Clone, Copy, Debug)]
+struct PartWrite {
+    point: LogPoint,
+    barrier: bool,
+    segment_end: bool,
+    ops_pending: u32,
+}
+
+/// What `seal` produced: the bytes to write to every mirror.
+#[derive(Clone, Copy, Debug)]
+pub struct SealedPart {
+    pub buffer: usize,
+    /// Names the part in its write completions (`part_op_done`).
+    pub write: u32,
+    pub point: LogPoint,
+    pub segment_index: u32,
+    /// Where the part starts, in the buffer and in the segment.
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,32 +161,40 @@ pub struct LogManager {
     pub durable_head_sequence: u64,
     /// Next sequence to open.
     pub tail_sequence: u64,
-    /// Every segment with a lower sequence is durable on the healthy mirrors.
+    /// Every segment with a lower sequence is closed and durable on the
+    /// healthy mirrors.
     pub durable_prefix_sequence: u64,
-    /// Highest barrier segment within the durable prefix.
-    pub durable_barrier_sequence: Option<u64>,
+    /// Highest barrier part within the durable prefix of parts.
+    pub durable_barrier: Option<LogPoint>,
     pub mirrors: Vec<MirrorHealth>,
     pub superblock_write_seq: u64,
     pub live_entries: u64,
-    /// (sequence, barrier) of the most recently sealed segment.
-    last_sealed: Option<(u64, bool)>,
+    /// Segments opened so far (a counter for the stats).
+    pub segments_opened: u64,
+    /// (point, barrier) of the most recently sealed part.
+    last_sealed: Option<(LogPoint, bool)>,
+    /// Sealed parts not yet durable, in seal order; the front's write number
+    /// is `writes_front`. Durability is a prefix: a part counts only once
+    /// every part sealed before it does.
+    writes: VecDeque<PartWrite>,
+    writes_front: u32,
 }
 
 impl LogManager {
     pub fn new(layout: LogLayout, instance_id: u64, buffer_regions: Vec<u32>, mirrors_count: u8, first_sequence: u64) -> Self {
-        let blank = SegmentInfo { sequence: 0, live_count: 0, superseded_by_max: 0, state: SegmentState::Free, barrier: false };
+        let blank = SegmentInfo { sequence: 0, live_count: 0, superseded_by_max: 0, state: SegmentState::Free };
         let buffers = buffer_regions
             .into_iter()
             .map(|region| LogBuffer {
                 region,
                 state: BufferState::Free,
                 sequence: 0,
+                part: 0,
+                part_first: 0,
                 slots_used: 0,
                 revokes_count: 0,
                 slot_reads_in_flight: 0,
                 mirror_ops_pending: 0,
-                barrier: false,
-                sealed_len_bytes: 0,
                 accepts: OpenFor::Write,
             })
             .collect();
@@ -151,24 +208,29 @@ impl LogManager {
             durable_head_sequence: first_sequence,
             tail_sequence: first_sequence,
             durable_prefix_sequence: first_sequence,
-            durable_barrier_sequence: None,
+            durable_barrier: None,
             mirrors: vec![MirrorHealth::Healthy; mirrors_count as usize],
             superblock_write_seq: 0,
             live_entries: 0,
+            segments_opened: 0,
             last_sealed: None,
+            writes: VecDeque::with_capacity(PARTS_IN_FLIGHT_MAX),
+            writes_front: 0,
         }
     }
 
+    /// Blocks per segment: a location is `segment_index * slots() + block`.
     pub fn slots(&self) -> u32 {
-        self.layout.segment.slots
+        self.layout.segment.blocks()
     }
 
     pub fn segment_index(&self, sequence: u64) -> u32 {
         (sequence % self.layout.segments_count as u64) as u32
     }
 
-    pub fn loc(&self, sequence: u64, slot: u32) -> u32 {
-        self.segment_index(sequence) * self.slots() + slot
+    /// Location of the data in block `block` of segment `sequence`.
+    pub fn loc(&self, sequence: u64, block: u32) -> u32 {
+        self.segment_index(sequence) * self.slots() + block
     }
 
     pub fn loc_segment(&self, loc: u32) -> u32 {
@@ -204,7 +266,7 @@ impl LogManager {
         self.tail_sequence - self.durable_head_sequence
     }
 
-    /// Whether new segments should carry the barrier flag regardless: in a
+    /// Whether new parts should carry the barrier flag regardless: in a
     /// nearly full log, dead segments must become passable at once.
     pub fn tight(&self) -> bool {
         self.segments_free() < OpenFor::Write.min_free() + 2
@@ -235,59 +297,97 @@ impl LogManager {
         let buffer = self.buffers.iter().position(|b| b.state == BufferState::Free)?;
         let sequence = self.tail_sequence;
         self.tail_sequence += 1;
+        self.segments_opened += 1;
         let index = self.segment_index(sequence) as usize;
         debug_assert!(self.segments[index].state == SegmentState::Free || self.segments[index].live_count == 0);
-        self.segments[index] =
-            SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Open, barrier: false };
+        self.segments[index] = SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Open };
         let b = &mut self.buffers[buffer];
         b.state = BufferState::Open;
         b.sequence = sequence;
+        b.part = 0;
+        b.part_first = 0;
         b.slots_used = 0;
         b.revokes_count = 0;
         b.slot_reads_in_flight = 0;
-        b.barrier = false;
         b.accepts = OpenFor::allowed(free);
         self.open_buffer = Some(buffer);
         Some(buffer)
     }
 
+    /// The open part has no slot left: sealing it ends the segment.
     pub fn open_is_full(&self) -> bool {
-        self.open_buffer.is_some_and(|b| self.buffers[b].slots_used == self.slots())
+        self.open_buffer.is_some_and(|b| {
+            let b = &self.buffers[b];
+            b.slots_used == self.layout.segment.part_slots(b.part_first)
+        })
     }
 
     pub fn open_revokes_full(&self) -> bool {
         self.open_buffer.is_some_and(|b| self.buffers[b].revokes_count == self.layout.segment.revokes_capacity)
     }
 
-    /// The open buffer's slot holding `loc`, if `loc` lies in it.
-    pub fn open_slot_of(&self, loc: u32) -> Option<u32> {
-        let buffer = &self.buffers[self.open_buffer?];
-        (loc != crate::cache::LOC_NONE && self.loc_segment(loc) == self.segment_index(buffer.sequence))
-            .then(|| loc % self.slots())
+    /// Whether a part can be sealed now (the pool of part writes has room).
+    pub fn can_seal(&self) -> bool {
+        self.writes.len() < PARTS_IN_FLIGHT_MAX
     }
 
-    /// Appends an entry for `lba` to the open buffer (which must have room);
+    /// The open part's slot holding `loc`, if `loc` lies in it (entries of
+    /// sealed parts of the open segment are on their way to the mirrors).
+    pub fn open_slot_of(&self, loc: u32) -> Option<u32> {
+        let buffer = &self.buffers[self.open_buffer?];
+        if loc == crate::cache::LOC_NONE || self.loc_segment(loc) != self.segment_index(buffer.sequence) {
+            return None;
+        }
+        let data_first = buffer.part_first + self.layout.segment.header_blocks;
+        let block = loc % self.slots();
+        (block >= data_first && block < data_first + buffer.slots_used).then(|| block - data_first)
+    }
+
+    /// Byte offset, in the open buffer, of the open part's slot `slot`.
+    pub fn open_slot_offset(&self, slot: u32) -> usize {
+        let buffer = &self.buffers[self.open_buffer.expect("no open buffer")];
+        self.part_offset(buffer.part_first) + self.layout.segment.slot_offset(slot)
+    }
+
+    fn part_offset(&self, first_block: u32) -> usize {
+        first_block as usize * self.layout.segment.block_size as usize
+    }
+
+    /// The open part's bytes in `mem` (the open buffer's memory).
+    fn open_part_mut<'a>(&self, mem: &'a mut [u8]) -> &'a mut [u8] {
+        let buffer = &self.buffers[self.open_buffer.expect("no open part")];
+        &mut mem[self.part_offset(buffer.part_first)..]
+    }
+
+    /// The open part's point (where entries appended now will be).
+    pub fn open_point(&self) -> Option<LogPoint> {
+        self.open_buffer.map(|b| log_point(self.buffers[b].sequence, self.buffers[b].part))
+    }
+
+    /// Appends an entry for `lba` to the open part (which must have room);
     /// the caller fills the slot's data. Returns (loc, byte offset of the slot
     /// in the buffer). `previous` is the LBA's older live entry, now superseded.
     pub fn append(&mut self, mem: &mut [u8], lba: u64, previous: u32) -> (u32, usize) {
+        assert!(!self.open_is_full(), "append to a full part");
         let buffer = self.open_buffer.expect("append without open buffer");
+        let slot = self.buffers[buffer].slots_used;
+        segment::set_slot_lba(&self.layout.segment, self.open_part_mut(mem), slot, lba);
+        let offset = self.open_slot_offset(slot);
         let b = &mut self.buffers[buffer];
-        assert!(b.slots_used < self.layout.segment.slots, "append to a full buffer");
-        let slot = b.slots_used;
         b.slots_used += 1;
-        let sequence = b.sequence;
-        segment::set_slot_lba(&self.layout.segment, mem, slot, lba);
-        let loc = self.loc(sequence, slot);
+        let (sequence, point) = (b.sequence, log_point(b.sequence, b.part));
+        let block = b.part_first + self.layout.segment.header_blocks + slot;
+        let loc = self.loc(sequence, block);
         let index = self.segment_index(sequence) as usize;
         self.segments[index].live_count += 1;
         self.live_entries += 1;
-        self.kill(previous, Some(sequence));
-        (loc, self.layout.segment.slot_offset(slot))
+        self.kill(previous, Some(point));
+        (loc, offset)
     }
 
-    /// An entry stops being live: superseded by an entry in segment
+    /// An entry stops being live: superseded by an entry in the part at
     /// `superseded_in`, or revoked (`None`).
-    pub fn kill(&mut self, loc: u32, superseded_in: Option<u64>) {
+    pub fn kill(&mut self, loc: u32, superseded_in: Option<LogPoint>) {
         if loc == crate::cache::LOC_NONE {
             return;
         }
@@ -296,100 +396,153 @@ impl LogManager {
         assert!(info.live_count > 0, "live count underflow at loc {loc}");
         info.live_count -= 1;
         self.live_entries -= 1;
-        if let Some(sequence) = superseded_in {
-            info.superseded_by_max = info.superseded_by_max.max(sequence);
+        if let Some(point) = superseded_in {
+            info.superseded_by_max = info.superseded_by_max.max(point);
         }
     }
 
-    /// Drops an entry still in the open buffer (its slot becomes a hole).
+    /// Drops an entry still in the open part (its slot becomes a hole).
     pub fn drop_in_open(&mut self, mem: &mut [u8], slot: u32) {
-        segment::set_slot_lba(&self.layout.segment, mem, slot, LBA_NONE);
+        segment::set_slot_lba(&self.layout.segment, self.open_part_mut(mem), slot, LBA_NONE);
     }
 
-    /// Records a revoke in the open buffer (which must have room).
+    /// Records a revoke in the open part (which must have room).
     pub fn record_revoke(&mut self, mem: &mut [u8], lba: u64) {
         let buffer = self.open_buffer.expect("revoke without open buffer");
-        let b = &mut self.buffers[buffer];
-        assert!(b.revokes_count < self.layout.segment.revokes_capacity);
-        segment::set_revoke(&self.layout.segment, mem, b.revokes_count, lba);
-        b.revokes_count += 1;
+        let index = self.buffers[buffer].revokes_count;
+        assert!(index < self.layout.segment.revokes_capacity);
+        segment::set_revoke(&self.layout.segment, self.open_part_mut(mem), index, lba);
+        self.buffers[buffer].revokes_count += 1;
     }
 
     pub fn open_is_empty(&self) -> bool {
         self.open_buffer.is_none_or(|b| self.buffers[b].slots_used == 0 && self.buffers[b].revokes_count == 0)
     }
 
-    /// Whether the most recently sealed segment is a barrier and nothing has
-    /// been added since, so that a flush needs no new barrier segment.
+    /// Whether the most recently sealed part is a barrier and nothing has
+    /// been added since, so that a flush needs no new barrier part.
     pub fn barrier_covers_all(&self) -> bool {
         self.open_is_empty() && self.last_sealed.is_none_or(|(_, barrier)| barrier)
     }
 
-    /// Sequence of the most recently sealed segment.
-    pub fn last_sealed_sequence(&self) -> Option<u64> {
-        self.last_sealed.map(|(sequence, _)| sequence)
+    /// Point of the most recently sealed part.
+    pub fn last_sealed_point(&self) -> Option<LogPoint> {
+        self.last_sealed.map(|(point, _)| point)
     }
 
-    /// Seals the open buffer; returns (buffer, segment index, bytes to write).
-    pub fn seal(&mut self, mem: &mut [u8], barrier: bool) -> (usize, u32, u64) {
-        let buffer = self.open_buffer.take().expect("seal without open buffer");
+    /// Seals the open part into its place. When no other part fits after it,
+    /// it ends the segment and the buffer stops being open; otherwise the
+    /// next part opens right after it in the same buffer. The caller writes
+    /// `len_bytes` from `offset_bytes` of the buffer to every writable
+    /// mirror, counting each write and flush with `part_op_started`.
+    pub fn seal(&mut self, mem: &mut [u8], barrier: bool) -> SealedPart {
+        assert!(self.can_seal(), "sealing with {} parts in flight", self.writes.len());
+        let buffer = self.open_buffer.expect("seal without open buffer");
+        let layout = self.layout.segment;
+        let b = self.buffers[buffer];
+        assert_eq!(b.slot_reads_in_flight, 0, "sealing a part with slot reads in flight");
+        let index = self.segment_index(b.sequence);
+        let next_block = b.part_first + layout.header_blocks + b.slots_used;
+        let segment_end = !layout.has_room_for_part(next_block);
+        let place = PartPlace { instance_id: self.instance_id, segment_index: index, sequence: b.sequence, part: b.part, first_block: b.part_first };
+        let offset = self.part_offset(b.part_first);
+        let flags = PartFlags { barrier, segment_end };
+        let len = segment::seal(&layout, &mut mem[offset..], &place, flags, b.slots_used, b.revokes_count) as u64;
+        let point = log_point(b.sequence, b.part);
+        self.last_sealed = Some((point, barrier));
+        let write = self.writes_front.wrapping_add(self.writes.len() as u32);
+        self.writes.push_back(PartWrite { point, barrier, segment_end, ops_pending: 0 });
         let b = &mut self.buffers[buffer];
-        assert_eq!(b.slot_reads_in_flight, 0, "sealing a buffer with slot reads in flight");
-        let index = (b.sequence % self.layout.segments_count as u64) as u32;
-        let len = segment::seal(
-            &self.layout.segment,
-            mem,
-            self.instance_id,
-            index,
-            b.sequence,
-            barrier,
-            b.slots_used,
-            b.revokes_count,
-        ) as u64;
-        b.state = BufferState::Writing;
-        b.barrier = barrier;
-        b.sealed_len_bytes = len;
-        b.mirror_ops_pending = 0;
-        self.last_sealed = Some((b.sequence, barrier));
-        let info = &mut self.segments[index as usize];
-        info.state = SegmentState::Writing;
-        info.barrier = barrier;
-        (buffer, index, len)
+        if segment_end {
+            b.state = BufferState::Writing;
+            self.open_buffer = None;
+            self.segments[index as usize].state = SegmentState::Writing;
+        } else {
+            b.part += 1;
+            b.part_first = next_block;
+            b.slots_used = 0;
+            b.revokes_count = 0;
+        }
+        SealedPart { buffer, write, point, segment_index: index, offset_bytes: offset as u64, len_bytes: len }
+    }
+
+    /// A mirror write or flush of part `write` of `buffer` was issued.
+    pub fn part_op_started(&mut self, buffer: usize, write: u32) {
+        self.buffers[buffer].mirror_ops_pending += 1;
+        if let Some(part) = self.part_write_mut(write) {
+            part.ops_pending += 1;
+        }
+    }
+
+    fn part_write_mut(&mut self, write: u32) -> Option<&mut PartWrite> {
+        let position = write.wrapping_sub(self.writes_front) as usize;
+        self.writes.get_mut(position)
+    }
+
+    /// A mirror write or flush of part `write` finished (the caller has
+    /// dealt with a failure). Returns whether the durable prefix grew.
+    pub fn part_op_done(&mut self, buffer: usize, write: u32) -> bool {
+        let b = &mut self.buffers[buffer];
+        assert!(b.mirror_ops_pending > 0, "part op done with none pending");
+        b.mirror_ops_pending -= 1;
+        self.release_if_idle(buffer);
+        if let Some(part) = self.part_write_mut(write) {
+            assert!(part.ops_pending > 0, "part write {write} done twice");
+            part.ops_pending -= 1;
+        }
+        self.settle_durable()
+    }
+
+    /// Takes every part at the front whose writes all finished as durable.
+    pub fn settle_durable(&mut self) -> bool {
+        let mut grew = false;
+        while let Some(part) = self.writes.front().copied().filter(|p| p.ops_pending == 0) {
+            self.writes.pop_front();
+            self.writes_front = self.writes_front.wrapping_add(1);
+            grew = true;
+            if part.barrier {
+                self.durable_barrier = Some(part.point);
+            }
+            if part.segment_end {
+                let sequence = part.point >> 16;
+                let index = self.segment_index(sequence) as usize;
+                debug_assert_eq!(self.segments[index].sequence, sequence);
+                self.segments[index].state = SegmentState::Durable;
+                debug_assert_eq!(self.durable_prefix_sequence, sequence, "segments end in order");
+                self.durable_prefix_sequence = sequence + 1;
+            }
+        }
+        grew
+    }
+
+    /// Whether every part sealed so far is durable.
+    pub fn all_parts_durable(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    fn release_if_idle(&mut self, buffer: usize) {
+        let b = &mut self.buffers[buffer];
+        if matches!(b.state, BufferState::Writing | BufferState::Draining) && b.mirror_ops_pending == 0 && b.slot_reads_in_flight == 0 {
+            b.state = BufferState::Free;
+        }
+    }
+
+    /// A cache read into a slot of `buffer` finished.
+    pub fn slot_read_done(&mut self, buffer: usize) {
+        self.buffers[buffer].slot_reads_in_flight -= 1;
+        self.release_if_idle(buffer);
     }
 
     /// Whether `buffer` belongs to the log as it is now (not to one that a
     /// restart of the log has discarded).
     pub fn is_current(&self, buffer: usize) -> bool {
-        self.buffers[buffer].sequence >= self.head_sequence.min(self.durable_head_sequence)
-            && self.buffers[buffer].state != BufferState::Draining
-    }
-
-    /// All mirror writes of a sealed buffer finished: the segment is durable.
-    pub fn segment_durable(&mut self, buffer: usize) {
-        let current = self.is_current(buffer);
-        let b = &mut self.buffers[buffer];
-        b.state = BufferState::Free;
-        if !current {
-            return;
-        }
-        let index = (b.sequence % self.layout.segments_count as u64) as usize;
-        self.segments[index].state = SegmentState::Durable;
-        while self.durable_prefix_sequence < self.tail_sequence {
-            let info = &self.segments[self.segment_index(self.durable_prefix_sequence) as usize];
-            if info.state != SegmentState::Durable || info.sequence != self.durable_prefix_sequence {
-                break;
-            }
-            if info.barrier {
-                self.durable_barrier_sequence = Some(self.durable_prefix_sequence);
-            }
-            self.durable_prefix_sequence += 1;
-        }
+        self.buffers[buffer].state != BufferState::Draining
     }
 
     /// Advances the in-memory head over dead, durable segments.
     pub fn advance_head(&mut self) -> u64 {
         let mut advanced = 0;
-        let barrier = self.durable_barrier_sequence;
+        let barrier = self.durable_barrier;
         while self.head_sequence < self.durable_prefix_sequence {
             let info = &self.segments[self.segment_index(self.head_sequence) as usize];
             let supersession_durable = info.superseded_by_max == 0 || barrier.is_some_and(|b| info.superseded_by_max <= b);
@@ -430,19 +583,23 @@ impl LogManager {
     }
 
     /// Rebuilds the ring after a scan at warm restart: `head` from the
-    /// superblock, then the scanned run of (sequence, barrier) from it.
-    pub fn restore_ring(&mut self, head: u64, segments: &[(u64, bool)]) {
+    /// superblock, then the scanned run of parts (sequence, part, barrier)
+    /// from it. Every scanned segment counts as closed (the restart ends the
+    /// last one on the mirrors); the log goes on in the next segment.
+    pub fn restore_ring(&mut self, head: u64, parts: &[(u64, u32, bool)]) {
         self.reinitialise(head);
-        for &(sequence, barrier) in segments {
+        for &(sequence, part, barrier) in parts {
             let index = self.segment_index(sequence) as usize;
-            self.segments[index] =
-                SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Durable, barrier };
-            if barrier {
-                self.durable_barrier_sequence = Some(sequence);
+            if self.segments[index].sequence != sequence || self.segments[index].state == SegmentState::Free {
+                self.segments[index] = SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Durable };
             }
-            self.last_sealed = Some((sequence, barrier));
+            let point = log_point(sequence, part);
+            if barrier {
+                self.durable_barrier = Some(point);
+            }
+            self.last_sealed = Some((point, barrier));
         }
-        self.tail_sequence = segments.last().map_or(head, |&(sequence, _)| sequence + 1);
+        self.tail_sequence = parts.last().map_or(head, |&(sequence, _, _)| sequence + 1);
         self.durable_prefix_sequence = self.tail_sequence;
     }
 
@@ -452,29 +609,32 @@ impl LogManager {
         self.live_entries += 1;
     }
 
-    pub fn note_superseded(&mut self, loc: u32, by_sequence: u64) {
+    pub fn note_superseded(&mut self, loc: u32, by: LogPoint) {
         let index = self.loc_segment(loc) as usize;
         let info = &mut self.segments[index];
-        info.superseded_by_max = info.superseded_by_max.max(by_sequence);
+        info.superseded_by_max = info.superseded_by_max.max(by);
     }
 
     /// Forgets everything (all mirrors lost, or a fresh log) and restarts
-    /// the ring at `first_sequence`.
+    /// the ring at `first_sequence`. Part writes still in flight belong to
+    /// nothing any more: their completions only release their buffers.
     pub fn reinitialise(&mut self, first_sequence: u64) {
         for info in &mut self.segments {
-            *info = SegmentInfo { sequence: 0, live_count: 0, superseded_by_max: 0, state: SegmentState::Free, barrier: false };
+            *info = SegmentInfo { sequence: 0, live_count: 0, superseded_by_max: 0, state: SegmentState::Free };
         }
         for b in &mut self.buffers {
             if b.state == BufferState::Open {
-                b.state = if b.slot_reads_in_flight > 0 { BufferState::Draining } else { BufferState::Free };
+                b.state = if b.slot_reads_in_flight > 0 || b.mirror_ops_pending > 0 { BufferState::Draining } else { BufferState::Free };
             }
         }
+        self.writes_front = self.writes_front.wrapping_add(self.writes.len() as u32);
+        self.writes.clear();
         self.open_buffer = None;
         self.head_sequence = first_sequence;
         self.durable_head_sequence = first_sequence;
         self.tail_sequence = first_sequence;
         self.durable_prefix_sequence = first_sequence;
-        self.durable_barrier_sequence = None;
+        self.durable_barrier = None;
         self.live_entries = 0;
         self.last_sealed = None;
     }
@@ -482,17 +642,18 @@ impl LogManager {
     pub fn describe(&self) -> String {
         let open = self.open_buffer.map(|b| {
             let b = &self.buffers[b];
-            (b.sequence, b.slots_used, b.revokes_count, b.slot_reads_in_flight)
+            (b.sequence, b.part, b.part_first, b.slots_used, b.revokes_count, b.slot_reads_in_flight)
         });
         format!(
-            "log head {} durable head {} tail {} durable prefix {} barrier {:?} free {} open {:?} buffers {:?} mirrors {:?} live {} head live {:?}",
+            "log head {} durable head {} tail {} durable prefix {} barrier {:?} free {} open {:?} parts in flight {} buffers {:?} mirrors {:?} live {} head live {:?}",
             self.head_sequence,
             self.durable_head_sequence,
             self.tail_sequence,
             self.durable_prefix_sequence,
-            self.durable_barrier_sequence,
+            self.durable_barrier.map(|p| (p >> 16, p & 0xffff)),
             self.segments_free(),
             open,
+            self.writes.len(),
             self.buffers.iter().map(|b| b.state).collect::<Vec<_>>(),
             self.mirrors,
             self.live_entries,
@@ -501,6 +662,8 @@ impl LogManager {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.segments.len() * std::mem::size_of::<SegmentInfo>() + self.buffers.len() * std::mem::size_of::<LogBuffer>()
+        self.segments.len() * std::mem::size_of::<SegmentInfo>()
+            + self.buffers.len() * std::mem::size_of::<LogBuffer>()
+            + self.writes.capacity() * std::mem::size_of::<PartWrite>()
     }
 }

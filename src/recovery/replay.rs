@@ -27,9 +27,10 @@ const REGION_SUPERBLOCKS: u32 = 1;
 pub struct LiveBlock {
     pub lba: u64,
     pub segment_index: u32,
+    /// Block of the segment holding the data (after its part's header).
     pub slot: u32,
     pub sequence: u64,
-    /// The mirror whose copy of the segment the scan found valid.
+    /// The mirror whose copy of the part the scan found valid.
     pub mirror: u8,
 }
 
@@ -38,17 +39,17 @@ pub struct LiveBlock {
 pub struct ReplayPlan {
     /// In log order, so the log mirrors are read sequentially.
     pub blocks: Vec<LiveBlock>,
-    /// Segments up to and including the last barrier.
+    /// Parts up to and including the last barrier.
     pub segments_replayed: u64,
-    /// Revoke records in those segments.
+    /// Revoke records in those parts.
     pub revokes_applied: u64,
-    /// Sequence of the last replayed (barrier) segment.
+    /// Sequence of the segment holding the last replayed (barrier) part.
     pub last_sequence: Option<u64>,
 }
 
-/// Final state per LBA over the segments up to the last barrier. Within a
-/// segment the revokes come first — they cancel entries of earlier segments
-/// only — then the slots, later slots replacing earlier ones.
+/// Final state per LBA over the parts up to the last barrier. Within a part
+/// the revokes come first — they cancel entries of earlier parts only — then
+/// the slots, later slots replacing earlier ones.
 pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
     let replayed = match scanned.last_barrier {
         Some(last) => &scanned.segments[..=last],
@@ -56,6 +57,7 @@ pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
     };
     let mut live: HashMap<u64, LiveBlock> = HashMap::new();
     let mut revokes_applied = 0;
+    let header_blocks = scanned.superblock.segment_layout().map_or(1, |layout| layout.header_blocks);
     for segment in replayed {
         for lba in &segment.revokes {
             live.remove(lba);
@@ -68,7 +70,7 @@ pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
             let block = LiveBlock {
                 lba,
                 segment_index: segment.segment_index,
-                slot: slot as u32,
+                slot: segment.first_block + header_blocks + slot as u32,
                 sequence: segment.sequence,
                 mirror: segment.mirror,
             };
@@ -268,8 +270,8 @@ impl Replay {
     fn queue_log_read(&mut self, staging_slot: usize, block: usize, attempt: usize) -> bool {
         let live = self.plan.blocks[block];
         let Some(mirror) = self.mirror_for_attempt(&live, attempt) else { return false };
-        let offset_bytes =
-            self.layout.segment_offset(live.segment_index) + self.layout.segment.slot_offset(live.slot) as u64;
+        let block_size = self.layout.segment.block_size as u64;
+        let offset_bytes = self.layout.segment_offset(live.segment_index) + live.slot as u64 * block_size;
         let len_bytes = self.layout.segment.block_size as u64;
         let buffer = self.staging_buffer(staging_slot);
         let pending = Pending::LogRead { staging_slot, block, attempt };
@@ -655,6 +657,44 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Random runs packed as parts: as many parts per segment as fit
+        /// (or fewer, where `ends` says so); the replay must match the
+        /// reference over the same run, in part order.
+        #[test]
+        fn prop_packed_parts_replay_matches_reference(
+            mut run in proptest::collection::vec(arb_spec(), 1..12),
+            ends in proptest::collection::vec(any::<bool>(), 12),
+        ) {
+            let mut image = LogImage::new(layout(16), MIRRORS.len());
+            let segment = image.layout.segment;
+            let (mut index, mut sequence, mut parts) = (0u32, 1000u64, Vec::new());
+            let mut first_block = 0;
+            image.write_superblock(7, 0, sequence);
+            let run_len = run.len();
+            for (i, spec) in run.iter_mut().enumerate() {
+                let blocks = segment.header_blocks + spec.entries.len() as u32;
+                if first_block + blocks > segment.blocks() {
+                    image.write_parts(index, &parts, true);
+                    (index, sequence, parts, first_block) = (index + 1, sequence + 1, Vec::new(), 0);
+                }
+                spec.sequence = sequence;
+                parts.push(spec.clone());
+                first_block += blocks;
+                let last = i + 1 == run_len;
+                if ends[i] || !segment.has_room_for_part(first_block) || last {
+                    image.write_parts(index, &parts, ends[i] || !segment.has_room_for_part(first_block));
+                    if !last {
+                        (index, sequence, parts, first_block) = (index + 1, sequence + 1, Vec::new(), 0);
+                    }
+                }
+            }
+            let mut devices = image.into_devices();
+            let scanned = scan(&mut devices, layout(16), &MIRRORS).unwrap();
+            prop_assert_eq!(scanned.segments.len(), run.len());
+            replay(&mut devices, layout(16), scanned, &MIRRORS, true).unwrap();
+            prop_assert_eq!(backing(&devices), expected_backing(&run));
+        }
 
         /// Random logs over two mirrors with random single-copy corruption
         /// and an optional segment torn on both mirrors: the backing device

@@ -1,7 +1,8 @@
-//! Log scan: find the newest superblock on any mirror, then follow segments
-//! from the head by sequence number until no mirror holds the next one.
+//! Log scan: find the newest superblock on any mirror, then follow the parts
+//! of the segments from the head, each where the one before says the next
+//! starts, until no mirror holds the next one.
 //!
-//! Segment reads are sequential and one at a time: the log sits on HDDs, and
+//! Part reads are sequential and one at a time: the log sits on HDDs, and
 //! the scan needs each header before it knows how much to read.
 
 use crate::config::LogLayout;
@@ -13,12 +14,16 @@ use std::fmt;
 const REGION_SUPERBLOCKS: u32 = 0;
 const REGION_SEGMENT: u32 = 1;
 
-/// One valid segment of the run that starts at the log head.
+/// One valid part of the run that starts at the log head.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScannedSegment {
     pub segment_index: u32,
     pub sequence: u64,
+    pub part: u32,
+    /// Block of the segment where the part starts.
+    pub first_block: u32,
     pub barrier: bool,
+    pub segment_end: bool,
     pub lbas: Vec<u64>,
     pub revokes: Vec<u64>,
     /// The mirror whose copy was valid (the first one tried that was).
@@ -32,8 +37,9 @@ pub struct ScannedLog {
     /// For each scanned mirror (in the order given to the scanner), the unit
     /// (0 or 1) holding its newest valid superblock copy, if any.
     pub superblock_units: Vec<Option<u64>>,
+    /// The parts, in log order.
     pub segments: Vec<ScannedSegment>,
-    /// Index into `segments` of the last segment with the barrier flag.
+    /// Index into `segments` of the last part with the barrier flag.
     pub last_barrier: Option<usize>,
     /// Copies that were invalid where another mirror's copy was valid.
     pub corrupt_copies_detected: u64,
@@ -88,11 +94,15 @@ enum Pending {
     SegmentRest { total_len: usize },
 }
 
-/// Where the segment scan stands: which position, which mirror is being tried.
+/// Where the part scan stands: which part, which mirror is being tried.
 struct SegmentScan {
     superblock: LogSuperblock,
     superblock_units: Vec<Option<u64>>,
+    /// Segments passed since the head (the ring holds `segments_count`).
     position: u32,
+    /// The part expected next in the current segment, and its first block.
+    part: u32,
+    first_block: u32,
     attempt: usize,
     invalid_copies_here: u64,
     segments: Vec<ScannedSegment>,
@@ -250,6 +260,8 @@ impl LogScanner {
             superblock,
             superblock_units,
             position: 0,
+            part: 0,
+            first_block: 0,
             attempt: 0,
             invalid_copies_here: 0,
             segments: Vec::new(),
@@ -298,10 +310,10 @@ impl LogScanner {
             return self.end_of_run();
         };
         scan.attempt = attempt;
-        let (index, _) = position_target(&self.layout, scan);
+        let offset = part_offset(&self.layout, scan);
         let buffer = IoBuffer::Engine { region: REGION_SEGMENT, offset_bytes: 0 };
         let block_size = self.layout.segment.block_size as usize;
-        self.queue_read(attempt, self.layout.segment_offset(index), block_size, buffer, Pending::SegmentFirstBlock);
+        self.queue_read(attempt, offset, block_size, buffer, Pending::SegmentFirstBlock);
     }
 
     fn copy_failed(&mut self, status: IoStatus) {
@@ -335,9 +347,8 @@ impl LogScanner {
     fn read_rest(&mut self, total_len: usize) {
         let scan = self.scan_mut();
         let attempt = scan.attempt;
-        let (index, _) = position_target(&self.layout, self.scan_ref());
         let block_size = self.layout.segment.block_size as usize;
-        let offset_bytes = self.layout.segment_offset(index) + block_size as u64;
+        let offset_bytes = part_offset(&self.layout, self.scan_ref()) + block_size as u64;
         let buffer = IoBuffer::Engine { region: REGION_SEGMENT, offset_bytes: block_size as u32 };
         self.queue_read(attempt, offset_bytes, total_len - block_size, buffer, Pending::SegmentRest { total_len });
     }
@@ -355,11 +366,10 @@ impl LogScanner {
         let scan = self.scan_ref();
         let (index, sequence) = position_target(&self.layout, scan);
         let instance_id = scan.superblock.instance_id;
+        let place = (instance_id, index, sequence, scan.part, scan.first_block);
         match decoded {
             Ok(header)
-                if header.sequence == sequence
-                    && header.segment_index == index
-                    && header.instance_id == instance_id =>
+                if (header.instance_id, header.segment_index, header.sequence, header.part, header.first_block) == place =>
             {
                 self.accept(header)
             }
@@ -370,11 +380,16 @@ impl LogScanner {
     fn accept(&mut self, header: SegmentHeader) {
         let segments_count = self.layout.segments_count;
         let mirror = self.mirrors[self.scan_ref().attempt];
+        let next_block = header.next_block(&self.layout.segment);
         let scan = self.scan_mut();
+        let segment_end = header.segment_end;
         scan.segments.push(ScannedSegment {
             segment_index: header.segment_index,
             sequence: header.sequence,
+            part: header.part,
+            first_block: header.first_block,
             barrier: header.barrier,
+            segment_end,
             lbas: header.lbas,
             revokes: header.revokes,
             mirror,
@@ -382,7 +397,14 @@ impl LogScanner {
         scan.corrupt_copies_detected += scan.invalid_copies_here;
         scan.invalid_copies_here = 0;
         scan.attempt = 0;
-        scan.position += 1;
+        if segment_end {
+            scan.position += 1;
+            scan.part = 0;
+            scan.first_block = 0;
+        } else {
+            scan.part += 1;
+            scan.first_block = next_block;
+        }
         // The ring holds segments_count segments; a longer run would be a lap.
         if scan.position == segments_count {
             return self.end_of_run();
@@ -417,6 +439,12 @@ impl LogScanner {
 fn position_target(layout: &LogLayout, scan: &SegmentScan) -> (u32, u64) {
     let index = (scan.superblock.head_segment as u64 + scan.position as u64) % layout.segments_count as u64;
     (index as u32, scan.superblock.head_sequence.wrapping_add(scan.position as u64))
+}
+
+/// Device offset of the part expected next.
+fn part_offset(layout: &LogLayout, scan: &SegmentScan) -> u64 {
+    let (index, _) = position_target(layout, scan);
+    layout.segment_offset(index) + scan.first_block as u64 * layout.segment.block_size as u64
 }
 
 impl IoMachine for LogScanner {
@@ -476,6 +504,42 @@ mod tests {
         assert_eq!(scanned.segments[1].revokes, vec![7]);
         assert_eq!((scanned.corrupt_copies_detected, scanned.io_errors), (0, 0));
         assert_eq!(scanned.superblock_units, vec![Some(1)]);
+    }
+
+    #[test]
+    fn follows_parts_within_a_segment_then_into_the_next() {
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock(1, 2, 40);
+        // Segment 2: three parts (a barrier after one block, revokes only,
+        // then two blocks ending the segment); segment 3: two parts, open.
+        image.write_parts(2, &[spec(40, true, &[(1, 1)], &[]), spec(40, false, &[], &[1]), spec(40, true, &[(2, 1), (3, 1)], &[])], true);
+        image.write_parts(3, &[spec(41, true, &[(4, 1)], &[]), spec(41, false, &[(5, 1)], &[])], false);
+        // A part of segment 3 from an earlier run, where no part of this run
+        // says one starts (after a part that ended nothing): never reached.
+        let stale = image.encode_part(3, 3, 6, &spec(41, true, &[(6, 1)], &[]), true, INSTANCE_ID);
+        let offset = image.layout.segment_offset(3) as usize + 6 * BLOCK_SIZE as usize;
+        image.mirrors[0][offset..offset + stale.len()].copy_from_slice(&stale);
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        let places: Vec<(u64, u32, u32, bool)> =
+            scanned.segments.iter().map(|s| (s.sequence, s.part, s.first_block, s.segment_end)).collect();
+        assert_eq!(places, vec![(40, 0, 0, false), (40, 1, 2, false), (40, 2, 3, true), (41, 0, 0, false), (41, 1, 2, false)]);
+        assert_eq!(scanned.last_barrier, Some(3));
+        assert_eq!(scanned.segments[1].revokes, vec![1]);
+    }
+
+    #[test]
+    fn a_part_out_of_place_ends_the_run() {
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock(1, 0, 10);
+        image.write_parts(0, &[spec(10, true, &[(1, 1)], &[])], false);
+        // Right segment and sequence, but the part claims another place.
+        let wrong = image.encode_part(0, 2, 2, &spec(10, true, &[(2, 1)], &[]), true, INSTANCE_ID);
+        let offset = image.layout.segment_offset(0) as usize + 2 * BLOCK_SIZE as usize;
+        image.mirrors[0][offset..offset + wrong.len()].copy_from_slice(&wrong);
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        assert_eq!(scanned.segments.len(), 1);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use super::{LogScanner, Replay, ReplayError, ReplayReport, ScanError, ScannedLog};
 use crate::config::LogLayout;
 use crate::driver::mem::MemDevices;
+use crate::format::segment::{PartFlags, PartPlace};
 use crate::format::{seal, set_revoke, set_slot_lba, LogSuperblock, SegmentLayout, LBA_NONE, UNIT_BYTES};
 use crate::io::{DeviceRole, HeapAllocator};
 
@@ -72,7 +73,20 @@ impl LogImage {
         }
     }
 
+    /// A segment of one part (part 0, ending the segment).
     pub fn encode_segment(&self, segment_index: u32, spec: &SegmentSpec, instance_id: u64) -> Vec<u8> {
+        self.encode_part(segment_index, 0, 0, spec, true, instance_id)
+    }
+
+    pub fn encode_part(
+        &self,
+        segment_index: u32,
+        part: u32,
+        first_block: u32,
+        spec: &SegmentSpec,
+        segment_end: bool,
+        instance_id: u64,
+    ) -> Vec<u8> {
         let layout = &self.layout.segment;
         let mut buf = vec![0xC3; layout.segment_bytes as usize];
         for (slot, &(lba, version)) in spec.entries.iter().enumerate() {
@@ -84,10 +98,26 @@ impl LogImage {
             set_revoke(layout, &mut buf, index as u32, lba);
         }
         let (slots_used, revokes_count) = (spec.entries.len() as u32, spec.revokes.len() as u32);
-        let len =
-            seal(layout, &mut buf, instance_id, segment_index, spec.sequence, spec.barrier, slots_used, revokes_count);
+        let place = PartPlace { instance_id, segment_index, sequence: spec.sequence, part, first_block };
+        let flags = PartFlags { barrier: spec.barrier, segment_end };
+        let len = seal(layout, &mut buf, &place, flags, slots_used, revokes_count);
         buf.truncate(len);
         buf
+    }
+
+    /// Writes the parts `specs` (all of `segment_index`, in order) back to
+    /// back on every mirror; the last ends the segment if `segment_end`.
+    pub fn write_parts(&mut self, segment_index: u32, specs: &[SegmentSpec], segment_end: bool) {
+        let mut first_block = 0;
+        for (part, spec) in specs.iter().enumerate() {
+            let end = segment_end && part + 1 == specs.len();
+            let bytes = self.encode_part(segment_index, part as u32, first_block, spec, end, INSTANCE_ID);
+            let offset = self.layout.segment_offset(segment_index) as usize + first_block as usize * BLOCK_SIZE as usize;
+            for mirror in &mut self.mirrors {
+                mirror[offset..offset + bytes.len()].copy_from_slice(&bytes);
+            }
+            first_block += (bytes.len() / BLOCK_SIZE as usize) as u32;
+        }
     }
 
     pub fn write_segment_on(&mut self, mirror: usize, segment_index: u32, spec: &SegmentSpec) {

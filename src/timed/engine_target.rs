@@ -48,6 +48,7 @@ impl SimTarget for Engine {
             ("log_blocks_copied", s.log_blocks_copied),
             ("log_blocks_from_cache", s.log_blocks_from_cache),
             ("log_segments_written", s.log_segments_written),
+            ("log_parts_written", s.log_parts_written),
             ("log_reclaim_reads", s.log_reclaim_reads),
             ("flush_fallbacks", s.flush_fallbacks),
             ("commits", s.commits),
