@@ -48,6 +48,30 @@ impl BlockSet {
         })
     }
 
+    /// The smallest member >= `from`, skipping empty words 64 at a time.
+    pub fn first_at_or_after(&self, from: u32) -> Option<u32> {
+        let mut w = from as usize / 64;
+        if w >= self.words.len() {
+            return None;
+        }
+        let masked = self.words[w] & (u64::MAX << (from % 64));
+        if masked != 0 {
+            return Some((w * 64) as u32 + masked.trailing_zeros());
+        }
+        w += 1;
+        let mut s = w / 64;
+        while s < self.summary.len() {
+            let summary = if s == w / 64 { self.summary[s] & u64::MAX.checked_shl((w % 64) as u32).unwrap_or(0) } else { self.summary[s] };
+            if summary != 0 {
+                let word = s * 64 + summary.trailing_zeros() as usize;
+                return Some((word * 64) as u32 + self.words[word].trailing_zeros());
+            }
+            s += 1;
+            w = s * 64;
+        }
+        None
+    }
+
     pub fn memory_bytes(&self) -> usize {
         (self.words.len() + self.summary.len()) * 8
     }
@@ -86,6 +110,9 @@ mod tests {
                     model.remove(&block);
                 }
                 prop_assert_eq!(set.contains(block), model.contains(&block));
+            }
+            for from in [0, blocks / 3, blocks / 2, blocks * 2 / 3, blocks - 1] {
+                prop_assert_eq!(set.first_at_or_after(from), model.range(from..).next().copied());
             }
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
         }

@@ -129,6 +129,9 @@ pub struct CacheIndex {
     /// them when their successor commits. Fixed-size: nothing grows on the
     /// write path.
     superseded: BlockSet,
+    /// Dirty blocks whose value is not in the log (the `unlogged_dirty_count`
+    /// ones), so that logging them later visits them alone.
+    unlogged: BlockSet,
     clock_hand: u32,
 }
 
@@ -153,6 +156,7 @@ impl CacheIndex {
             unlogged_dirty_count: 0,
             dirty_through_count: 0,
             superseded: BlockSet::new(blocks_count),
+            unlogged: BlockSet::new(blocks_count),
             clock_hand: 0,
         };
         for block in (0..blocks_count).rev() {
@@ -189,8 +193,14 @@ impl CacheIndex {
         for (b, was) in blocks.into_iter().zip(before) {
             let now = b != NO_BLOCK && self.unlogged_dirty(b);
             match (was, now) {
-                (false, true) => self.unlogged_dirty_count += 1,
-                (true, false) => self.unlogged_dirty_count -= 1,
+                (false, true) => {
+                    self.unlogged_dirty_count += 1;
+                    self.unlogged.insert(b);
+                }
+                (true, false) => {
+                    self.unlogged_dirty_count -= 1;
+                    self.unlogged.remove(b);
+                }
                 _ => {}
             }
         }
@@ -404,6 +414,12 @@ impl CacheIndex {
     fn release_superseded(&mut self, block: u32) {
         debug_assert!(self.superseded.contains(block), "superseded block {block} not listed");
         self.superseded.remove(block);
+    }
+
+    /// The first dirty block missing from the log at or after `from`,
+    /// wrapping round once.
+    pub fn next_unlogged_dirty(&self, from: u32) -> Option<u32> {
+        self.unlogged.first_at_or_after(from).or_else(|| self.unlogged.first_at_or_after(0))
     }
 
     /// Superseded and evicted blocks whose durable entry is still valid.
@@ -674,6 +690,7 @@ impl CacheIndex {
         self.blocks.len() * std::mem::size_of::<Block>()
             + self.map.memory_bytes()
             + self.superseded.memory_bytes()
+            + self.unlogged.memory_bytes()
     }
 }
 

@@ -145,11 +145,13 @@ impl Engine {
         if !self.log_active() || self.cache.unlogged_dirty_count() == 0 {
             return;
         }
+        // Only the blocks missing from the log are visited (a set of them),
+        // each at most once per call.
         let n = self.cache.blocks_count();
-        let mut visits = n;
-        while visits > 0 && self.cache.unlogged_dirty_count() > 0 {
+        let mut visits = self.cache.unlogged_dirty_count();
+        while visits > 0 {
             visits -= 1;
-            let block = self.logging.scan_hand;
+            let Some(block) = self.cache.next_unlogged_dirty(self.logging.scan_hand) else { return };
             self.logging.scan_hand = (block + 1) % n;
             let candidate = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY)
