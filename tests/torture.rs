@@ -31,7 +31,9 @@
 //! a retiring log up again or before a restarted log's superblock was
 //! durable, a superblock left older on one mirror by a power loss, a failed
 //! backing FLUSH counted as covering write-throughs, and a write-through
-//! going ahead of a queued older write-back block write.
+//! going ahead of a queued older write-back block write, and (log format 2)
+//! a cache read into a log part of a restarted log taken as current once
+//! its buffer was released (seed 3110).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
@@ -201,6 +203,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 780, 300),
     (Policy::Hhc, 894, 1000),
     (Policy::Hhc, 2002, 1000),
+    (Policy::Hhc, 3110, 300),
     (Policy::Hhc, 4125, 300),
     (Policy::Hhc, 14872, 300),
     (Policy::Hhc, 15455, 300),

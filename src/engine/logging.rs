@@ -38,11 +38,19 @@ pub(super) struct LogWork {
     reclaim_cursor: u64,
     /// The live entries (lba, loc) of the segment reclamation read; reused.
     reclaim_entries: Vec<(u32, u32)>,
+    /// Logged dirty blocks whose entry (block, loc) reclamation moves to the
+    /// log's tail. They stay `Logged`: their entry is durable where it is,
+    /// so a flush need not wait for the move (at most one segment's worth).
+    relog_queue: std::collections::VecDeque<(u32, u32)>,
 }
 
 impl LogWork {
     pub fn new(blocks_per_segment: u32) -> Self {
-        LogWork { reclaim_entries: Vec::with_capacity(blocks_per_segment as usize), ..LogWork::default() }
+        LogWork {
+            reclaim_entries: Vec::with_capacity(blocks_per_segment as usize),
+            relog_queue: std::collections::VecDeque::with_capacity(blocks_per_segment as usize),
+            ..LogWork::default()
+        }
     }
 }
 
@@ -139,10 +147,19 @@ impl Engine {
         }
     }
 
-    /// Logs dirty blocks whose value is not in the log by reading them from
-    /// the cache device straight into a log buffer slot.
+    /// Logs dirty blocks whose value is not in the log, then moves the
+    /// entries reclamation queued, by reading the blocks from the cache
+    /// device straight into slots of the open part.
     pub(super) fn log_unlogged_blocks(&mut self) {
-        if !self.log_active() || self.cache.unlogged_dirty_count() == 0 {
+        if !self.log_active() {
+            return;
+        }
+        self.log_missing_blocks();
+        self.relog_queued_blocks();
+    }
+
+    fn log_missing_blocks(&mut self) {
+        if self.cache.unlogged_dirty_count() == 0 {
             return;
         }
         // Only the blocks missing from the log are visited (a set of them),
@@ -163,23 +180,61 @@ impl Engine {
             if !candidate {
                 continue;
             }
-            let Some(buffer) = self.open_buffer_with_slot(OpenFor::Relog) else { return };
-            let region = self.log.buffers[buffer].region;
-            let memory = self.regions.all[region as usize].as_mut_slice();
-            let (loc, start) = self.log.append(memory, self.cache.lba(block) as u64, LOC_NONE);
-            self.log.buffers[buffer].slot_reads_in_flight += 1;
-            self.cache.pin(block);
-            let bs = self.config.block_size as u64;
-            let offset = self.cache_layout.block_offset(block as u64);
-            let target = IoBuffer::Engine { region, offset_bytes: start as u32 };
-            let op = Op::LogSlotRead { block, buffer: buffer as u32, loc };
-            self.submit(op, DeviceRole::Cache, IoKind::Read, offset, bs, target);
+            if !self.read_into_log(block, LOC_NONE) {
+                return;
+            }
         }
     }
 
-    pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, status: IoStatus) {
+    /// Moves the entries reclamation queued: each block still dirty and
+    /// logged at the same place is read into the open part.
+    fn relog_queued_blocks(&mut self) {
+        while let Some(&(block, from)) = self.logging.relog_queue.front() {
+            let still_there = self.cache.state(block) == BlockState::Mapped
+                && self.cache.has(block, flag::DIRTY | flag::LOGGED)
+                && self.cache.log_loc(block) == from;
+            if !still_there {
+                self.logging.relog_queue.pop_front();
+                continue;
+            }
+            if self.cache.has(block, flag::BUSY) || self.cache.pins(block) > 0 {
+                // Busy for now: try again after the others.
+                self.logging.relog_queue.rotate_left(1);
+                return;
+            }
+            if !self.read_into_log(block, from) {
+                return;
+            }
+            self.logging.relog_queue.pop_front();
+        }
+    }
+
+    /// Reads `block` from the cache device into a new slot of the open part;
+    /// false if no part can take it now.
+    fn read_into_log(&mut self, block: u32, relog_from: u32) -> bool {
+        let Some(buffer) = self.open_buffer_with_slot(OpenFor::Relog) else { return false };
+        let region = self.log.buffers[buffer].region;
+        let memory = self.regions.all[region as usize].as_mut_slice();
+        let (loc, start) = self.log.append(memory, self.cache.lba(block) as u64, LOC_NONE);
+        self.log.buffers[buffer].slot_reads_in_flight += 1;
+        self.cache.pin(block);
+        let bs = self.config.block_size as u64;
+        let offset = self.cache_layout.block_offset(block as u64);
+        let target = IoBuffer::Engine { region, offset_bytes: start as u32 };
+        let op = Op::LogSlotRead { block, buffer: buffer as u32, loc, relog_from };
+        self.submit(op, DeviceRole::Cache, IoKind::Read, offset, bs, target);
+        true
+    }
+
+    /// Whether reclamation has moves queued or reads of them in flight.
+    fn relog_pending(&self) -> bool {
+        !self.logging.relog_queue.is_empty() || self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight > 0)
+    }
+
+    pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, relog_from: u32, status: IoStatus) {
+        let current = self.log.is_current(buffer as usize);
         self.log.slot_read_done(buffer as usize);
-        if !self.log.is_current(buffer as usize) {
+        if !current {
             // The log restarted meanwhile: this slot belongs to nothing.
             self.cache.unpin(block);
             return;
@@ -187,10 +242,18 @@ impl Engine {
         // The part cannot have been sealed while the read filled it.
         debug_assert_eq!(self.log.open_buffer, Some(buffer as usize));
         let point = self.log.open_point().expect("the read's part is open");
+        // The block still holds the value read: still current and dirty, and
+        // either still missing from the log or still logged where it was
+        // when reclamation queued it.
+        let placed = if relog_from == LOC_NONE {
+            !self.cache.has(block, flag::LOGGED)
+        } else {
+            self.cache.has(block, flag::LOGGED) && self.cache.log_loc(block) == relog_from
+        };
         let adopt = status == IoStatus::Ok
             && self.cache.state(block) == BlockState::Mapped
             && self.cache.has(block, flag::DIRTY)
-            && !self.cache.has(block, flag::LOGGED);
+            && placed;
         if adopt {
             let previous = self.cache.log_loc(block);
             self.log.kill(previous, Some(point));
@@ -238,7 +301,7 @@ impl Engine {
             self.logging.barrier_wanted = false;
             return;
         }
-        if self.logging.barrier_after_relog && self.cache.unlogged_dirty_count() == 0 {
+        if self.logging.barrier_after_relog && self.cache.unlogged_dirty_count() == 0 && !self.relog_pending() {
             self.logging.barrier_after_relog = false;
             self.logging.barrier_wanted = true;
         }
@@ -355,6 +418,7 @@ impl Engine {
     /// at `first`: revokes owed to old entries go with it.
     fn start_new_log(&mut self, first: u64) {
         self.log.reinitialise(first);
+        self.logging.relog_queue.clear();
         self.writeback.revoke_debts.clear();
         self.startup_revokes.clear();
     }
@@ -409,7 +473,7 @@ impl Engine {
         }
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
         let wanted = self.log_space_low() || (self.is_idle() && half_full);
-        if !wanted || self.logging.reclaim_in_flight {
+        if !wanted || self.logging.reclaim_in_flight || !self.logging.relog_queue.is_empty() {
             return;
         }
         let head = self.log.head_sequence;
@@ -482,7 +546,7 @@ impl Engine {
                 continue;
             }
             if relog {
-                self.cache.set_logged(block, false);
+                self.logging.relog_queue.push_back((block, loc));
             } else {
                 self.writeback.queue.push_back((lba, None));
             }

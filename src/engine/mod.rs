@@ -66,7 +66,10 @@ enum Op {
     FlushBacking,
     WritebackRead { extent: u32 },
     WritebackWrite { extent: u32 },
-    LogSlotRead { block: u32, buffer: u32, loc: u32 },
+    /// A cache block read into slot `loc` of the open part; `relog_from` is
+    /// the entry it replaces when reclamation moves a logged block
+    /// (`LOC_NONE` when the block was missing from the log).
+    LogSlotRead { block: u32, buffer: u32, loc: u32, relog_from: u32 },
     SegmentWrite { buffer: u32, write: u32, mirror: u8 },
     SegmentFlush { buffer: u32, write: u32, mirror: u8 },
     SuperblockWrite { mirror: u8 },
@@ -248,7 +251,9 @@ impl Engine {
             Op::FlushBacking => self.backing_flush_done(status),
             Op::WritebackRead { extent } => self.writeback_read_done(extent, status),
             Op::WritebackWrite { extent } => self.writeback_write_done(extent, status),
-            Op::LogSlotRead { block, buffer, loc } => self.log_slot_read_done(block, buffer, loc, status),
+            Op::LogSlotRead { block, buffer, loc, relog_from } => {
+                self.log_slot_read_done(block, buffer, loc, relog_from, status)
+            }
             Op::SegmentWrite { buffer, write, mirror } => self.segment_write_done(buffer, write, mirror, status),
             Op::SegmentFlush { buffer, write, mirror } => self.segment_flush_done(buffer, write, mirror, status),
             Op::SuperblockWrite { mirror } => self.superblock_write_done(mirror, status),
