@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Integration tests of the HHC SPDK module (docs/spdk.md). Needs an SPDK
-# install (SPDK_DIR, default /opt/spdk, with bin/bdevperf, lib/fio/spdk_bdev)
-# and fio (FIO, default /opt/fio/fio), and the artifacts of
-# `make -C spdk-glue` in OUT (default target/spdk).
+# install (SPDK_DIR, default /opt/spdk, with bin/bdevperf, lib/fio/spdk_bdev
+# and an RPC client: bin/spdk-rpc, scripts/rpc.py or python/rpc.py, found by
+# tests/spdk/env.sh), fio (FIO, else fio on PATH, else /opt/fio/fio, else
+# /opt/src/fio/fio) and the artifacts of `make -C spdk-glue` in OUT (default
+# target/spdk).
+#
+# Memory (MiB, --no-huge): HHC_TGT_MEM_MB (default 2048: with OCF built in,
+# OCF's pools take ~490 MiB at start-up and the iSCSI subsystem fails below
+# that), BDEVPERF_MEM_MB (default 1024), FIO_SPDK_MEM_MB (fio's --spdk_mem,
+# default 1024).
 #
 # Every step has a timeout; every process started here is stopped by PID on
 # exit. Prints "N passed, N failed" last and exits non-zero on any failure.
@@ -12,15 +19,23 @@ set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 SPDK_DIR=${SPDK_DIR:-/opt/spdk}
-FIO=${FIO:-/opt/fio/fio}
+# shellcheck source=tests/spdk/env.sh
+. "$REPO/tests/spdk/env.sh"
+spdk_find_fio
 OUT=${OUT:-$REPO/target/spdk}
+HHC_TGT_MEM_MB=${HHC_TGT_MEM_MB:-2048}
+BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-1024}
+FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-1024}
 MODULE=$OUT/libspdk_bdev_hhc.so
 TGT=$OUT/hhc_tgt
 WORK=$(mktemp -d /tmp/hhc-spdk-test.XXXXXX)
 SOCK=$WORK/rpc.sock
 export LD_LIBRARY_PATH=$SPDK_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONPATH=$REPO/json-rpc:$SPDK_DIR/python${PYTHONPATH:+:$PYTHONPATH}
-RPC="timeout 60 python3 $SPDK_DIR/python/rpc.py -s $SOCK -t 50 --plugin hhc_rpc_plugin"
+# The plugin first, then SPDK's python package (for raw_call; spdk_find_rpc
+# appends it), then whatever the caller had.
+export PYTHONPATH=$REPO/json-rpc${PYTHONPATH:+:$PYTHONPATH}
+spdk_find_rpc
+RPC="timeout 60 $SPDK_RPC_CMD -s $SOCK -t 50 --plugin hhc_rpc_plugin"
 POLICIES=${POLICIES-"passthrough wt wb wb-flush wb-ordered hhc"}
 PASSED=0
 FAILED=0
@@ -72,7 +87,7 @@ run_fio() { # json filename rw extra-args...
     local json=$1 filename=$2 rw=$3
     shift 3
     timeout -k 5 120 env LD_PRELOAD="$MODULE" "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" \
-        --spdk_json_conf="$json" --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem=1024 \
+        --spdk_json_conf="$json" --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" \
         --filename="$filename" --direct=1 --bs=4k --iodepth=16 --rw="$rw" --size=8m \
         --verify=crc32c --verify_fatal=1 --randseed=42 "$@"
 }
@@ -81,7 +96,7 @@ fio_write_verify() { run_fio "$1" hhc0 randwrite --fsync=16 --do_verify=1; }
 fio_verify_only() { run_fio "$1" "${2:-hhc0}" randwrite --verify_only=1; }
 
 bdevperf_verify() { # json
-    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s 1024 \
+    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
         --json "$1" -T hhc0 -q 16 -o 4096 -w verify -t 3 -r "$WORK/bdevperf.sock"
 }
 
@@ -110,7 +125,7 @@ test_policies() {
 
 start_tgt() {
     rm -f "$SOCK"
-    "$TGT" --no-huge -s 1024 -r "$SOCK" --disable-cpumask-locks >>"$WORK/tgt.log" 2>&1 &
+    "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks >>"$WORK/tgt.log" 2>&1 &
     TGT_PID=$!
     for _ in $(seq 100); do
         [ -S "$SOCK" ] && $RPC spdk_get_version >/dev/null 2>&1 && return 0
@@ -145,12 +160,16 @@ expect_rpc_error() { # expected-text command...
     [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] || { echo "a bdev was left behind"; return 1; }
 }
 
-# A JSON-RPC call without the plugin's client-side checks.
-raw_call() { # method params-json
-    timeout 60 python3 - "$SOCK" "$1" "$2" <<'PY'
+# JSON-RPC calls without the plugin's client-side checks, over one
+# connection, back to back (no client start-up between them).
+raw_call() { # method params-json [method params-json ...]
+    timeout 60 python3 - "$SOCK" "$@" <<'PY'
 import json, sys
 from spdk.rpc.client import JSONRPCClient
-print(JSONRPCClient(sys.argv[1], timeout=50).call(sys.argv[2], json.loads(sys.argv[3])))
+client = JSONRPCClient(sys.argv[1], timeout=50)
+calls = sys.argv[2:]
+for method, params in zip(calls[::2], calls[1::2]):
+    print(client.call(method, json.loads(params)))
 PY
 }
 
@@ -178,7 +197,7 @@ rpc_lifecycle() {
         grep -q '"health": "ok"' "$WORK/hhc_bdevs.json" &&
         $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs.json" &&
         grep -q '"policy": "hhc"' "$WORK/bdevs.json" &&
-        timeout 60 python3 "$SPDK_DIR/python/rpc.py" -s "$SOCK" save_config >"$WORK/config.json" &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/config.json" &&
         grep -q '"method": "bdev_hhc_create"' "$WORK/config.json" &&
         $RPC bdev_hhc_delete hhc0 &&
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
@@ -196,7 +215,8 @@ uuid_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["
 # The plugin under the PyPI `spdk` package's spdk-rpc (SPDK_RPC_PYPI, set up
 # by .ci/run) as well as under SPDK's own rpc.py.
 pypi_plugin() {
-    # Only the plugin on the path: SPDK_DIR/python has a package named spdk too.
+    # Only the plugin on the path: the install's own `spdk` package (which
+    # PYTHONPATH carries for raw_call) would shadow the PyPI one.
     local rpc="timeout 60 env PYTHONPATH=$REPO/json-rpc $SPDK_RPC_PYPI -s $SOCK -t 50 --plugin hhc_rpc_plugin"
     expect_rpc_error "block_size 3000" $rpc bdev_hhc_create -b h --backing back --cache ssd --block-size 3000 --policy wb &&
         $rpc bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy wb --segment-size 262144 &&
@@ -230,7 +250,7 @@ remote_fio() { # rw extra-args... (no preload: the client needs no HHC)
     local rw=$1
     shift
     timeout -k 5 120 "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$WORK/nvmf.json" \
-        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem=1024 --filename=remoten1 --direct=1 \
+        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=remoten1 --direct=1 \
         --bs=4k --iodepth=16 --rw="$rw" --size=8m --verify=crc32c --verify_fatal=1 --randseed=7 "$@"
 }
 
@@ -259,8 +279,12 @@ cache_loss() {
     remote_fio randwrite --offset=16m --time_based=1 --runtime=5 --verify=0 >/dev/null 2>&1 &
     local load=$!
     sleep 2
-    $RPC bdev_delay_update_latency slowback avg_write 100 && $RPC bdev_delay_update_latency slowback p99_write 100 &&
-        $RPC bdev_aio_delete ssd || return 1
+    # In one client process: with a client start-up (0.3-0.5 s) between the
+    # latency drop and the delete, write-back could drain every dirty block
+    # first and leave nothing to replay.
+    raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
+        bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
+        bdev_aio_delete '{"name":"ssd"}' || return 1
     wait "$load"
     for _ in $(seq 600); do grep -q "replayed .* blocks" "$WORK/tgt.log" && break; sleep 0.1; done
     grep "replayed\|cache lost" "$WORK/tgt.log"
@@ -269,7 +293,7 @@ cache_loss() {
     stop_tgt
     bdev_json unused back | sed '/bdev_hhc_create/,+1d;/bdev_delay_create/,+1d' >"$WORK/back-only.json"
     timeout -k 5 120 "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$WORK/back-only.json" \
-        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem=1024 --filename=back --direct=1 \
+        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=back --direct=1 \
         --bs=4k --iodepth=16 --rw=randwrite --size=8m --verify=crc32c --verify_fatal=1 --randseed=7 --verify_only=1
 }
 
@@ -314,13 +338,18 @@ examine_assembles() {
 }
 
 main() {
+    spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
+    log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
+    [ -n "$SPDK_RPC_CMD" ] || { log "missing an RPC client under $SPDK_DIR"; echo "0 passed, 1 failed"; exit 1; }
+    [ -n "$SPDK_PY_DIR" ] || { log "missing SPDK's python spdk package under $SPDK_DIR"; echo "0 passed, 1 failed"; exit 1; }
+    [ -n "$FIO" ] || { log "missing fio"; echo "0 passed, 1 failed"; exit 1; }
     for f in "$MODULE" "$TGT" "$FIO" "$SPDK_DIR/bin/bdevperf" "$SPDK_DIR/lib/fio/spdk_bdev"; do
         [ -e "$f" ] || { log "missing $f"; echo "0 passed, 1 failed"; exit 1; }
     done
     NVMF_PORT=$((4420 + RANDOM % 1000))
     test_policies
     make_files
-    if start_tgt && tgt_bases; then
+    if start_tgt && tgt_bases >/dev/null; then
         check "bad RPC inputs are refused, nothing created" bad_inputs
         check "create, get, save_config, delete, warm re-create via the rpc.py plugin" rpc_lifecycle
         if [ -x "${SPDK_RPC_PYPI:-}" ]; then

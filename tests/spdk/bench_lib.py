@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Helpers of tests/spdk/bench.sh: JSON-RPC calls, a stats poller, result
+records and the side-by-side tables. Needs SPDK's python `spdk` package on
+PYTHONPATH (tests/spdk/env.sh puts it there).
+
+  call SOCK METHOD PARAMS TIMEOUT         prints the result as JSON
+  wait SOCK SECONDS                       until the app answers spdk_get_version
+  stats SOCK KIND                         {"hhc": <stats>|null, "ocf": <counters>|null} of bdev bench0
+                                          (KIND: hhc, ocf or none)
+  poll SOCK KIND OUT                      appends a stats line to OUT every 0.25 s until SOCK goes
+  bdevperf RESULT LOGCHUNK BEFORE AFTER   prints one record (JSON) of a bdevperf run
+  fio FIO_JSON POLL_FILE                  prints one record of a fio run
+  report RESULTS                          prints the tables
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+BENCH_BDEV = "bench0"
+
+
+def client(sock, timeout):
+    from spdk.rpc.client import JSONRPCClient
+    return JSONRPCClient(sock, timeout=timeout, log_level="ERROR")
+
+
+def cmd_call(sock, method, params, timeout):
+    params = json.loads(params) if params else None
+    c = client(sock, float(timeout))
+    print(json.dumps(c.call(method, params)))
+    c.close()
+
+
+def cmd_wait(sock, seconds):
+    deadline = time.time() + float(seconds)
+    while time.time() < deadline:
+        if os.path.exists(sock):
+            try:
+                c = client(sock, 5)
+                c.call("spdk_get_version")
+                c.call("bdev_get_bdevs", {"name": BENCH_BDEV, "timeout": 2000})
+                c.close()
+                return 0
+            except Exception:  # not up yet
+                pass
+        time.sleep(0.2)
+    print(f"no answer on {sock} within {seconds} s", file=sys.stderr)
+    return 1
+
+
+def counters(c, kind):
+    """The engine's stats (kind hhc, through the plugin in json-rpc/) or OCF's
+    request counters (kind ocf) of bdev bench0; nothing for other kinds."""
+    out = {"hhc": None, "ocf": None, "t": time.time()}
+    if kind == "hhc":
+        import hhc_rpc_plugin
+        out["hhc"] = hhc_rpc_plugin.bdev_hhc_get_bdevs(c, BENCH_BDEV)[0]["stats"]
+    elif kind == "ocf":
+        s = c.call("bdev_ocf_get_stats", {"name": BENCH_BDEV})
+        out["ocf"] = {group + "." + k: v["count"] for group in ("requests", "blocks")
+                      for k, v in s.get(group, {}).items()}
+    return out
+
+
+def cmd_stats(sock, kind):
+    c = client(sock, 10)
+    print(json.dumps(counters(c, kind)))
+    c.close()
+
+
+def cmd_poll(sock, kind, out_path):
+    """Samples until the socket goes: a fio process has no other way to show
+    its engine's counters after the measured job than while it still runs."""
+    seen = False
+    c = None
+    deadline = time.time() + 3600
+    with open(out_path, "a") as out:
+        while time.time() < deadline:
+            if not os.path.exists(sock):
+                if seen:
+                    return 0
+                time.sleep(0.1)
+                continue
+            try:
+                if c is None:
+                    c = client(sock, 2)
+                sample = counters(c, kind)
+                seen = True
+                out.write(json.dumps(sample) + "\n")
+                out.flush()
+            except Exception:
+                if c is not None:
+                    try:
+                        c.close()
+                    except Exception:
+                        pass
+                c = None
+                if seen and not os.path.exists(sock):
+                    return 0
+            time.sleep(0.25)
+    return 0
+
+
+def delta(before, after):
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before.get(k, 0) if isinstance(after[k], (int, float)) else after[k] for k in after}
+
+
+GAUGES = ("dirty_blocks", "free_blocks", "cache_blocks", "log_segments_in_use", "healthy_mirrors")
+
+
+def hhc_summary(before, after, segments):
+    """Stats delta of a run and the log wraps in it."""
+    if after is None:
+        return None
+    before = before or {k: 0 for k in after}
+    d = delta(before, after)
+    for g in GAUGES:
+        if g in after:
+            d[g] = after[g]
+    if "log_wraps" in after:
+        wraps, how = d["log_wraps"], "log_wraps (engine)"
+    elif "log_segments_total" in after and after["log_segments_total"]:
+        wraps = d["log_segments_written"] / after["log_segments_total"]
+        how = "log_segments_written / log_segments_total (engine)"
+    else:
+        wraps = d["log_segments_written"] / segments
+        how = f"log_segments_written / {segments} segments (computed from the log size; no log_wraps in stats)"
+    hits, misses = d.get("read_hits", 0), d.get("read_misses", 0)
+    return {"delta": d, "wraps": wraps, "wraps_how": how,
+            "hit_pct": 100.0 * hits / (hits + misses) if hits + misses else None}
+
+
+def ocf_hit_pct(before, after):
+    d = delta(before, after)
+    if not d or not d.get("requests.rd_total"):
+        return None
+    return 100.0 * d["requests.rd_hits"] / d["requests.rd_total"]
+
+
+def parse_bdevperf_chunk(text):
+    """Percentiles of bdevperf -l's latency summary: {'99.00000': us, ...}."""
+    out = {}
+    for m in re.finditer(r"^\s*([0-9.]+)% :\s*([0-9.]+)us", text, re.M):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def cmd_bdevperf(result_path, chunk_path, before_path, after_path):
+    res = json.load(open(result_path))["results"][0]
+    pct = parse_bdevperf_chunk(open(chunk_path, errors="replace").read())
+    before, after = json.load(open(before_path)), json.load(open(after_path))
+    rec = {"iops": res["iops"], "mean_us": res["avg_latency_us"], "p50_us": pct.get("50.00000"),
+           "p99_us": pct.get("99.00000"), "max_us": res["max_latency_us"], "runtime_s": res["runtime"],
+           "io_failed": res["io_failed"]}
+    add_stats(rec, before, after)
+    print(json.dumps(rec))
+
+
+def add_stats(rec, before, after):
+    segments = int(os.environ.get("BENCH_LOG_SEGMENTS", "0")) or 1
+    s = hhc_summary(before.get("hhc"), after.get("hhc"), segments)
+    if s:
+        rec.update(stats=s["delta"], wraps=s["wraps"], wraps_how=s["wraps_how"], hit_pct=s["hit_pct"])
+    elif after.get("ocf"):
+        rec["hit_pct"] = ocf_hit_pct(before.get("ocf"), after.get("ocf"))
+
+
+def pctl(p, key):
+    return p.get(key) / 1000.0 if p and p.get(key) is not None else None
+
+
+def cmd_fio(fio_json, poll_path):
+    text = open(fio_json).read()
+    # fio may print plugin lines before the JSON document.
+    job = next(j for j in json.loads(text[text.index("{"):])["jobs"] if j["jobname"] == "bench")
+    w, sync = job["write"], job.get("sync", {})
+    lat = sync.get("lat_ns", {})
+    rec = {"iops": w["iops"], "mean_us": w["clat_ns"]["mean"] / 1000.0,
+           "p50_us": pctl(w["clat_ns"].get("percentile"), "50.000000"),
+           "p99_us": pctl(w["clat_ns"].get("percentile"), "99.000000"),
+           "max_us": w["clat_ns"]["max"] / 1000.0, "runtime_s": w["runtime"] / 1000.0,
+           "writes": w["total_ios"], "flushes": sync.get("total_ios", 0),
+           "flush_p50_us": pctl(lat.get("percentile"), "50.000000"),
+           "flush_p99_us": pctl(lat.get("percentile"), "99.000000"),
+           "flush_max_us": lat["max"] / 1000.0 if lat.get("N") else None,
+           "io_failed": job.get("error", 0)}
+    samples = [json.loads(line) for line in open(poll_path) if line.strip()] if os.path.exists(poll_path) else []
+    if samples and samples[-1].get("hhc") is not None:
+        # The process made the bdev: its counters start at zero. The "after" is
+        # the first sample that has seen every write of the measured job (the
+        # hold job behind it keeps the process up and only reads).
+        after = next((s for s in samples if s["hhc"] and s["hhc"]["writes"] >= w["total_ios"]), None)
+        if after is None:
+            after = samples[-1]
+            rec["note"] = (f"stats sampled before the last writes: engine saw {after['hhc']['writes']} "
+                           f"of {w['total_ios']}")
+        zero = {k: 0 for k in after["hhc"]}
+        add_stats(rec, {"hhc": zero}, after)
+    print(json.dumps(rec))
+
+
+# -------------------------------------------------------------- tables
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if abs(v) >= 10000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def cmd_report(results_path):
+    recs = [json.loads(line) for line in open(results_path) if line.strip()]
+    order = []
+    for r in recs:
+        if r["workload"] not in order:
+            order.append(r["workload"])
+    how = sorted({r["wraps_how"] for r in recs if r.get("wraps_how")})
+    for wl in order:
+        rows = [r for r in recs if r["workload"] == wl]
+        by = {r["target"]: r for r in rows if "iops" in r}
+        wb = by.get("hhc:wb", {}).get("iops")
+        pt = by.get("bdev_passthru", {}).get("iops")
+        flush = any("flush_p50_us" in r for r in rows)
+        # Hits only mean something for the read workload (a write run's
+        # only reads are the fio hold job's few).
+        hits = wl == "randread"
+        print()
+        print(f"== {rows[0]['title']} ==")
+        cols = ["target", "IOPS", "mean us", "p99 us"]
+        if flush:
+            cols += ["flush p50", "flush p99", "flush max"]
+        cols += ["vs wb", "vs passthru"] + (["hit %"] if hits else []) + ["wraps", "run s"]
+        table = [cols]
+        for r in rows:
+            if "iops" not in r:
+                table.append([r["target"], "SKIPPED: " + r.get("skipped", "?")])
+                continue
+            line = [r["target"], fmt(r["iops"], 0), fmt(r["mean_us"]), fmt(r["p99_us"])]
+            if flush:
+                line += [fmt(r.get("flush_p50_us")), fmt(r.get("flush_p99_us")), fmt(r.get("flush_max_us"))]
+            wraps = r.get("wraps")
+            uses_log = r.get("stats", {}).get("log_segments_written", 0) > 0
+            line += [ratio(r["iops"], wb), ratio(r["iops"], pt)]
+            if hits:
+                line.append(fmt(r.get("hit_pct")))
+            line += [(fmt(wraps) if uses_log else "0") if wraps is not None else "-", fmt(r.get("runtime_s"))]
+            table.append(line)
+        widths = [max(len(str(row[i])) for row in table if len(row) > i and len(row) == len(cols))
+                  for i in range(len(cols))]
+        for row in table:
+            if len(row) != len(cols):
+                print(f"{row[0]:<{widths[0]}}  {row[1]}")
+                continue
+            print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i])
+                            for i, c in enumerate(row)))
+        # The engine's counters of each HHC run: where a policy's time went.
+        print("  engine stats over the run (HHC; dirty_blocks and log_segments_in_use at the end):")
+        for r in rows:
+            s = r.get("stats")
+            if not s:
+                continue
+            keys = ["writes", "flushes", "reads", "writebacks", "log_segments_written", "dirty_blocks",
+                    "log_segments_in_use", "device_errors"]
+            print("    " + r["target"].ljust(16) + " " + " ".join(f"{k}={s.get(k)}" for k in keys if k in s))
+        for r in rows:
+            if r.get("note"):
+                print(f"  note {r['target']}: {r['note']}")
+    print()
+    for h in how:
+        print(f"wraps = {h}")
+
+
+def main(argv):
+    cmds = {"call": cmd_call, "wait": cmd_wait, "stats": cmd_stats, "poll": cmd_poll,
+            "bdevperf": cmd_bdevperf, "fio": cmd_fio, "report": cmd_report}
+    if len(argv) < 2 or argv[1] not in cmds:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return cmds[argv[1]](*argv[2:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
