@@ -265,6 +265,63 @@ crash_after_flush() {
         export_nvmf && remote_fio randwrite --verify_only=1
 }
 
+# The engine's stats field `$1` of hhc0, from bdev_hhc_get_bdevs.
+hhc_stat() {
+    $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/stats.json" &&
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["stats"][sys.argv[2]])' "$WORK/stats.json" "$1"
+}
+
+# Steady state: full passes of fio over 8 MiB, each with its own seed and a
+# flush every 8 writes, until the log (16 MiB) has wrapped 10 times; the
+# last pass's seed is left in LAST_SEED for the verification.
+write_until_wrapped() {
+    local wraps=0 seed
+    for seed in $(seq 101 160); do
+        remote_fio randwrite --randseed="$seed" --fsync=8 --end_fsync=1 --do_verify=0 >/dev/null || return 1
+        LAST_SEED=$seed
+        wraps=$(hhc_stat log_wraps) || return 1
+        [ "$wraps" -ge 10 ] && break
+    done
+    echo "log wrapped $wraps times in $((LAST_SEED - 100)) passes"
+    log "log wrapped $wraps times in $((LAST_SEED - 100)) passes of 8 MiB"
+    [ "$wraps" -ge 10 ]
+}
+
+steady_create() { # backing
+    $RPC bdev_hhc_create -b hhc0 --backing "$1" --cache ssd --logs hdd0 --policy hhc --segment-size 262144
+}
+
+# kill -9 after the log has wrapped 10 times: the warm restart serves the
+# last pass, every block of it (a stale block of an earlier pass fails
+# fio's header check).
+steady_crash() {
+    truncate -s 16M "$WORK/hdd0.img"
+    start_tgt && tgt_bases && steady_create back && export_nvmf && write_until_wrapped || return 1
+    stop_tgt KILL
+    start_tgt && tgt_bases && steady_create back && export_nvmf &&
+        remote_fio randwrite --randseed="$LAST_SEED" --verify_only=1
+}
+
+# The cache bdev removed after the log has wrapped 10 times: the replay puts
+# the last pass onto the backing bdev (2 s a write, so that most of it is
+# still dirty and must come from the log), which then verifies alone.
+steady_cache_loss() {
+    truncate -s 16M "$WORK/hdd0.img"
+    start_tgt && tgt_bases && $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 2000000 -n 2000000 &&
+        steady_create slowback && export_nvmf && write_until_wrapped || return 1
+    raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
+        bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
+        bdev_aio_delete '{"name":"ssd"}' || return 1
+    for _ in $(seq 600); do grep -q "replayed .* blocks" "$WORK/tgt.log" && break; sleep 0.1; done
+    grep "replayed\|cache lost" "$WORK/tgt.log"
+    grep -q "replayed [1-9][0-9]* blocks" "$WORK/tgt.log" || return 1
+    stop_tgt
+    bdev_json unused back | sed '/bdev_hhc_create/,+1d;/bdev_delay_create/,+1d' >"$WORK/back-only.json"
+    timeout -k 5 120 "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$WORK/back-only.json" \
+        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=back --direct=1 \
+        --bs=4k --iodepth=16 --rw=randwrite --size=8m --verify=crc32c --verify_fatal=1 --randseed="$LAST_SEED" --verify_only=1
+}
+
 # Losing the cache device under load: the module replays the log onto the
 # backing device, so everything flushed before is readable there without HHC.
 cache_loss() {
@@ -372,6 +429,12 @@ main() {
     stop_tgt
     make_files
     check "examine: a restarted target assembles the HHC bdev from its cache bdev, warm" examine_assembles
+    stop_tgt
+    make_files
+    check "steady state: the log wraps 10 times, kill -9, warm restart serves the last pass" steady_crash
+    stop_tgt
+    make_files
+    check "steady state: the log wraps 10 times, cache bdev deleted, the backing bdev holds the last pass" steady_cache_loss
     stop_tgt
     make_files
     check "log mirror hot-removed: degraded, still serving; backing hot-removed: unregistered, warm again when re-created" hot_remove
