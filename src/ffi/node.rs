@@ -763,7 +763,7 @@ impl Core {
             Recovery::Replay(replay) if replay.is_done() => {
                 match replay.result() {
                     Some(Ok(report)) => log::warn!(
-                        "{}: replayed {} blocks from {} log segments onto {}; the HHC bdev goes away",
+                        "{}: replayed {} blocks from {} log parts onto {}; the HHC bdev goes away",
                         self.params.name, report.blocks_replayed, report.segments_replayed, self.params.backing
                     ),
                     other => log::error!("{}: replay failed: {:?}", self.params.name, other),
