@@ -35,6 +35,7 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
         mirrors_count: 2,
         mirror_index: 0,
         backing_blocks: BACKING_BLOCKS,
+        run: 1,
     };
     superblock.encode(&mut log[UNIT_BYTES..]);
     for (index, (sequence, barrier, entries, revokes)) in segments.iter().enumerate() {
@@ -47,7 +48,14 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
         for (i, &lba) in revokes.iter().enumerate() {
             set_revoke(&layout, &mut buf, i as u32, lba);
         }
-        let place = PartPlace { instance_id: 0xABCD, segment_index: index as u32, sequence: *sequence, part: 0, first_block: 0 };
+        let place = PartPlace {
+            instance_id: 0xABCD,
+            segment_index: index as u32,
+            sequence: *sequence,
+            part: 0,
+            first_block: 0,
+            run: 1,
+        };
         let flags = PartFlags { barrier: *barrier, segment_end: true };
         let len = seal(&layout, &mut buf, &place, flags, entries.len() as u32, revokes.len() as u32);
         let offset = (SEGMENTS_OFFSET_BYTES + index as u64 * segment_bytes as u64) as usize;

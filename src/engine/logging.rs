@@ -609,6 +609,7 @@ impl Engine {
             mirrors_count: self.config.mirrors_count,
             mirror_index: mirror,
             backing_blocks: self.config.backing_blocks(),
+            run: self.log.run,
         };
         let unit = mirror as usize * 2 + copy as usize;
         let region = self.regions.superblock;

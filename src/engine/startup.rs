@@ -463,6 +463,9 @@ impl Engine {
             }
         }
         let head = scanned.superblock.head_sequence;
+        // This run's parts must be told from the previous run's (see
+        // `clean_tail`, which records the number before any part is written).
+        self.log.run = scanned.superblock.run.wrapping_add(1).max(1);
         let parts: Vec<(u64, u32, bool)> = scanned.segments.iter().map(|s| (s.sequence, s.part, s.barrier)).collect();
         self.log.restore_ring(head, &parts);
         let header_blocks = self.log_layout.segment.header_blocks;
@@ -560,20 +563,33 @@ impl Engine {
         }
     }
 
-    /// Ends the last scanned segment with an empty part on every mirror
-    /// (the log goes on in the next segment), and zeroes the segments just
-    /// past it, so that stale parts there can never extend the log: a part
-    /// of the previous run that landed out of order, after a hole, would
-    /// otherwise sit where a later scan expects the restarted log's next
-    /// part. Only free positions: in a log with fewer free segments than
-    /// buffers the next positions wrap onto the oldest live segments, which
-    /// a replay after a cache loss still needs (and the previous run could
-    /// not have written there either).
+    /// Keeps the previous run's parts past the scanned end out of every
+    /// later scan. Parts of that run may have landed there out of order,
+    /// after a hole (a torn write, or one lost although it completed, in
+    /// which case the run went on well past it), and would sit where a
+    /// later scan expects the restarted log's next parts. So, on every
+    /// healthy mirror, before the engine writes any part:
+    /// - the superblock records this run's number, which every part of the
+    ///   run carries, and a scan never goes from a part of a later run to
+    ///   one of an earlier run;
+    /// - the last scanned segment is ended with an empty part (the log goes
+    ///   on in the next segment);
+    /// - the first block of the next free segments is zeroed, so that the
+    ///   scan stops there until this run writes them.
+    /// Only free positions: in a log with fewer free segments than buffers
+    /// the next positions wrap onto the oldest live segments, which a replay
+    /// after a cache loss still needs.
     fn clean_tail(&mut self) {
         if !self.log.has_healthy_mirror() {
             return;
         }
         let mirrors: Vec<u8> = self.log.healthy_mirrors().collect();
+        self.log.superblock_write_seq += 1;
+        let (write_seq, head) = (self.log.superblock_write_seq, self.log.head_sequence);
+        for &mirror in &mirrors {
+            let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
+            self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+        }
         if let Some((sequence, part, first_block)) = self.startup.as_mut().unwrap().close_segment.take() {
             let layout = self.log_layout.segment;
             let place = crate::format::segment::PartPlace {
@@ -582,6 +598,7 @@ impl Engine {
                 sequence,
                 part,
                 first_block,
+                run: self.log.run,
             };
             let flags = crate::format::segment::PartFlags { barrier: false, segment_end: true };
             let region = self.log.buffers[0].region;
@@ -593,15 +610,15 @@ impl Engine {
             }
         }
         let region = self.regions.reclaim;
-        let segment_bytes = self.log_layout.segment.segment_bytes as u64;
-        self.region(region)[..segment_bytes as usize].fill(0);
+        let block_size = self.log_layout.segment.block_size as u64;
+        self.region(region)[..block_size as usize].fill(0);
         let tail = self.log.tail_sequence;
         let positions = (self.config.log_buffers_count as u64).min(self.log.segments_free());
         for sequence in tail..tail + positions {
             let offset = self.log_layout.segment_offset(self.log.segment_index(sequence));
             for &mirror in &mirrors {
                 let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
-                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, segment_bytes, buffer);
+                self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, block_size, buffer);
             }
         }
     }

@@ -26,6 +26,7 @@ const OFF_HEAD_SEQUENCE: usize = 48;
 const OFF_BACKING_BLOCKS: usize = 56;
 const OFF_MIRRORS_COUNT: usize = 64;
 const OFF_MIRROR_INDEX: usize = 65;
+const OFF_RUN: usize = 68;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogSuperblock {
@@ -42,6 +43,9 @@ pub struct LogSuperblock {
     pub mirrors_count: u8,
     pub mirror_index: u8,
     pub backing_blocks: u64,
+    /// The engine run that wrote it: +1 per warm restart, written before
+    /// the run writes any part (every part carries its run).
+    pub run: u32,
 }
 
 impl LogSuperblock {
@@ -62,6 +66,7 @@ impl LogSuperblock {
         put_u64(unit, OFF_BACKING_BLOCKS, self.backing_blocks);
         put_u8(unit, OFF_MIRRORS_COUNT, self.mirrors_count);
         put_u8(unit, OFF_MIRROR_INDEX, self.mirror_index);
+        put_u32(unit, OFF_RUN, self.run);
         store_crc(unit, OFF_CRC);
     }
 
@@ -84,6 +89,7 @@ impl LogSuperblock {
             mirrors_count: unit[OFF_MIRRORS_COUNT],
             mirror_index: unit[OFF_MIRROR_INDEX],
             backing_blocks: get_u64(unit, OFF_BACKING_BLOCKS),
+            run: get_u32(unit, OFF_RUN),
         };
         superblock.check_fields()?;
         Ok(superblock)
@@ -130,6 +136,7 @@ mod tests {
             mirrors_count: 2,
             mirror_index: 1,
             backing_blocks: 1 << 18,
+            run: 1,
         }
     }
 
@@ -147,7 +154,7 @@ mod tests {
     fn round_trip_leaves_bytes_after_unit_alone() {
         let unit = encoded(&sample());
         assert_eq!(LogSuperblock::decode(&unit), Ok(sample()));
-        assert!(unit[66..UNIT_BYTES].iter().all(|&b| b == 0));
+        assert!(unit[66..68].iter().chain(&unit[72..UNIT_BYTES]).all(|&b| b == 0));
         assert_eq!(&unit[UNIT_BYTES..], &[0x55u8; 10]);
     }
 
@@ -220,6 +227,7 @@ mod tests {
                     mirrors_count: mirrors,
                     mirror_index: index % mirrors,
                     backing_blocks: backing,
+                    run: 1,
                 }
             })
     }

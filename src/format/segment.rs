@@ -40,7 +40,8 @@ const OFF_BLOCK_SIZE: usize = 48;
 const OFF_SEGMENT_BYTES: usize = 52;
 const OFF_PART: usize = 56;
 const OFF_FIRST_BLOCK: usize = 60;
-const OFF_RESERVED: usize = 64;
+const OFF_RUN: usize = 64;
+const OFF_RESERVED: usize = 68;
 
 /// Geometry of one segment, derived from (segment size, block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +141,10 @@ pub struct PartPlace {
     pub part: u32,
     /// Block of the segment where the part starts (0 for part 0).
     pub first_block: u32,
+    /// The engine run (+1 per warm restart, recorded in the log superblock
+    /// before the run writes any part) that wrote the part: a scan never
+    /// goes from a part of one run to a part of an earlier one.
+    pub run: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +154,7 @@ pub struct SegmentHeader {
     pub sequence: u64,
     pub part: u32,
     pub first_block: u32,
+    pub run: u32,
     pub barrier: bool,
     /// The last part of its segment: the next part is the next segment's first.
     pub segment_end: bool,
@@ -165,6 +171,7 @@ impl SegmentHeader {
             sequence: self.sequence,
             part: self.part,
             first_block: self.first_block,
+            run: self.run,
         }
     }
 
@@ -232,6 +239,7 @@ pub fn seal(
     put_u32(sealed, OFF_SEGMENT_BYTES, layout.segment_bytes);
     put_u32(sealed, OFF_PART, place.part);
     put_u32(sealed, OFF_FIRST_BLOCK, place.first_block);
+    put_u32(sealed, OFF_RUN, place.run);
     store_crc(sealed, OFF_CRC);
     total_len
 }
@@ -314,6 +322,7 @@ impl SegmentHeader {
             sequence: get_u64(sealed, OFF_SEQUENCE),
             part: get_u32(sealed, OFF_PART),
             first_block: get_u32(sealed, OFF_FIRST_BLOCK),
+            run: get_u32(sealed, OFF_RUN),
             barrier: fixed.flags.barrier,
             segment_end: fixed.flags.segment_end,
             lbas,
@@ -377,7 +386,7 @@ mod tests {
         SegmentLayout::new(8 * BS, BS).unwrap()
     }
 
-    const PLACE: PartPlace = PartPlace { instance_id: 77, segment_index: 5, sequence: 1000, part: 0, first_block: 0 };
+    const PLACE: PartPlace = PartPlace { instance_id: 77, segment_index: 5, sequence: 1000, part: 0, first_block: 0, run: 3 };
 
     fn flags(barrier: bool) -> PartFlags {
         PartFlags { barrier, segment_end: true }
@@ -432,6 +441,7 @@ mod tests {
             sequence: 1000,
             part: 0,
             first_block: 0,
+            run: 3,
             barrier: true,
             segment_end: true,
             lbas: lbas.to_vec(),

@@ -171,6 +171,9 @@ pub struct LogManager {
     pub live_entries: u64,
     /// Segments opened so far (a counter for the stats).
     pub segments_opened: u64,
+    /// This engine run's number, carried by every part it writes (1 at
+    /// format, +1 per warm restart; see `format::segment::PartPlace::run`).
+    pub run: u32,
     /// (point, barrier) of the most recently sealed part.
     last_sealed: Option<(LogPoint, bool)>,
     /// Sealed parts not yet durable, in seal order; the front's write number
@@ -213,6 +216,7 @@ impl LogManager {
             superblock_write_seq: 0,
             live_entries: 0,
             segments_opened: 0,
+            run: 1,
             last_sealed: None,
             writes: VecDeque::with_capacity(PARTS_IN_FLIGHT_MAX),
             writes_front: 0,
@@ -444,7 +448,14 @@ impl LogManager {
         let index = self.segment_index(b.sequence);
         let next_block = b.part_first + layout.header_blocks + b.slots_used;
         let segment_end = !layout.has_room_for_part(next_block);
-        let place = PartPlace { instance_id: self.instance_id, segment_index: index, sequence: b.sequence, part: b.part, first_block: b.part_first };
+        let place = PartPlace {
+            instance_id: self.instance_id,
+            segment_index: index,
+            sequence: b.sequence,
+            part: b.part,
+            first_block: b.part_first,
+            run: self.run,
+        };
         let offset = self.part_offset(b.part_first);
         let flags = PartFlags { barrier, segment_end };
         let len = segment::seal(&layout, &mut mem[offset..], &place, flags, b.slots_used, b.revokes_count) as u64;

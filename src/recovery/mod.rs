@@ -58,6 +58,7 @@ mod tests {
                 mirrors_count: 1,
                 mirror_index: 0,
                 backing_blocks: 100,
+                run: 1,
             };
             assert_eq!(log_layout(&superblock), Ok(expected));
         }
@@ -76,6 +77,7 @@ mod tests {
             mirrors_count: 1,
             mirror_index: 0,
             backing_blocks: 100,
+            run: 1,
         };
         let mut units = vec![vec![0u8; UNIT_BYTES]; 3];
         superblock(5).encode(&mut units[0]);

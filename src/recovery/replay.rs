@@ -652,7 +652,7 @@ mod tests {
     fn arb_spec() -> impl Strategy<Value = SegmentSpec> {
         let entry = prop_oneof![4 => (0..16u64, 0..4u64), 1 => Just(HOLE)];
         (proptest::collection::vec(entry, 0..=7), proptest::collection::vec(0..16u64, 0..4), any::<bool>())
-            .prop_map(|(entries, revokes, barrier)| SegmentSpec { sequence: 0, barrier, entries, revokes })
+            .prop_map(|(entries, revokes, barrier)| SegmentSpec { sequence: 0, run: 1, barrier, entries, revokes })
     }
 
     proptest! {

@@ -103,6 +103,8 @@ struct SegmentScan {
     /// The part expected next in the current segment, and its first block.
     part: u32,
     first_block: u32,
+    /// The run of the last part accepted: the next must be of it or later.
+    run: u32,
     attempt: usize,
     invalid_copies_here: u64,
     segments: Vec<ScannedSegment>,
@@ -262,6 +264,7 @@ impl LogScanner {
             position: 0,
             part: 0,
             first_block: 0,
+            run: 0,
             attempt: 0,
             invalid_copies_here: 0,
             segments: Vec::new(),
@@ -367,9 +370,14 @@ impl LogScanner {
         let (index, sequence) = position_target(&self.layout, scan);
         let instance_id = scan.superblock.instance_id;
         let place = (instance_id, index, sequence, scan.part, scan.first_block);
+        // A part of an earlier run after one of a later run was left by a
+        // run that crashed (it landed past a hole); one of a later run than
+        // the superblock names was never written by this log.
+        let runs = scan.run..=scan.superblock.run;
         match decoded {
             Ok(header)
-                if (header.instance_id, header.segment_index, header.sequence, header.part, header.first_block) == place =>
+                if (header.instance_id, header.segment_index, header.sequence, header.part, header.first_block) == place
+                    && runs.contains(&header.run) =>
             {
                 self.accept(header)
             }
@@ -383,6 +391,7 @@ impl LogScanner {
         let next_block = header.next_block(&self.layout.segment);
         let scan = self.scan_mut();
         let segment_end = header.segment_end;
+        scan.run = header.run;
         scan.segments.push(ScannedSegment {
             segment_index: header.segment_index,
             sequence: header.sequence,
@@ -526,6 +535,28 @@ mod tests {
         assert_eq!(places, vec![(40, 0, 0, false), (40, 1, 2, false), (40, 2, 3, true), (41, 0, 0, false), (41, 1, 2, false)]);
         assert_eq!(scanned.last_barrier, Some(3));
         assert_eq!(scanned.segments[1].revokes, vec![1]);
+    }
+
+    #[test]
+    fn never_goes_from_a_later_run_to_an_earlier_one() {
+        let mut image = LogImage::new(layout(6), 1);
+        let mut superblock = image.superblock(3, 0, 10, 0);
+        superblock.run = 2;
+        image.write_superblock_unit(0, 1, &superblock);
+        // Run 1 wrote segments 10 and 11; 11 was lost, 12 landed (left past
+        // the hole). Run 2 restarted, ended 10 and wrote 11 anew: run 1's 12
+        // must not extend the log, nor may a part claiming run 3 start it.
+        image.write_parts(0, &[spec(10, true, &[(1, 1)], &[]), SegmentSpec { run: 2, ..spec(10, false, &[], &[]) }], true);
+        image.write_parts(1, &[SegmentSpec { run: 2, ..spec(11, true, &[(2, 2)], &[]) }], true);
+        image.write_parts(2, &[spec(12, true, &[(3, 1)], &[])], true);
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        assert_eq!(sequences(&scanned), vec![(0, 10), (0, 10), (1, 11)]);
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock_unit(0, 1, &superblock);
+        image.write_parts(0, &[SegmentSpec { run: 3, ..spec(10, true, &[(1, 1)], &[]) }], true);
+        let mut devices = image.into_devices();
+        assert!(scan(&mut devices, layout(6), &[0]).unwrap().segments.is_empty());
     }
 
     #[test]

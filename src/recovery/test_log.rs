@@ -30,6 +30,8 @@ pub fn block_data(lba: u64, version: u64) -> Vec<u8> {
 #[derive(Clone, Debug)]
 pub struct SegmentSpec {
     pub sequence: u64,
+    /// The engine run that wrote the part (1 unless a test says otherwise).
+    pub run: u32,
     pub barrier: bool,
     /// (lba, version) per slot; `LBA_NONE` marks a hole.
     pub entries: Vec<(u64, u64)>,
@@ -59,6 +61,7 @@ impl LogImage {
             mirrors_count: self.mirrors.len() as u8,
             mirror_index: mirror as u8,
             backing_blocks: BACKING_BLOCKS,
+            run: 1,
         }
     }
 
@@ -98,7 +101,7 @@ impl LogImage {
             set_revoke(layout, &mut buf, index as u32, lba);
         }
         let (slots_used, revokes_count) = (spec.entries.len() as u32, spec.revokes.len() as u32);
-        let place = PartPlace { instance_id, segment_index, sequence: spec.sequence, part, first_block };
+        let place = PartPlace { instance_id, segment_index, sequence: spec.sequence, part, first_block, run: spec.run };
         let flags = PartFlags { barrier: spec.barrier, segment_end };
         let len = seal(layout, &mut buf, &place, flags, slots_used, revokes_count);
         buf.truncate(len);
@@ -149,7 +152,7 @@ impl LogImage {
 }
 
 pub fn spec(sequence: u64, barrier: bool, entries: &[(u64, u64)], revokes: &[u64]) -> SegmentSpec {
-    SegmentSpec { sequence, barrier, entries: entries.to_vec(), revokes: revokes.to_vec() }
+    SegmentSpec { sequence, run: 1, barrier, entries: entries.to_vec(), revokes: revokes.to_vec() }
 }
 
 /// Backing contents after replaying the valid run `run`: for each LBA the
