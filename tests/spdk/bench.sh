@@ -25,11 +25,12 @@
 # footer says which.
 #
 # Environment (defaults): SPDK_DIR (/opt/spdk), OUT (target/spdk), FIO,
-# BACK_MB (256), CACHE_MB (512), LOG_MB (64, one mirror), SEGMENT_SIZE
+# BACK_MB (256), CACHE_MB (512), LOG_MB (256, one mirror: it holds the
+# dirty threshold's 154 MiB, so hhc is not forced to write back by log space), SEGMENT_SIZE
 # (1048576), QD (32), BENCH_TIME (10 s a measured run), WARMUP_TIME (5 s),
 # MIN_WRAPS (10), MAX_TIME (180 s), FSYNCS ("1 8 64"), TARGETS ("passthru
 # passthrough wt wb wb-flush wb-ordered hhc ocf-wt ocf-wb"), WORKLOADS
-# ("randread randwrite fsync"), BDEVPERF_MEM_MB and FIO_SPDK_MEM_MB (2048),
+# ("randread randwrite fsync"), BDEVPERF_MEM_MB and FIO_SPDK_MEM_MB (3072),
 # KEEP_WORK=1 keeps the scratch directory (logs, raw results).
 set -u -o pipefail
 
@@ -44,7 +45,7 @@ BDEVPERF=$SPDK_DIR/bin/bdevperf
 FIO_PLUGIN=$SPDK_DIR/lib/fio/spdk_bdev
 BACK_MB=${BACK_MB:-256}
 CACHE_MB=${CACHE_MB:-512}
-LOG_MB=${LOG_MB:-64}
+LOG_MB=${LOG_MB:-256}
 SEGMENT_SIZE=${SEGMENT_SIZE:-1048576}
 QD=${QD:-32}
 BENCH_TIME=${BENCH_TIME:-10}
@@ -54,8 +55,8 @@ MAX_TIME=${MAX_TIME:-180}
 FSYNCS=${FSYNCS:-"1 8 64"}
 TARGETS=${TARGETS:-"passthru passthrough wt wb wb-flush wb-ordered hhc ocf-wt ocf-wb"}
 WORKLOADS=${WORKLOADS:-"randread randwrite fsync"}
-BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-2048}
-FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-2048}
+BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-3072}
+FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-3072}
 BS=4096
 # The engine's log layout (src/config.rs): two 4 KiB units of superblock,
 # then whole segments.
