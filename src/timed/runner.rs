@@ -181,7 +181,8 @@ enum Event {
     DirtySample,
 }
 
-/// A wedge in the engine: it kept asking for timers at the same instant.
+/// A wedge in the engine (or the journal): it kept asking for timers at the
+/// same instant.
 const SAME_INSTANT_TIMERS_MAX: u32 = 100_000;
 /// Prefill reads in flight: enough to keep every member disk busy.
 const PREFILL_STREAMS: u64 = 32;
@@ -325,6 +326,7 @@ impl<T: SimTarget> Simulation<T> {
             }
             Event::JournalTimer(generation) if generation == self.journal_timer.0 => {
                 self.journal_timer.1 = None;
+                self.check_timer_progress()?;
                 self.journal.handle_timer(self.now);
             }
             Event::DirtySample => self.sample_dirty(),
@@ -337,7 +339,7 @@ impl<T: SimTarget> Simulation<T> {
         if self.same_instant_timers.0 == self.now {
             self.same_instant_timers.1 += 1;
             if self.same_instant_timers.1 > SAME_INSTANT_TIMERS_MAX {
-                return Err(format!("engine asked for {SAME_INSTANT_TIMERS_MAX} timers at {} ns without time passing", self.now));
+                return Err(format!("{SAME_INSTANT_TIMERS_MAX} timers at {} ns without time passing", self.now));
             }
         } else {
             self.same_instant_timers = (self.now, 0);
