@@ -159,6 +159,13 @@ impl RunFigures {
         self.target_counters.iter().find(|(n, _)| *n == name).map(|c| c.1).unwrap_or(0)
     }
 
+    /// Times the log went round over the measured window: segments moved
+    /// into / segments of the log (fractional, unlike the engine's
+    /// `log_wraps`); 0 for a target without a log.
+    pub fn log_wraps(&self) -> f64 {
+        self.counter("log_segments_written") as f64 / self.counter("log_segments_total_now").max(1) as f64
+    }
+
     pub fn dirty_fraction(&self) -> f64 {
         if self.dirty_samples_count == 0 {
             return 0.0;
