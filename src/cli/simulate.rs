@@ -30,17 +30,17 @@ pub struct Args {
     #[arg(long, default_value = "out/simulate")]
     out_dir: PathBuf,
     /// Measured virtual seconds per point.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 10.0)]
     duration_s: f64,
-    /// Virtual seconds of workload before measuring.
-    #[arg(long, default_value_t = 1.0)]
+    /// Virtual seconds of workload before measuring (dirty data settles).
+    #[arg(long, default_value_t = 8.0)]
     settle_s: f64,
     /// Measured virtual seconds per point of the steady-state experiment.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 20.0)]
     steady_duration_s: f64,
     /// Virtual seconds of workload before measuring a steady-state point
     /// (the log fills and wraps meanwhile).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 8.0)]
     steady_settle_s: f64,
     /// Shrinks cache sizes and working sets together (1 = the paper's sizes).
     #[arg(long, default_value_t = 0.01)]
