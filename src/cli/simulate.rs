@@ -15,7 +15,7 @@ use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// all, fig5, fig6, fig7, memory or custom (the job given by --job).
+    /// all, fig5, fig6, fig7, memory, steady or custom (the job given by --job).
     #[arg(long, default_value = "all")]
     experiment: String,
     /// Device profile (`key = value` lines) overriding the defaults.
@@ -30,11 +30,18 @@ pub struct Args {
     #[arg(long, default_value = "out/simulate")]
     out_dir: PathBuf,
     /// Measured virtual seconds per point.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 10.0)]
     duration_s: f64,
-    /// Virtual seconds of workload before measuring.
-    #[arg(long, default_value_t = 1.0)]
+    /// Virtual seconds of workload before measuring (dirty data settles).
+    #[arg(long, default_value_t = 8.0)]
     settle_s: f64,
+    /// Measured virtual seconds per point of the steady-state experiment.
+    #[arg(long, default_value_t = 20.0)]
+    steady_duration_s: f64,
+    /// Virtual seconds of workload before measuring a steady-state point
+    /// (the log fills and wraps meanwhile).
+    #[arg(long, default_value_t = 8.0)]
+    steady_settle_s: f64,
     /// Shrinks cache sizes and working sets together (1 = the paper's sizes).
     #[arg(long, default_value_t = 0.01)]
     scale: f64,
@@ -63,12 +70,14 @@ fn settings(args: &Args) -> Result<Settings, String> {
     if !(args.scale > 0.0 && args.scale <= 4.0) {
         return Err(format!("--scale {} must be in (0, 4]", args.scale));
     }
-    if !(args.duration_s > 0.0 && args.settle_s >= 0.0) {
-        return Err("--duration-s must be > 0 and --settle-s >= 0".into());
+    if !(args.duration_s > 0.0 && args.settle_s >= 0.0 && args.steady_duration_s > 0.0 && args.steady_settle_s >= 0.0) {
+        return Err("--duration-s and --steady-duration-s must be > 0, --settle-s and --steady-settle-s >= 0".into());
     }
     settings.scale = args.scale;
     settings.measure_s = args.duration_s;
     settings.settle_s = args.settle_s;
+    settings.steady_measure_s = args.steady_duration_s;
+    settings.steady_settle_s = args.steady_settle_s;
     settings.seed = args.seed;
     if let Some(jobs) = args.jobs {
         settings.jobs = jobs.max(1);
@@ -79,7 +88,7 @@ fn settings(args: &Args) -> Result<Settings, String> {
     Ok(settings)
 }
 
-const EXPERIMENTS: [&str; 4] = ["fig5", "fig6", "fig7", "memory"];
+const EXPERIMENTS: [&str; 5] = ["fig5", "fig6", "fig7", "memory", experiments::STEADY];
 
 fn chosen(args: &Args) -> Result<Vec<&'static str>, String> {
     match args.experiment.as_str() {
@@ -89,7 +98,7 @@ fn chosen(args: &Args) -> Result<Vec<&'static str>, String> {
             .iter()
             .find(|e| **e == name)
             .map(|e| vec![*e])
-            .ok_or_else(|| format!("unknown experiment '{name}' (all, fig5, fig6, fig7, memory, custom)")),
+            .ok_or_else(|| format!("unknown experiment '{name}' (all, fig5, fig6, fig7, memory, steady, custom)")),
     }
 }
 
@@ -99,6 +108,7 @@ fn points(experiment: &str, args: &Args, settings: &Settings) -> Result<Vec<expe
         "fig6" => experiments::fig6_points(settings),
         "fig7" => experiments::fig7_points(settings),
         "memory" => experiments::memory_points(),
+        experiments::STEADY => experiments::steady_points(settings),
         _ => {
             let job = CustomJob::parse(args.job.as_deref().unwrap_or(""))?;
             experiments::custom_points(settings, WorkloadKind::Custom(job))
@@ -139,28 +149,30 @@ pub fn run(args: Args) -> CliResult {
     let started = Instant::now();
     let mut all_results = Vec::new();
     let mut markdown = format!(
-        "# hhc simulate\n\nscale {} (cache sizes and working sets x{}), {} s settle + {} s measured virtual time per point, seed {}\n\n",
-        settings.scale, settings.scale, settings.settle_s, settings.measure_s, settings.seed
+        "# hhc simulate\n\nscale {} (cache sizes and working sets x{}), {} s settle + {} s measured virtual time per point ({} s + {} s in the steady-state experiment), seed {}\n\n",
+        settings.scale, settings.scale, settings.settle_s, settings.measure_s, settings.steady_settle_s, settings.steady_measure_s, settings.seed
     );
     for experiment in experiments_chosen {
         let points = points(experiment, &args, &settings)?;
         let progress = |r: &PointResult| {
             let status = match &r.figures {
                 Ok(f) if args.verbose => format!(
-                    "{:.0} IOPS, dirty {:.0} %, write-back {:.1} MB/s in runs of {:.0} KiB, backing disks {:.0} % busy\n    {}",
+                    "{:.0} IOPS, dirty {:.0} %, write-back {:.1} MB/s in runs of {:.0} KiB, backing disks {:.0} % busy, log wrapped {:.1} times\n    {}",
                     f.iops(),
                     100.0 * f.dirty_fraction(),
                     f.writeback_mb_s(),
                     f.writeback_run_kib(),
                     100.0 * f.backing_disk_busy_fraction,
+                    f.log_wraps(),
                     f.target_counters.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ")
                 ),
                 Ok(f) => format!("{:.0} IOPS", f.iops()),
                 Err(e) => format!("FAILED: {e}"),
             };
             eprintln!(
-                "[{:>6.1} s] {} {} {} GB {} threads {}: {status}",
+                "[{:>6.1} s, point {:.1} s] {} {} {} GB {} threads {}: {status}",
                 started.elapsed().as_secs_f64(),
+                r.wall_s,
                 r.point.experiment,
                 r.point.workload.name(),
                 r.point.cache_gb,
@@ -177,8 +189,12 @@ pub fn run(args: Args) -> CliResult {
         all_results.extend(results);
     }
     let checks = figures::targets(&all_results);
-    if !checks.is_empty() {
-        markdown.push_str(&format!("\n## targets\n\n{}", figures::targets_table(&checks)));
+    let (paper, steady): (Vec<_>, Vec<_>) = checks.iter().cloned().partition(|c| c.is_paper_target());
+    if !paper.is_empty() {
+        markdown.push_str(&format!("\n## targets\n\n{}", figures::targets_table(&paper)));
+    }
+    if !steady.is_empty() {
+        markdown.push_str(&format!("\n## steady-state checks (the paper's bounds, log wrapping)\n\n{}", figures::targets_table(&steady)));
     }
     let json = figures::results_json(&all_results, &checks, &settings).encode();
     write_file(&args.out_dir, "results.md", &markdown)?;

@@ -49,6 +49,10 @@ impl SimTarget for Engine {
             ("log_blocks_from_cache", s.log_blocks_from_cache),
             ("log_segments_written", s.log_segments_written),
             ("log_parts_written", s.log_parts_written),
+            ("log_wraps", s.log_wraps),
+            ("log_segments_total_now", s.log_segments_total),
+            ("log_segments_in_use_now", s.log_segments_in_use),
+            ("log_live_entries_now", s.log_live_entries),
             ("log_reclaim_reads", s.log_reclaim_reads),
             ("flush_fallbacks", s.flush_fallbacks),
             ("commits", s.commits),
@@ -91,7 +95,7 @@ impl TargetFactory for EngineFactory {
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::timed::experiments::{fig7_points, run_points, Settings};
+    use crate::timed::experiments::{fig5_points, fig7_points, run_points, steady_points, Settings};
 
     #[test]
     fn tiny_varmail_run_produces_figures_and_hhc_flushes_faster_than_wb_flush() {
@@ -113,5 +117,28 @@ mod tests {
         };
         let (hhc, wb_flush) = (flush_p50(Policy::Hhc), flush_p50(Policy::WriteBackFlush));
         assert!(hhc < wb_flush, "HHC flush p50 {hhc} ns vs WB-Flush {wb_flush} ns");
+    }
+
+    #[test]
+    fn the_steady_state_log_wraps_in_the_measured_window_and_the_figures_log_does_not() {
+        let settings = Settings {
+            scale: 0.005,
+            settle_s: 2.0,
+            measure_s: 10.0,
+            steady_settle_s: 2.0,
+            steady_measure_s: 10.0,
+            jobs: 2,
+            policies: vec![Policy::Hhc],
+            ..Settings::default()
+        };
+        let varmail = |points: Vec<crate::timed::experiments::Point>| points.into_iter().find(|p| p.workload.name() == "varmail").unwrap();
+        let points = vec![varmail(steady_points(&settings)), varmail(fig5_points(&settings))];
+        let results = run_points(&EngineFactory, &points, &settings, &|_| {});
+        let figures: Vec<_> = results.iter().map(|r| r.figures.as_ref().unwrap()).collect();
+        let (steady, fig5) = (figures[0], figures[1]);
+        assert!(steady.log_wraps() > 1.0, "steady: {:?}", steady.target_counters);
+        assert!(steady.counter("log_wraps") >= 1);
+        assert!(fig5.log_wraps() < 0.05 && fig5.counter("log_wraps") == 0, "fig5: {:?}", fig5.target_counters);
+        assert!(steady.log_mb_s() > 0.0 && fig5.log_mb_s() > 0.0);
     }
 }

@@ -54,6 +54,10 @@ pub struct Settings {
     pub scale: f64,
     pub settle_s: f64,
     pub measure_s: f64,
+    /// The steady-state experiment's own windows: it settles until the log
+    /// has filled and wrapped, and measures long enough to wrap it again.
+    pub steady_settle_s: f64,
+    pub steady_measure_s: f64,
     pub seed: u64,
     pub profile: Profile,
     pub jobs: usize,
@@ -66,10 +70,23 @@ impl Default for Settings {
             scale: 1.0,
             settle_s: 10.0,
             measure_s: 30.0,
+            steady_settle_s: 10.0,
+            steady_measure_s: 30.0,
             seed: 1,
             profile: Profile::default(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             policies: Policy::ALL.to_vec(),
+        }
+    }
+}
+
+impl Settings {
+    /// (settle, measured) virtual seconds of a point.
+    pub fn windows_s(&self, point: &Point) -> (f64, f64) {
+        if point.experiment == STEADY {
+            (self.steady_settle_s, self.steady_measure_s)
+        } else {
+            (self.settle_s, self.measure_s)
         }
     }
 }
@@ -93,6 +110,9 @@ pub struct PointResult {
     pub point: Point,
     pub figures: Result<RunFigures, String>,
     pub memory: Option<MemoryFigures>,
+    /// Wall-clock seconds the point took to simulate (for the progress
+    /// lines only: the figures never depend on it).
+    pub wall_s: f64,
 }
 
 impl PointResult {
@@ -138,6 +158,23 @@ pub fn fig7_points(settings: &Settings) -> Vec<Point> {
     grid("fig7", &workloads, &settings.policies)
 }
 
+/// The steady-state experiment (DESIGN.md §7): the write-heavy and the
+/// flush-heavy workload at the paper's 4 GB cache, every policy, with a log
+/// of `engine.steady_log_mib` scaled like the cache, so that HHC's log wraps
+/// many times before and during the measured window.
+pub fn steady_points(settings: &Settings) -> Vec<Point> {
+    let workloads: Vec<_> = [WorkloadKind::Fileserver, WorkloadKind::Varmail]
+        .into_iter()
+        .map(|w| {
+            let threads = w.default_threads();
+            (w, 4.0, threads)
+        })
+        .collect();
+    grid(STEADY, &workloads, &settings.policies)
+}
+
+pub const STEADY: &str = "steady";
+
 /// §3.5: HHC under varmail, whose many small dirty blocks keep the log full
 /// of live entries.
 pub fn memory_points() -> Vec<Point> {
@@ -155,6 +192,7 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
     // Room for the file set plus the journal and log areas, in whole MiB.
     let backing_bytes = (address_space_blocks * 4096).div_ceil(1 << 20) * (1 << 20) + (64 << 20);
     let engine = &settings.profile.engine;
+    let log_mib = if point.experiment == STEADY { engine.steady_log_mib * settings.scale } else { engine.log_mib };
     Config {
         policy: point.policy,
         dirty_threshold_percent: engine.dirty_threshold_percent as u8,
@@ -163,8 +201,8 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         segment_bytes: (engine.segment_kib * 1024.0) as u32,
         log_buffers_count: engine.log_buffers_count as u32,
         cache_device_bytes: cache_bytes,
-        // The log wraps; 16 GB holds many times the dirty threshold's worth.
-        log_device_bytes: 16 * GB,
+        // The engine refuses a log too small for its buffers.
+        log_device_bytes: (log_mib * (1u64 << 20) as f64) as u64,
         backing_device_bytes: backing_bytes,
         ..Config::default()
     }
@@ -175,13 +213,15 @@ fn secs(seconds: f64) -> Nanos {
 }
 
 pub fn run_point<F: TargetFactory>(factory: &F, point: &Point, settings: &Settings) -> PointResult {
+    let started = std::time::Instant::now();
     let workload = Workload::new(point.workload.clone(), point.threads, settings.scale, settings.seed);
     let config = engine_config(point, settings, workload.address_space_blocks());
+    let (settle_s, measure_s) = settings.windows_s(point);
     let spec = RunSpec {
         threads: point.threads,
         prefill: point.policy.uses_cache(),
-        settle_ns: secs(settings.settle_s),
-        measure_ns: secs(settings.measure_s),
+        settle_ns: secs(settle_s),
+        measure_ns: secs(measure_s),
         dirty_sample_interval_ns: 100_000_000,
     };
     let outcome = factory.build(&config).and_then(|(target, areas)| {
@@ -189,12 +229,14 @@ pub fn run_point<F: TargetFactory>(factory: &F, point: &Point, settings: &Settin
         let figures = simulation.run(&spec)?;
         Ok((figures, factory.memory(simulation.target())))
     });
+    let wall_s = started.elapsed().as_secs_f64();
     match outcome {
-        Ok((figures, memory)) => PointResult { point: point.clone(), figures: Ok(figures), memory: Some(memory) },
+        Ok((figures, memory)) => PointResult { point: point.clone(), figures: Ok(figures), memory: Some(memory), wall_s },
         Err(message) => PointResult {
             point: point.clone(),
             figures: Err(format!("{} {} {}: {message}", point.experiment, point.workload.name(), point.policy)),
             memory: None,
+            wall_s,
         },
     }
 }
@@ -252,5 +294,26 @@ mod tests {
         assert_eq!(config.cache_device_bytes, GB / 4);
         assert!(config.backing_device_bytes >= (1 << 20) * 4096);
         assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn only_the_steady_state_log_is_scaled_like_the_cache() {
+        let mib = 1u64 << 20;
+        for scale in [0.01, 0.1] {
+            let settings = Settings { scale, ..Settings::default() };
+            let engine = &settings.profile.engine;
+            let steady = &steady_points(&settings)[0];
+            let fig5 = &fig5_points(&settings)[0];
+            let steady_log = engine_config(steady, &settings, 1 << 20).log_device_bytes;
+            assert_eq!(steady_log, (engine.steady_log_mib * scale * mib as f64) as u64, "scale {scale}");
+            assert_eq!(engine_config(fig5, &settings, 1 << 20).log_device_bytes, engine.log_mib as u64 * mib);
+            // A few times the dirty threshold's worth of the cache: it must wrap.
+            let cache = engine_config(steady, &settings, 1 << 20).cache_device_bytes;
+            let dirty_capacity = cache as f64 * engine.dirty_threshold_percent / 100.0;
+            assert!((2.0..8.0).contains(&(steady_log as f64 / dirty_capacity)), "{steady_log} vs {dirty_capacity}");
+        }
+        let settings = Settings { steady_settle_s: 7.0, steady_measure_s: 9.0, ..Settings::default() };
+        assert_eq!(settings.windows_s(&steady_points(&settings)[0]), (7.0, 9.0));
+        assert_eq!(settings.windows_s(&fig7_points(&settings)[0]), (settings.settle_s, settings.measure_s));
     }
 }

@@ -99,7 +99,13 @@ impl Journal {
     }
 
     /// When the running transaction's commit timer fires, if it is armed.
+    /// When the running transaction is due for its periodic commit; None
+    /// once that commit is asked for (it starts when the one in flight ends:
+    /// a deadline left standing would ask for a timer at once, for ever).
     pub fn next_deadline(&self) -> Option<Nanos> {
+        if self.commit_requested {
+            return None;
+        }
         self.running.started_at.map(|started| started + self.commit_interval_ns)
     }
 
@@ -215,6 +221,25 @@ mod tests {
         journal.handle_timer(4_000_000_000);
         assert_eq!(journal.poll_io(), None);
         journal.handle_timer(5_000_001_000);
+        assert!(matches!(journal.poll_io(), Some(JournalIo::Write { .. })));
+    }
+
+    #[test]
+    fn a_deadline_passing_during_a_slow_commit_waits_for_it_without_a_timer() {
+        let mut journal = Journal::new(5_000_000_000, u64::MAX);
+        journal.note_write(0, 1);
+        journal.fsync(0);
+        assert!(matches!(journal.poll_io(), Some(JournalIo::Write { .. })));
+        journal.note_write(1_000_000_000, 1);
+        // The commit in flight takes longer than the next one's interval.
+        let now = 7_000_000_000;
+        journal.handle_timer(now);
+        assert_eq!(journal.poll_io(), None, "one commit at a time");
+        assert!(journal.next_deadline().is_none_or(|at| at > now), "timer at {:?} <= now", journal.next_deadline());
+        journal.handle_io_done();
+        assert_eq!(journal.poll_io(), Some(JournalIo::Flush));
+        journal.handle_io_done();
+        // The overdue commit starts as soon as the slow one ends.
         assert!(matches!(journal.poll_io(), Some(JournalIo::Write { .. })));
     }
 }

@@ -57,6 +57,12 @@ pub struct EngineParams {
     pub idle_after_ms: f64,
     pub segment_kib: f64,
     pub log_buffers_count: f64,
+    /// Log device size of Figs. 5-7, memory and custom, not scaled: large
+    /// enough that the log never wraps in a run (the paper's 1 TB HDD).
+    pub log_mib: f64,
+    /// Log device size of the steady-state experiment before scaling
+    /// (multiplied by `--scale` like the cache), small enough to wrap.
+    pub steady_log_mib: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -105,6 +111,8 @@ impl Default for Profile {
                 idle_after_ms: 50.0,
                 segment_kib: 1024.0,
                 log_buffers_count: 4.0,
+                log_mib: 16384.0,
+                steady_log_mib: 4096.0,
             },
         }
     }
@@ -151,6 +159,8 @@ impl Profile {
             ("engine.idle_after_ms".to_string(), &mut engine.idle_after_ms),
             ("engine.segment_kib".to_string(), &mut engine.segment_kib),
             ("engine.log_buffers_count".to_string(), &mut engine.log_buffers_count),
+            ("engine.log_mib".to_string(), &mut engine.log_mib),
+            ("engine.steady_log_mib".to_string(), &mut engine.steady_log_mib),
         ]);
         entries
     }
@@ -217,6 +227,8 @@ impl Profile {
             ("engine.writeback_parallelism", e.writeback_parallelism, 1.0, 4096.0),
             ("engine.segment_kib", e.segment_kib, 64.0, 65536.0),
             ("engine.log_buffers_count", e.log_buffers_count, 2.0, 1024.0),
+            ("engine.log_mib", e.log_mib, 1.0, 1048576.0),
+            ("engine.steady_log_mib", e.steady_log_mib, 1.0, 1048576.0),
         ];
         if let Some((name, value, low, high)) = whole.iter().find(|(_, v, low, high)| v.fract() != 0.0 || v < low || v > high) {
             return Err(format!("{name} = {value} must be a whole number in {low}..={high}"));

@@ -159,6 +159,13 @@ impl RunFigures {
         self.target_counters.iter().find(|(n, _)| *n == name).map(|c| c.1).unwrap_or(0)
     }
 
+    /// Times the log went round over the measured window: segments moved
+    /// into / segments of the log (fractional, unlike the engine's
+    /// `log_wraps`); 0 for a target without a log.
+    pub fn log_wraps(&self) -> f64 {
+        self.counter("log_segments_written") as f64 / self.counter("log_segments_total_now").max(1) as f64
+    }
+
     pub fn dirty_fraction(&self) -> f64 {
         if self.dirty_samples_count == 0 {
             return 0.0;
@@ -181,7 +188,8 @@ enum Event {
     DirtySample,
 }
 
-/// A wedge in the engine: it kept asking for timers at the same instant.
+/// A wedge in the engine (or the journal): it kept asking for timers at the
+/// same instant.
 const SAME_INSTANT_TIMERS_MAX: u32 = 100_000;
 /// Prefill reads in flight: enough to keep every member disk busy.
 const PREFILL_STREAMS: u64 = 32;
@@ -325,6 +333,7 @@ impl<T: SimTarget> Simulation<T> {
             }
             Event::JournalTimer(generation) if generation == self.journal_timer.0 => {
                 self.journal_timer.1 = None;
+                self.check_timer_progress()?;
                 self.journal.handle_timer(self.now);
             }
             Event::DirtySample => self.sample_dirty(),
@@ -337,7 +346,7 @@ impl<T: SimTarget> Simulation<T> {
         if self.same_instant_timers.0 == self.now {
             self.same_instant_timers.1 += 1;
             if self.same_instant_timers.1 > SAME_INSTANT_TIMERS_MAX {
-                return Err(format!("engine asked for {SAME_INSTANT_TIMERS_MAX} timers at {} ns without time passing", self.now));
+                return Err(format!("{SAME_INSTANT_TIMERS_MAX} timers at {} ns without time passing", self.now));
             }
         } else {
             self.same_instant_timers = (self.now, 0);
