@@ -469,6 +469,7 @@ impl Engine {
         stats.log_segments_total = self.log_layout.segments_count as u64;
         stats.log_live_entries = self.log.live_entries;
         stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
+        stats.waiting_blocks = self.waiting.len() as u64;
         stats
     }
 

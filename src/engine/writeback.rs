@@ -100,6 +100,7 @@ impl Engine {
     /// Queues every dirty block for write-back; returns how many.
     pub(super) fn enqueue_all_dirty(&mut self, tag: Option<u32>) -> u32 {
         let mut count = 0;
+        self.stats.blocks_visited += self.cache.blocks_count() as u64;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
                 self.writeback.queue.push_back((self.cache.lba(block), tag));
@@ -178,6 +179,7 @@ impl Engine {
         }
         let n = self.cache.blocks_count();
         for _ in 0..n.min(4096) {
+            self.stats.blocks_visited += 1;
             let block = self.writeback.hand;
             self.writeback.hand = if block + 1 == n { 0 } else { block + 1 };
             let candidate = self.cache.state(block) == BlockState::Mapped
