@@ -38,6 +38,26 @@ impl BlockSet {
         }
     }
 
+    /// The smallest member at or after `from`.
+    pub fn next_from(&self, from: u32) -> Option<u32> {
+        let w = from as usize / 64;
+        let here = self.words.get(w)? & (!0u64 << (from % 64));
+        if here != 0 {
+            return Some((w * 64) as u32 + here.trailing_zeros());
+        }
+        let w = w + 1;
+        let mut s = w / 64;
+        let mut summary = self.summary.get(s)? & (!0u64 << (w % 64));
+        loop {
+            if summary != 0 {
+                let word = s * 64 + summary.trailing_zeros() as usize;
+                return Some((word * 64) as u32 + self.words[word].trailing_zeros());
+            }
+            s += 1;
+            summary = *self.summary.get(s)?;
+        }
+    }
+
     /// The members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.summary.iter().enumerate().flat_map(move |(s, &summary)| {
@@ -86,6 +106,9 @@ mod tests {
                     model.remove(&block);
                 }
                 prop_assert_eq!(set.contains(block), model.contains(&block));
+            }
+            for from in [0, blocks / 3, blocks / 2, blocks - 1, blocks, blocks + 70] {
+                prop_assert_eq!(set.next_from(from), model.range(from..).next().copied());
             }
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
         }

@@ -120,7 +120,10 @@ pub struct CacheIndex {
     free_head: u32,
     free_count: u32,
     dirty_count: u32,
-    /// Mapped blocks that are dirty and whose value is not in the log.
+    /// Mapped blocks that are dirty and whose value is not in the log, and
+    /// their number: the log finds what to log again without visiting
+    /// every block.
+    unlogged_dirty: BlockSet,
     unlogged_dirty_count: u32,
     /// Dirty write-through copies: they turn clean by their own backing
     /// writes, never by write-back.
@@ -150,6 +153,7 @@ impl CacheIndex {
             free_head: NO_BLOCK,
             free_count: 0,
             dirty_count: 0,
+            unlogged_dirty: BlockSet::new(blocks_count),
             unlogged_dirty_count: 0,
             dirty_through_count: 0,
             superseded: BlockSet::new(blocks_count),
@@ -173,6 +177,10 @@ impl CacheIndex {
     pub fn unlogged_dirty_count(&self) -> u32 {
         self.unlogged_dirty_count
     }
+    /// The first unlogged dirty block at or after `from`, wrapping around.
+    pub fn next_unlogged_dirty(&self, from: u32) -> Option<u32> {
+        self.unlogged_dirty.next_from(from).or_else(|| self.unlogged_dirty.next_from(0))
+    }
     /// Dirty blocks that only write-back makes clean.
     pub fn write_back_dirty_count(&self) -> u32 {
         self.dirty_count - self.dirty_through_count
@@ -189,8 +197,14 @@ impl CacheIndex {
         for (b, was) in blocks.into_iter().zip(before) {
             let now = b != NO_BLOCK && self.unlogged_dirty(b);
             match (was, now) {
-                (false, true) => self.unlogged_dirty_count += 1,
-                (true, false) => self.unlogged_dirty_count -= 1,
+                (false, true) => {
+                    self.unlogged_dirty_count += 1;
+                    self.unlogged_dirty.insert(b);
+                }
+                (true, false) => {
+                    self.unlogged_dirty_count -= 1;
+                    self.unlogged_dirty.remove(b);
+                }
                 _ => {}
             }
         }
@@ -674,6 +688,7 @@ impl CacheIndex {
         self.blocks.len() * std::mem::size_of::<Block>()
             + self.map.memory_bytes()
             + self.superseded.memory_bytes()
+            + self.unlogged_dirty.memory_bytes()
     }
 }
 

@@ -134,11 +134,15 @@ impl Engine {
         if !self.log_active() || self.cache.unlogged_dirty_count() == 0 {
             return;
         }
+        // Each unlogged dirty block once per call, not every cache block:
+        // blocks that cannot go yet (their write or a read of them in
+        // flight) would otherwise make every call visit the whole cache.
         let n = self.cache.blocks_count();
-        let mut visits = n;
-        while visits > 0 && self.cache.unlogged_dirty_count() > 0 {
+        let mut visits = self.cache.unlogged_dirty_count();
+        while visits > 0 {
             visits -= 1;
-            let block = self.logging.scan_hand;
+            self.stats.blocks_visited += 1;
+            let Some(block) = self.cache.next_unlogged_dirty(self.logging.scan_hand) else { return };
             self.logging.scan_hand = (block + 1) % n;
             let candidate = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY)
