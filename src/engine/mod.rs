@@ -393,7 +393,9 @@ impl Engine {
             return;
         }
         self.retry_waiting();
-        self.log_unlogged_blocks();
+        if self.relog_may_start() {
+            self.log_unlogged_blocks();
+        }
         self.apply_pending_revokes();
         self.progress_flushes();
         self.progress_policy_switch();
@@ -404,6 +406,18 @@ impl Engine {
         self.maybe_commit();
         self.maybe_write_superblock();
         self.progress_shutdown();
+    }
+
+    /// Whether logging blocks again from the cache device can start now:
+    /// not while every unlogged dirty block is already being read into the
+    /// open buffer, nor while that buffer is full and waits for such reads
+    /// (it cannot be sealed before they land). Walking the unlogged blocks
+    /// on every input then only finds what it found before.
+    fn relog_may_start(&self) -> bool {
+        let Some(open) = self.log.open_buffer else { return true };
+        let buffer = &self.log.buffers[open];
+        let reads = buffer.slot_reads_in_flight;
+        self.cache.unlogged_dirty_count() > reads && !(reads > 0 && self.log.open_is_full())
     }
 
     fn progress_shutdown(&mut self) {
