@@ -134,10 +134,14 @@ impl Engine {
         // device is busy even when none arrived lately: idle-speed write-back
         // would only make them slower, and the next ones arrive later still.
         let idle = self.is_idle() && self.requests.is_empty();
-        match (idle, over || log_tight) {
-            (true, _) => full,
-            (false, true) => (full / 2).max(1),
-            (false, false) => 0,
+        // Over the threshold (or with the log filling) write-back has to keep
+        // up with what arrives, whatever the load: every command it has in
+        // flight also waits behind the requests for the engine, so half the
+        // parallelism halves its rate exactly when it must not fall behind.
+        if idle || over || log_tight {
+            full
+        } else {
+            0
         }
     }
 
