@@ -159,7 +159,7 @@ impl Default for Config {
             segment_bytes: 1 << 20,
             log_buffers_count: 4,
             dirty_threshold_percent: 30,
-            writeback_parallelism: 32,
+            writeback_parallelism: 64,
             idle_after_ns: 50_000_000,
             superblock_interval_ns: 5_000_000_000,
             backing_has_flush: true,

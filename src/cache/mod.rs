@@ -120,7 +120,10 @@ pub struct CacheIndex {
     free_head: u32,
     free_count: u32,
     dirty_count: u32,
-    /// Mapped blocks that are dirty and whose value is not in the log.
+    /// Mapped blocks that are dirty and whose value is not in the log, and
+    /// their number: the log finds what to log again without visiting
+    /// every block.
+    unlogged_dirty: BlockSet,
     unlogged_dirty_count: u32,
     /// Dirty write-through copies: they turn clean by their own backing
     /// writes, never by write-back.
@@ -129,9 +132,6 @@ pub struct CacheIndex {
     /// them when their successor commits. Fixed-size: nothing grows on the
     /// write path.
     superseded: BlockSet,
-    /// Dirty blocks whose value is not in the log (the `unlogged_dirty_count`
-    /// ones), so that logging them later visits them alone.
-    unlogged: BlockSet,
     clock_hand: u32,
 }
 
@@ -153,10 +153,10 @@ impl CacheIndex {
             free_head: NO_BLOCK,
             free_count: 0,
             dirty_count: 0,
+            unlogged_dirty: BlockSet::new(blocks_count),
             unlogged_dirty_count: 0,
             dirty_through_count: 0,
             superseded: BlockSet::new(blocks_count),
-            unlogged: BlockSet::new(blocks_count),
             clock_hand: 0,
         };
         for block in (0..blocks_count).rev() {
@@ -177,6 +177,10 @@ impl CacheIndex {
     pub fn unlogged_dirty_count(&self) -> u32 {
         self.unlogged_dirty_count
     }
+    /// The first unlogged dirty block at or after `from`, wrapping around.
+    pub fn next_unlogged_dirty(&self, from: u32) -> Option<u32> {
+        self.unlogged_dirty.next_from(from).or_else(|| self.unlogged_dirty.next_from(0))
+    }
     /// Dirty blocks that only write-back makes clean.
     pub fn write_back_dirty_count(&self) -> u32 {
         self.dirty_count - self.dirty_through_count
@@ -195,11 +199,11 @@ impl CacheIndex {
             match (was, now) {
                 (false, true) => {
                     self.unlogged_dirty_count += 1;
-                    self.unlogged.insert(b);
+                    self.unlogged_dirty.insert(b);
                 }
                 (true, false) => {
                     self.unlogged_dirty_count -= 1;
-                    self.unlogged.remove(b);
+                    self.unlogged_dirty.remove(b);
                 }
                 _ => {}
             }
@@ -414,12 +418,6 @@ impl CacheIndex {
     fn release_superseded(&mut self, block: u32) {
         debug_assert!(self.superseded.contains(block), "superseded block {block} not listed");
         self.superseded.remove(block);
-    }
-
-    /// The first dirty block missing from the log at or after `from`,
-    /// wrapping round once.
-    pub fn next_unlogged_dirty(&self, from: u32) -> Option<u32> {
-        self.unlogged.first_at_or_after(from).or_else(|| self.unlogged.first_at_or_after(0))
     }
 
     /// Superseded and evicted blocks whose durable entry is still valid.
@@ -690,7 +688,7 @@ impl CacheIndex {
         self.blocks.len() * std::mem::size_of::<Block>()
             + self.map.memory_bytes()
             + self.superseded.memory_bytes()
-            + self.unlogged.memory_bytes()
+            + self.unlogged_dirty.memory_bytes()
     }
 }
 

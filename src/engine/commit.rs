@@ -178,6 +178,7 @@ impl Engine {
     fn encode_page(&mut self, page: u32, pool_slot: u32) {
         let unwritten = self.mutation() == Mutation::CommitBeforeData;
         let blocks = self.page_blocks(page);
+        self.stats.blocks_visited += blocks.len() as u64;
         let mut entries = std::mem::take(&mut self.commit.entries);
         entries.clear();
         for block in blocks.clone() {
@@ -250,6 +251,7 @@ impl Engine {
         }
         // Superseded blocks whose newer mapping is now durable can be invalidated.
         for block in self.cache.superseded_blocks() {
+            self.stats.blocks_visited += 1;
             if self.cache.desired_entry(block, false).is_none() {
                 self.commit.mark_block(block);
             }

@@ -73,8 +73,17 @@ impl Engine {
     }
 
     pub(super) fn log_space_low(&self) -> bool {
+        self.log.segments_free() < self.log_low_free_segments()
+    }
+
+    /// Free segments under which the log counts as short of space
+    /// (reclamation, barriers, superblock writes). An eighth of the log:
+    /// background write-back starts emptying the head segments an eighth
+    /// earlier (writeback.rs), so a quarter held back would only shrink the
+    /// log every write goes through.
+    pub(super) fn log_low_free_segments(&self) -> u64 {
         let total = self.log_layout.segments_count as u64;
-        self.log.segments_free() < (total / 4).max(2 * self.config.log_buffers_count as u64 + 2)
+        (total / 8).max(2 * self.config.log_buffers_count as u64 + 2)
     }
 
     /// Opens a buffer with a free slot for `purpose` (sealing a full one);
@@ -154,7 +163,9 @@ impl Engine {
         if !self.log_active() {
             return;
         }
-        self.log_missing_blocks();
+        if self.relog_may_start() {
+            self.log_missing_blocks();
+        }
         self.relog_queued_blocks();
     }
 
@@ -168,6 +179,7 @@ impl Engine {
         let mut visits = self.cache.unlogged_dirty_count();
         while visits > 0 {
             visits -= 1;
+            self.stats.blocks_visited += 1;
             let Some(block) = self.cache.next_unlogged_dirty(self.logging.scan_hand) else { return };
             self.logging.scan_hand = (block + 1) % n;
             let candidate = self.cache.state(block) == BlockState::Mapped

@@ -411,6 +411,18 @@ impl Engine {
         self.progress_shutdown();
     }
 
+    /// Whether logging blocks again from the cache device can start now:
+    /// not while every unlogged dirty block is already being read into the
+    /// open buffer, nor while that buffer is full and waits for such reads
+    /// (it cannot be sealed before they land). Walking the unlogged blocks
+    /// on every input then only finds what it found before.
+    pub(super) fn relog_may_start(&self) -> bool {
+        let Some(open) = self.log.open_buffer else { return true };
+        let buffer = &self.log.buffers[open];
+        let reads = buffer.slot_reads_in_flight;
+        self.cache.unlogged_dirty_count() > reads && !(reads > 0 && self.log.open_is_full())
+    }
+
     fn progress_shutdown(&mut self) {
         if self.state != EngineState::Stopping || !self.requests.is_empty() {
             return;
@@ -476,6 +488,7 @@ impl Engine {
         stats.log_wraps = self.log.segments_opened / stats.log_segments_total.max(1);
         stats.log_live_entries = self.log.live_entries;
         stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
+        stats.waiting_blocks = self.waiting.len() as u64;
         stats
     }
 

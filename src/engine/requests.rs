@@ -224,6 +224,11 @@ impl Engine {
             return;
         }
         let fills_allowed = status == IoStatus::Ok && self.write_mode() != WriteMode::Passthrough;
+        if fills_allowed && self.cache.free_count() < blocks_count {
+            // A miss that finds no free block makes room by evicting clean
+            // blocks, as a write does, rather than leaving the data uncached.
+            self.evict_blocks(blocks_count - self.cache.free_count());
+        }
         let mut done = 0;
         for n in 0..blocks_count {
             let block_lba = (lba + n as u64) as u32;

@@ -28,6 +28,10 @@ pub struct Stats {
     pub request_errors: u64,
     pub flush_fallbacks: u64,
     pub mirror_failures: u64,
+    /// Cache blocks visited by background scans and commit encoding: engine
+    /// work that grows with the cache rather than with requests (drivers
+    /// that model CPU time charge it).
+    pub blocks_visited: u64,
     // gauges
     pub dirty_blocks: u64,
     pub unlogged_dirty_blocks: u64,
@@ -39,6 +43,9 @@ pub struct Stats {
     pub log_wraps: u64,
     pub log_live_entries: u64,
     pub healthy_mirrors: u64,
+    /// Request blocks waiting to start (a free block, a busy block, a
+    /// write-through's backing write): back-pressure shows here first.
+    pub waiting_blocks: u64,
 }
 
 /// Engine memory, measured from its structures (DESIGN.md §1: the paper's

@@ -1,5 +1,7 @@
-//! Background write-back: keeps dirty blocks under the threshold (harder when
-//! idle or when the log runs out of room, gentler under load), serves flushes
+//! Background write-back: keeps dirty blocks under the threshold and, under
+//! `hhc`, the segments near the log head empty (writing back the blocks
+//! whose entries are oldest first), at full parallelism whenever it runs,
+//! and not at all under load when neither needs it; serves flushes
 //! and policy switches that need everything written back, and turns blocks
 //! clean — with a revoke in the log — only once the backing write is durable
 //! (DESIGN.md §2, invariant 4).
@@ -8,7 +10,7 @@ use super::flush::BackingFlusher;
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::{Mutation, Policy};
-use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
+use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
 use crate::log::OpenFor;
 use super::lba_hash::{LbaSet, LbaTable};
 use std::collections::VecDeque;
@@ -16,6 +18,18 @@ use std::collections::VecDeque;
 /// Largest write-back run: adjacent dirty blocks go to the backing device in
 /// one write (a RAID5 behind it prefers few large writes to many small ones).
 pub(super) const RUN_BYTES_MAX: u32 = 128 << 10;
+
+/// Blocks the write-back scan visits looking for one whose log entry lies
+/// in the old window before it settles for a young one, and the visits
+/// under which finding one counts as easy (the window then narrows): old
+/// candidates end up between 1 in 8 and 1 in 32 of the blocks visited,
+/// which keeps the scan cheap.
+const OLD_VISITS_MAX: u32 = 32;
+const OLD_VISITS_PLENTY: u32 = 8;
+
+/// New dirty blocks after which a write-back scan that found nothing is
+/// worth making again (`writeback_scan_dry`).
+const DRY_SCAN_DIRTY_CHANGE: u32 = 8;
 
 /// One write-back in flight: a run of adjacent LBAs read from their cache
 /// blocks into one staging extent, then written to the backing device at once.
@@ -49,6 +63,15 @@ pub(super) struct Writeback {
     /// apply the entry, so the LBA may not turn clean without a revoke.
     pub revoke_debts: LbaTable<u64>,
     hand: u32,
+    /// Segments from the log head whose entries' blocks background
+    /// write-back prefers (`next_background_candidate`), adapted to how
+    /// many such blocks the scan finds.
+    old_window: u64,
+    /// `old_log_entries_live` as of (head, tail).
+    old_live_cached: Option<(u64, u64, bool)>,
+    /// The last background scan found no block to write back, as of
+    /// `Engine::writeback_scan_state`.
+    dry: Option<(u64, u64, u32, Nanos)>,
     /// LBAs with a write-back in flight: two backing writes of one LBA must
     /// never race (the older could land last).
     pub lbas_in_flight: LbaSet,
@@ -82,6 +105,9 @@ impl Writeback {
             revoke_wait: VecDeque::with_capacity(64),
             revoke_debts: LbaTable::with_capacity_and_hasher(64, Default::default()),
             hand: 0,
+            old_window: 1,
+            old_live_cached: None,
+            dry: None,
             // Every run in flight at its longest: the set never grows.
             lbas_in_flight: LbaSet::with_capacity_and_hasher((parallelism * run_blocks_max) as usize, Default::default()),
             backing: BackingFlusher::default(),
@@ -100,6 +126,7 @@ impl Engine {
     /// Queues every dirty block for write-back; returns how many.
     pub(super) fn enqueue_all_dirty(&mut self, tag: Option<u32>) -> u32 {
         let mut count = 0;
+        self.stats.blocks_visited += self.cache.blocks_count() as u64;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
                 self.writeback.queue.push_back((self.cache.lba(block), tag));
@@ -109,7 +136,7 @@ impl Engine {
         count
     }
 
-    fn writeback_parallelism_wanted(&self) -> u32 {
+    fn writeback_parallelism_wanted(&mut self) -> u32 {
         let full = self.config.writeback_parallelism;
         if !self.writeback.queue.is_empty() || self.policy_target.is_some() {
             return full;
@@ -128,16 +155,44 @@ impl Engine {
         let starved = self.cache.free_count() == 0 && !self.waiting.is_empty();
         let threshold = self.cache.blocks_count() as u64 * self.config.dirty_threshold_percent as u64 / 100;
         let over = starved || self.cache.dirty_count() as u64 > threshold;
-        let log_tight = self.log_active() && self.log_space_low();
+        let log_tight = self.log_active() && self.old_log_entries_live();
         // Requests still outstanding (slow backing reads, say) mean the
         // device is busy even when none arrived lately: idle-speed write-back
         // would only make them slower, and the next ones arrive later still.
         let idle = self.is_idle() && self.requests.is_empty();
-        match (idle, over || log_tight) {
-            (true, _) => full,
-            (false, true) => (full / 2).max(1),
-            (false, false) => 0,
+        // Over the threshold (or with live entries near the log head) it has
+        // to keep up with what arrives, whatever the load: every command it
+        // has in flight also waits behind the requests for the engine, so
+        // half the parallelism halves its rate exactly when it must not fall
+        // behind.
+        if idle || over || log_tight {
+            full
+        } else {
+            0
         }
+    }
+
+    /// The log is within an eighth of running short of space (where
+    /// reclamation starts, `log_space_low`) and its oldest eighth still
+    /// holds live entries: write-back (of the blocks whose entries lie near
+    /// the head, `next_background_candidate`) empties those segments before
+    /// reclamation has to read and re-log them. Dead segments need no
+    /// write-back, only a barrier (for superseded entries), which
+    /// reclamation writes. Evaluated again when the head or the tail moves.
+    fn old_log_entries_live(&mut self) -> bool {
+        let (head, tail) = (self.log.head_sequence, self.log.tail_sequence);
+        if let Some((at_head, at_tail, live)) = self.writeback.old_live_cached {
+            if (at_head, at_tail) == (head, tail) {
+                return live;
+            }
+        }
+        let in_use = tail - head;
+        let total = self.log_layout.segments_count as u64;
+        let filling = self.log.segments_free() < self.log_low_free_segments() + total / 8;
+        let old_end = (head + (in_use / 8).max(1)).min(tail);
+        let live = filling && (head..old_end).any(|sequence| self.log.live_count(sequence) > 0);
+        self.writeback.old_live_cached = Some((head, tail, live));
+        live
     }
 
     pub(super) fn schedule_writeback(&mut self) {
@@ -171,13 +226,27 @@ impl Engine {
     }
 
     /// Next dirty idle block in CLOCK order (bounded scan; the cheap tests
-    /// first, as most blocks fail them).
+    /// first, as most blocks fail them). While `hhc` logs, a block whose
+    /// log entry lies near the head goes first (`old_window`): its revoke
+    /// empties the segments the head must pass next, so the log frees space
+    /// without reclamation reading and re-logging them; and the blocks
+    /// written last (young entries) are the likeliest to be overwritten
+    /// again, which would make their write-back wasted work.
     fn next_background_candidate(&mut self) -> Option<u32> {
-        if self.cache.write_back_dirty_count() == 0 {
+        if self.cache.write_back_dirty_count() == 0 || self.writeback_scan_dry() {
             return None;
         }
+        let old_before = self.log_active().then(|| {
+            let (head, tail) = (self.log.head_sequence, self.log.tail_sequence);
+            let in_use = (tail - head).max(1);
+            self.writeback.old_window = self.writeback.old_window.clamp(1, in_use);
+            head + self.writeback.old_window
+        });
         let n = self.cache.blocks_count();
-        for _ in 0..n.min(4096) {
+        let mut young = None;
+        let mut held = false;
+        for visits in 1..=n.min(4096) {
+            self.stats.blocks_visited += 1;
             let block = self.writeback.hand;
             self.writeback.hand = if block + 1 == n { 0 } else { block + 1 };
             let candidate = self.cache.state(block) == BlockState::Mapped
@@ -186,11 +255,63 @@ impl Engine {
                 && self.cache.through(block) == Through::None
                 && self.ordered_may_write_back(block)
                 && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
-            if candidate && !self.held_for_commit(block) {
-                return Some(self.cache.lba(block));
+            // A block waiting for a commit is passed over; only when nothing
+            // else can go is a commit asked for. Asking for one for every such
+            // block keeps commits running back to back, each encoding every
+            // changed metadata page, while most dirty blocks need none.
+            if candidate && self.waits_for_commit(block) {
+                held = true;
+            } else if candidate {
+                let Some(before) = old_before else { return Some(self.cache.lba(block)) };
+                let loc = self.cache.log_loc(block);
+                if loc != LOC_NONE && self.log.loc_sequence(loc) < before {
+                    if visits < OLD_VISITS_PLENTY {
+                        // Old ones are plentiful: aim closer to the head.
+                        self.writeback.old_window -= self.writeback.old_window / 8;
+                    }
+                    return Some(self.cache.lba(block));
+                }
+                young = young.or(Some(block));
+            }
+            if young.is_some() && visits >= OLD_VISITS_MAX {
+                break;
             }
         }
-        None
+        // Old ones are scarce: take a young one (dirty blocks must stay under
+        // the threshold) and look further from the head next time.
+        if young.is_some() {
+            self.writeback.old_window = self.writeback.old_window.saturating_mul(2);
+        } else {
+            if held {
+                self.commit.request();
+            }
+            self.writeback.dry = Some(self.writeback_scan_state());
+        }
+        young.map(|block| self.cache.lba(block))
+    }
+
+    /// What a scan that found nothing depends on: (commits completed,
+    /// blocks written back, dirty blocks, when).
+    fn writeback_scan_state(&self) -> (u64, u64, u32, Nanos) {
+        (self.commit.completed(), self.stats.writebacks, self.cache.dirty_count(), self.now)
+    }
+
+    /// Whether the last scan found nothing and nothing that could change
+    /// that has happened since: a commit (blocks waiting for one), a
+    /// write-back (blocks it pinned), new dirty blocks, or a timer tick.
+    /// Scanning 4096 blocks on every input meanwhile would cost more than
+    /// the requests themselves (seconds of CPU per second at 100 K inputs/s).
+    fn writeback_scan_dry(&mut self) -> bool {
+        let Some((commits, writebacks, dirty, at)) = self.writeback.dry else { return false };
+        let (commits_now, writebacks_now, dirty_now, now) = self.writeback_scan_state();
+        let changed = commits_now != commits
+            || writebacks_now != writebacks
+            || dirty_now.abs_diff(dirty) >= DRY_SCAN_DIRTY_CHANGE
+            || now.saturating_sub(at) >= self.tick_ns();
+        if changed {
+            self.writeback.dry = None;
+        }
+        !changed
     }
 
     /// A dirty block that may be written back now.
