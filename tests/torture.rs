@@ -205,6 +205,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 2002, 1000),
     (Policy::Hhc, 3110, 300),
     (Policy::Hhc, 6499, 300),
+    (Policy::Hhc, 14573, 300),
     (Policy::Hhc, 4125, 300),
     (Policy::Hhc, 14872, 300),
     (Policy::Hhc, 15455, 300),

@@ -268,7 +268,9 @@ impl Engine {
             && placed;
         if adopt {
             let previous = self.cache.log_loc(block);
-            self.log.kill(previous, Some(point));
+            let region = self.log.buffers[buffer as usize].region;
+            let memory = self.regions.all[region as usize].as_mut_slice();
+            self.log.supersede(memory, previous, point);
             self.cache.set_log_loc(block, loc);
             self.cache.set_logged(block, true);
             self.stats.log_blocks_from_cache += 1;

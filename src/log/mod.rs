@@ -385,8 +385,19 @@ impl LogManager {
         let index = self.segment_index(sequence) as usize;
         self.segments[index].live_count += 1;
         self.live_entries += 1;
-        self.kill(previous, Some(point));
+        self.supersede(mem, previous, point);
         (loc, offset)
+    }
+
+    /// The entry at `loc` is superseded by one in the open part at `by`. If
+    /// it is in the open part too, its slot becomes a hole: the part's own
+    /// revokes cancel only entries of earlier parts, so a replay would
+    /// otherwise take the older value back (torture seed 14573).
+    pub fn supersede(&mut self, mem: &mut [u8], loc: u32, by: LogPoint) {
+        if let Some(slot) = self.open_slot_of(loc) {
+            self.drop_in_open(mem, slot);
+        }
+        self.kill(loc, Some(by));
     }
 
     /// An entry stops being live: superseded by an entry in the part at
