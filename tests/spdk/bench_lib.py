@@ -110,7 +110,9 @@ def delta(before, after):
     return {k: after[k] - before.get(k, 0) if isinstance(after[k], (int, float)) else after[k] for k in after}
 
 
-GAUGES = ("dirty_blocks", "free_blocks", "cache_blocks", "log_segments_in_use", "healthy_mirrors")
+# Stats that are levels, not counters: shown as they are at the end of a run.
+GAUGES = ("dirty_blocks", "unlogged_dirty_blocks", "free_blocks", "cache_blocks", "log_segments_in_use",
+          "log_segments_total", "log_live_entries", "healthy_mirrors")
 
 
 def hhc_summary(before, after, segments):
