@@ -270,7 +270,8 @@ def cmd_report(results_path):
             print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i])
                             for i, c in enumerate(row)))
         # The engine's counters of each HHC run: where a policy's time went.
-        print("  engine stats over the run (HHC; dirty_blocks and log_segments_in_use at the end):")
+        if any(r.get("stats") for r in rows):
+            print("  engine stats over the run (HHC; dirty_blocks and log_segments_in_use at the end):")
         for r in rows:
             s = r.get("stats")
             if not s:
