@@ -110,7 +110,9 @@ def delta(before, after):
     return {k: after[k] - before.get(k, 0) if isinstance(after[k], (int, float)) else after[k] for k in after}
 
 
-GAUGES = ("dirty_blocks", "free_blocks", "cache_blocks", "log_segments_in_use", "healthy_mirrors")
+# Stats that are levels, not counters: shown as they are at the end of a run.
+GAUGES = ("dirty_blocks", "unlogged_dirty_blocks", "free_blocks", "cache_blocks", "log_segments_in_use",
+          "log_segments_total", "log_live_entries", "healthy_mirrors")
 
 
 def hhc_summary(before, after, segments):
@@ -268,7 +270,8 @@ def cmd_report(results_path):
             print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i])
                             for i, c in enumerate(row)))
         # The engine's counters of each HHC run: where a policy's time went.
-        print("  engine stats over the run (HHC; dirty_blocks and log_segments_in_use at the end):")
+        if any(r.get("stats") for r in rows):
+            print("  engine stats over the run (HHC; dirty_blocks and log_segments_in_use at the end):")
         for r in rows:
             s = r.get("stats")
             if not s:
