@@ -164,17 +164,6 @@ pub struct SegmentHeader {
 }
 
 impl SegmentHeader {
-    pub fn place(&self) -> PartPlace {
-        PartPlace {
-            instance_id: self.instance_id,
-            segment_index: self.segment_index,
-            sequence: self.sequence,
-            part: self.part,
-            first_block: self.first_block,
-            run: self.run,
-        }
-    }
-
     /// Block where the part after this one starts (in this segment unless
     /// `segment_end`).
     pub fn next_block(&self, layout: &SegmentLayout) -> u32 {

@@ -537,11 +537,6 @@ impl LogManager {
         grew
     }
 
-    /// Whether every part sealed so far is durable.
-    pub fn all_parts_durable(&self) -> bool {
-        self.writes.is_empty()
-    }
-
     fn release_if_idle(&mut self, buffer: usize) {
         let b = &mut self.buffers[buffer];
         if matches!(b.state, BufferState::Writing | BufferState::Draining) && b.mirror_ops_pending == 0 && b.slot_reads_in_flight == 0 {
