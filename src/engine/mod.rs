@@ -12,6 +12,7 @@ mod flush;
 mod lba_hash;
 mod logging;
 mod ordered;
+mod pacing;
 mod requests;
 mod slab;
 mod startup;
@@ -59,7 +60,8 @@ pub enum EngineState {
 #[derive(Clone, Copy, Debug)]
 enum Op {
     ReadCache { request: u32, block: u32, block_in_request: u32 },
-    ReadBacking { request: u32, lba: u64, blocks_count: u32, first_block_in_request: u32 },
+    /// `issued_at`: when it was issued (the write-back pacer's signal).
+    ReadBacking { request: u32, lba: u64, blocks_count: u32, first_block_in_request: u32, issued_at: Nanos },
     FillCache { request: u32, block: u32 },
     WriteCache { request: u32, block: u32, previous: Option<u32> },
     WriteBacking { request: u32, lba: u64, blocks_count: u32 },
@@ -242,7 +244,9 @@ impl Engine {
         }
         match op {
             Op::ReadCache { request, block, block_in_request } => self.read_cache_done(request, block, block_in_request, status),
-            Op::ReadBacking { request, lba, blocks_count, first_block_in_request } => {
+            Op::ReadBacking { request, lba, blocks_count, first_block_in_request, issued_at } => {
+                let latency = self.now.saturating_sub(issued_at);
+                self.writeback.pacer.read_miss_done(latency, self.writeback.in_flight());
                 self.read_backing_done(request, lba, blocks_count, first_block_in_request, status)
             }
             Op::FillCache { request, block } => self.fill_done(request, block, status),
@@ -489,6 +493,8 @@ impl Engine {
         stats.log_live_entries = self.log.live_entries;
         stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
         stats.waiting_blocks = self.waiting.len() as u64;
+        stats.writeback_depth = self.writeback.pacer.depth() as u64;
+        stats.writeback_depth_halvings = self.writeback.pacer.halvings();
         stats
     }
 

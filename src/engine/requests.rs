@@ -196,7 +196,7 @@ impl Engine {
     fn submit_backing_read(&mut self, key: u32, lba: u64, blocks_count: u32, first_block_in_request: u32) {
         let bs = self.config.block_size as u64;
         let buffer = self.request_buffer(key, first_block_in_request);
-        let op = Op::ReadBacking { request: key, lba, blocks_count, first_block_in_request };
+        let op = Op::ReadBacking { request: key, lba, blocks_count, first_block_in_request, issued_at: self.now };
         self.submit(op, DeviceRole::Backing, IoKind::Read, lba * bs, blocks_count as u64 * bs, buffer);
     }
 

@@ -46,6 +46,10 @@ pub struct Stats {
     /// Request blocks waiting to start (a free block, a busy block, a
     /// write-through's backing write): back-pressure shows here first.
     pub waiting_blocks: u64,
+    /// Write-backs allowed in flight while requests arrive, and how often
+    /// read misses held up behind write-backs halved it (engine/pacing.rs).
+    pub writeback_depth: u64,
+    pub writeback_depth_halvings: u64,
 }
 
 /// Engine memory, measured from its structures (DESIGN.md §1: the paper's

@@ -7,6 +7,7 @@
 //! (DESIGN.md §2, invariant 4).
 
 use super::flush::BackingFlusher;
+use super::pacing::WritebackPacer;
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::{Mutation, Policy};
@@ -76,6 +77,8 @@ pub(super) struct Writeback {
     /// never race (the older could land last).
     pub lbas_in_flight: LbaSet,
     pub backing: BackingFlusher,
+    /// Depth while requests arrive (pacing.rs).
+    pub pacer: WritebackPacer,
     pub flush_tag_counter: u32,
     /// The commit a switch to wt or passthrough waits for once nothing is
     /// dirty: until then the metadata may still record blocks dirty.
@@ -111,6 +114,7 @@ impl Writeback {
             // Every run in flight at its longest: the set never grows.
             lbas_in_flight: LbaSet::with_capacity_and_hasher((parallelism * run_blocks_max) as usize, Default::default()),
             backing: BackingFlusher::default(),
+            pacer: WritebackPacer::new(parallelism),
             flush_tag_counter: 0,
             switch_commit: None,
             through_gate: 0,
@@ -161,12 +165,15 @@ impl Engine {
         // would only make them slower, and the next ones arrive later still.
         let idle = self.is_idle() && self.requests.is_empty();
         // Over the threshold (or with live entries near the log head) it has
-        // to keep up with what arrives, whatever the load: every command it
-        // has in flight also waits behind the requests for the engine, so
-        // half the parallelism halves its rate exactly when it must not fall
-        // behind.
-        if idle || over || log_tight {
+        // to keep up with what arrives, at the depth the backing device takes
+        // without holding up read misses (pacing.rs): full on RAM or flash,
+        // near one on a RAID of HDDs, where reclamation (sequential on the
+        // log) then does more of the work of emptying the log's head. With
+        // no free block left, writes wait for write-back: full depth.
+        if idle || starved {
             full
+        } else if over || log_tight {
+            self.writeback.pacer.depth().min(full)
         } else {
             0
         }
@@ -449,6 +456,7 @@ impl Engine {
         if status != IoStatus::Ok {
             return self.writeback_failed(extent);
         }
+        self.writeback.pacer.writeback_done();
         let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
         let mut tag = self.writeback.extents[extent as usize].tag.take();
         self.writeback.extents_free.push(extent);
