@@ -76,7 +76,7 @@ struct Second {
     /// Deltas over the second.
     writebacks: u64,
     revokes: u64,
-    reclaim_reads: u64,
+    reclaimed: u64,
     superblock_writes: u64,
     segments_written: u64,
     log_copied: u64,
@@ -363,7 +363,7 @@ impl Run {
         let second = self.second_mut(at - 1);
         second.writebacks = stats.writebacks - last.writebacks;
         second.revokes = stats.revokes - last.revokes;
-        second.reclaim_reads = stats.log_reclaim_reads - last.log_reclaim_reads;
+        second.reclaimed = stats.log_segments_reclaimed - last.log_segments_reclaimed;
         second.superblock_writes = stats.superblock_writes - last.superblock_writes;
         second.segments_written = stats.log_segments_written - last.log_segments_written;
         second.log_copied = stats.log_blocks_copied - last.log_blocks_copied;
@@ -422,7 +422,7 @@ fn line(i: usize, s: &Second) -> String {
         s.stats.dirty_blocks,
         s.stats.free_blocks,
         s.stats.log_segments_in_use,
-        s.reclaim_reads,
+        s.reclaimed,
         s.revokes,
         s.superblock_writes,
         s.segments_written,

@@ -6,7 +6,7 @@
 
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
-use crate::format::{segment, LogSuperblock, LBA_NONE, UNIT_BYTES};
+use crate::format::{LogSuperblock, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
 use crate::log::{LogPoint, MirrorHealth, OpenFor};
 use crate::config::Policy;
@@ -31,12 +31,10 @@ pub(super) struct LogWork {
     superblock_ops_pending: u32,
     superblock_head: u64,
     last_superblock_at: Nanos,
-    reclaim_in_flight: bool,
-    reclaim_mirror_next: u8,
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
     reclaim_cursor: u64,
-    /// The live entries (lba, loc) of the segment reclamation read; reused.
+    /// The entries (loc, lba) of the segment reclamation looks at; reused.
     reclaim_entries: Vec<(u32, u32)>,
     /// Logged dirty blocks whose entry (block, loc) reclamation moves to the
     /// log's tail. They stay `Logged`: their entry is durable where it is,
@@ -487,7 +485,7 @@ impl Engine {
         }
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
         let wanted = self.log_space_low() || (self.is_idle() && half_full);
-        if !wanted || self.logging.reclaim_in_flight || !self.logging.relog_queue.is_empty() {
+        if !wanted || !self.logging.relog_queue.is_empty() {
             return;
         }
         let head = self.log.head_sequence;
@@ -500,7 +498,7 @@ impl Engine {
             }
             let sequence = self.logging.reclaim_cursor;
             if self.log.live_count(sequence) > 0 {
-                self.read_for_reclaim(sequence);
+                self.reclaim_segment(sequence);
                 return;
             }
             self.logging.reclaim_cursor += 1;
@@ -511,50 +509,19 @@ impl Engine {
         }
     }
 
-    fn read_for_reclaim(&mut self, sequence: u64) {
-        let healthy = self.log.healthy_mirrors().count();
-        if healthy == 0 {
-            return;
-        }
-        let nth = self.logging.reclaim_mirror_next as usize % healthy;
-        let mirror = self.log.healthy_mirrors().nth(nth).expect("counted above");
-        self.logging.reclaim_in_flight = true;
-        self.stats.log_reclaim_reads += 1;
-        let index = self.log.segment_index(sequence);
-        let offset = self.log_layout.segment_offset(index);
-        let len = self.log_layout.segment.segment_bytes as u64;
-        let target = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
-        self.submit(Op::ReclaimRead { sequence }, DeviceRole::Log(mirror), IoKind::Read, offset, len, target);
-    }
-
-    pub(super) fn reclaim_read_done(&mut self, sequence: u64, status: IoStatus) {
-        self.logging.reclaim_in_flight = false;
-        let layout = self.log_layout.segment;
-        let entries = &mut self.logging.reclaim_entries;
-        entries.clear();
-        let mut parts = 0;
-        if status == IoStatus::Ok {
-            let memory = self.regions.all[self.regions.reclaim as usize].as_mut_slice();
-            let first_loc = self.log.loc(sequence, 0);
-            segment::decode_parts(&layout, memory, self.config.instance_id, sequence, |part| {
-                parts += 1;
-                let data_first = part.first_block + layout.header_blocks;
-                for (slot, &lba) in part.lbas.iter().enumerate() {
-                    if lba != LBA_NONE && lba < u32::MAX as u64 {
-                        entries.push((lba as u32, first_loc + data_first + slot as u32));
-                    }
-                }
-            });
-        }
-        if parts == 0 {
-            // Try another mirror next time.
-            self.logging.reclaim_mirror_next = self.logging.reclaim_mirror_next.wrapping_add(1);
-            return;
-        }
-        let mostly_live = self.log.live_count(sequence) * 2 > layout.slots;
+    /// Moves the live entries of segment `sequence` (found in memory,
+    /// `LogManager::segment_slot_lbas`): each dirty block still logged
+    /// there is re-logged from the cache device or, when the segment is
+    /// mostly live or the log has no room to re-log, written back.
+    fn reclaim_segment(&mut self, sequence: u64) {
+        self.stats.log_segments_reclaimed += 1;
+        let slots = self.log.slots();
+        let mostly_live = self.log.live_count(sequence) * 2 > slots;
         let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
-        for i in 0..self.logging.reclaim_entries.len() {
-            let (lba, loc) = self.logging.reclaim_entries[i];
+        let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
+        entries.clear();
+        entries.extend(self.log.segment_slot_lbas(sequence));
+        for &(loc, lba) in &entries {
             let Some(block) = self.cache.lookup(lba) else { continue };
             if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
                 continue;
@@ -565,6 +532,7 @@ impl Engine {
                 self.writeback.queue.push_back((lba, None));
             }
         }
+        self.logging.reclaim_entries = entries;
         self.logging.reclaim_cursor = sequence + 1;
         self.logging.barrier_after_relog = true;
     }

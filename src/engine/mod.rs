@@ -76,7 +76,6 @@ enum Op {
     SegmentFlush { buffer: u32, write: u32, mirror: u8 },
     SuperblockWrite { mirror: u8 },
     SuperblockFlush { mirror: u8 },
-    ReclaimRead { sequence: u64 },
     CommitFlush { second: bool },
     MetaWrite { pool_slot: u32 },
     Startup,
@@ -88,7 +87,8 @@ struct Regions {
     staging: u32,
     meta_pool: u32,
     superblock: u32,
-    reclaim: u32,
+    /// A part read back or written at warm restart (repairs, the closing part).
+    log_scratch: u32,
 }
 
 pub(crate) const META_POOL_PAGES: u32 = 256;
@@ -155,8 +155,8 @@ impl Engine {
         let staging = add(config.writeback_parallelism as usize * run_bytes, &mut all);
         let meta_pool = add(META_POOL_PAGES as usize * UNIT_BYTES, &mut all);
         let superblock = add(2 * UNIT_BYTES * (config.mirrors_count as usize).max(1), &mut all);
-        let reclaim = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
-        let regions = Regions { all, staging, meta_pool, superblock, reclaim };
+        let log_scratch = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
+        let regions = Regions { all, staging, meta_pool, superblock, log_scratch };
         let first_sequence = log_layout.segments_count as u64;
         let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
         let mut engine = Engine {
@@ -262,7 +262,6 @@ impl Engine {
             Op::SegmentFlush { buffer, write, mirror } => self.segment_flush_done(buffer, write, mirror, status),
             Op::SuperblockWrite { mirror } => self.superblock_write_done(mirror, status),
             Op::SuperblockFlush { mirror } => self.superblock_flush_done(mirror, status),
-            Op::ReclaimRead { sequence } => self.reclaim_read_done(sequence, status),
             Op::CommitFlush { second } => self.commit_flush_done(second, status),
             Op::MetaWrite { pool_slot } => self.meta_write_done(pool_slot, status),
             Op::Startup => self.startup_io_done(id, status),

@@ -492,7 +492,7 @@ impl Engine {
         let mut entries: Vec<(u64, u32)> = live.into_iter().collect();
         entries.sort_unstable();
         for (lba, loc) in entries {
-            self.log.restore_entry(loc);
+            self.log.restore_entry(loc, lba);
             let block = (lba < u32::MAX as u64).then(|| self.cache.lookup(lba as u32)).flatten();
             // A write-through copy is dropped at the end of the restart
             // (`drop_copies_after_crash`) and the restart serves the backing
@@ -549,7 +549,7 @@ impl Engine {
     fn repair_read(&mut self) {
         let &(sequence, first_block, mirror, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
         let offset = self.part_device_offset(sequence, first_block);
-        let buffer = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
+        let buffer = IoBuffer::Engine { region: self.regions.log_scratch, offset_bytes: 0 };
         self.startup_submit(DeviceRole::Log(mirror), IoKind::Read, offset, bytes, buffer);
     }
 
@@ -558,7 +558,7 @@ impl Engine {
         let offset = self.part_device_offset(sequence, first_block);
         let mirrors: Vec<u8> = self.log.healthy_mirrors().filter(|&m| m != source).collect();
         for mirror in mirrors {
-            let buffer = IoBuffer::Engine { region: self.regions.reclaim, offset_bytes: 0 };
+            let buffer = IoBuffer::Engine { region: self.regions.log_scratch, offset_bytes: 0 };
             self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, bytes, buffer);
         }
     }
@@ -609,7 +609,7 @@ impl Engine {
                 self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, len, buffer);
             }
         }
-        let region = self.regions.reclaim;
+        let region = self.regions.log_scratch;
         let block_size = self.log_layout.segment.block_size as u64;
         self.region(region)[..block_size as usize].fill(0);
         let tail = self.log.tail_sequence;

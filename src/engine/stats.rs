@@ -19,7 +19,9 @@ pub struct Stats {
     /// Parts sealed and written: one per barrier, or per filled segment.
     pub log_parts_written: u64,
     pub log_bytes_written: u64,
-    pub log_reclaim_reads: u64,
+    /// Segments whose live entries reclamation moved (re-logged or
+    /// written back) so that the head could pass them.
+    pub log_segments_reclaimed: u64,
     pub superblock_writes: u64,
     pub commits: u64,
     pub meta_pages_written: u64,

@@ -839,7 +839,7 @@ impl Core {
                 .number("log_segments_written", s.log_segments_written)
                 .number("log_parts_written", s.log_parts_written)
                 .number("log_bytes_written", s.log_bytes_written)
-                .number("log_reclaim_reads", s.log_reclaim_reads)
+                .number("log_segments_reclaimed", s.log_segments_reclaimed)
                 .number("log_segments_in_use", s.log_segments_in_use)
                 .number("log_segments_total", s.log_segments_total)
                 .number("log_wraps", s.log_wraps)

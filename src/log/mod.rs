@@ -181,7 +181,14 @@ pub struct LogManager {
     /// every part sealed before it does.
     writes: VecDeque<PartWrite>,
     writes_front: u32,
+    /// The LBA each log block was last given (`LBA_SLOT_NONE` if none), by
+    /// location: reclamation finds a segment's entries here instead of
+    /// reading the segment back from a mirror (4 bytes per log block).
+    slot_lbas: Vec<u32>,
 }
+
+/// `LogManager::slot_lba` of a block that holds no entry.
+pub const LBA_SLOT_NONE: u32 = u32::MAX;
 
 impl LogManager {
     pub fn new(layout: LogLayout, instance_id: u64, buffer_regions: Vec<u32>, mirrors_count: u8, first_sequence: u64) -> Self {
@@ -220,6 +227,7 @@ impl LogManager {
             last_sealed: None,
             writes: VecDeque::with_capacity(PARTS_IN_FLIGHT_MAX),
             writes_front: 0,
+            slot_lbas: vec![LBA_SLOT_NONE; layout.segments_count as usize * layout.segment.blocks() as usize],
         }
     }
 
@@ -305,6 +313,8 @@ impl LogManager {
         let index = self.segment_index(sequence) as usize;
         debug_assert!(self.segments[index].state == SegmentState::Free || self.segments[index].live_count == 0);
         self.segments[index] = SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Open };
+        let slots = self.slots() as usize;
+        self.slot_lbas[index * slots..(index + 1) * slots].fill(LBA_SLOT_NONE);
         let b = &mut self.buffers[buffer];
         b.state = BufferState::Open;
         b.sequence = sequence;
@@ -382,6 +392,7 @@ impl LogManager {
         let (sequence, point) = (b.sequence, log_point(b.sequence, b.part));
         let block = b.part_first + self.layout.segment.header_blocks + slot;
         let loc = self.loc(sequence, block);
+        self.slot_lbas[loc as usize] = u32::try_from(lba).unwrap_or(LBA_SLOT_NONE);
         let index = self.segment_index(sequence) as usize;
         self.segments[index].live_count += 1;
         self.live_entries += 1;
@@ -620,7 +631,8 @@ impl LogManager {
         self.durable_prefix_sequence = self.tail_sequence;
     }
 
-    pub fn restore_entry(&mut self, loc: u32) {
+    pub fn restore_entry(&mut self, loc: u32, lba: u64) {
+        self.slot_lbas[loc as usize] = u32::try_from(lba).unwrap_or(LBA_SLOT_NONE);
         let index = self.loc_segment(loc) as usize;
         self.segments[index].live_count += 1;
         self.live_entries += 1;
@@ -682,5 +694,15 @@ impl LogManager {
         self.segments.len() * std::mem::size_of::<SegmentInfo>()
             + self.buffers.len() * std::mem::size_of::<LogBuffer>()
             + self.writes.capacity() * std::mem::size_of::<PartWrite>()
+            + self.slot_lbas.len() * std::mem::size_of::<u32>()
+    }
+
+    /// The locations of segment `sequence`'s blocks with the LBA each was
+    /// last given; an entry is live only if its block's cache entry still
+    /// points at that location.
+    pub fn segment_slot_lbas(&self, sequence: u64) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let first = self.loc(sequence, 0);
+        let slots = &self.slot_lbas[first as usize..(first + self.slots()) as usize];
+        (first..).zip(slots.iter().copied()).filter(|&(_, lba)| lba != LBA_SLOT_NONE)
     }
 }

@@ -53,7 +53,7 @@ impl SimTarget for Engine {
             ("log_segments_total_now", s.log_segments_total),
             ("log_segments_in_use_now", s.log_segments_in_use),
             ("log_live_entries_now", s.log_live_entries),
-            ("log_reclaim_reads", s.log_reclaim_reads),
+            ("log_segments_reclaimed", s.log_segments_reclaimed),
             ("flush_fallbacks", s.flush_fallbacks),
             ("commits", s.commits),
             ("meta_pages_written", s.meta_pages_written),
