@@ -53,7 +53,7 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--segment-size", type=int, dest="segment_size",
                    help="log segment size in bytes (default 1 MiB)")
     p.add_argument("--buffer-count", type=int, dest="buffer_count",
-                   help="segment buffers in the log pool, at least 2 (default 4)")
+                   help="segment buffers in the log pool, at least 2 (default 0: 16, or an eighth of the log's segments if fewer)")
     p.add_argument("--dirty-threshold", type=int, dest="dirty_threshold",
                    help="background write-back keeps dirty blocks under this percent of the cache, 1..100 "
                    "(default 30)")

@@ -9,6 +9,7 @@
 
 mod commit;
 mod flush;
+mod held;
 mod lba_hash;
 mod logging;
 mod ordered;
@@ -111,6 +112,8 @@ pub struct Engine {
     ops: Slab<Op>,
     requests: Slab<RequestState>,
     waiting: VecDeque<Waiting>,
+    /// Data of waiting block writes, for their log copy (held.rs).
+    held: held::HeldData,
     io_out: VecDeque<DeviceIo>,
     completions_out: VecDeque<RequestCompletion>,
     flushes: Vec<FlushState>,
@@ -139,8 +142,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(config: Config, start: StartMode, alloc: &mut dyn IoAllocator, now: Nanos) -> Result<Engine, ConfigError> {
+    pub fn new(mut config: Config, start: StartMode, alloc: &mut dyn IoAllocator, now: Nanos) -> Result<Engine, ConfigError> {
         let (cache_layout, log_layout) = config.validate()?;
+        config.log_buffers_count = config.log_buffers_for(log_layout.segments_count);
         let blocks_count = u32::try_from(cache_layout.blocks_count)
             .map_err(|_| ConfigError(format!("cache of {} blocks exceeds 2^32 blocks", cache_layout.blocks_count)))?;
         let bs = config.block_size as usize;
@@ -165,6 +169,7 @@ impl Engine {
             ops: Slab::with_capacity(1024),
             requests: Slab::with_capacity(256),
             waiting: VecDeque::with_capacity(256),
+            held: held::HeldData::new(config.block_size, config.mirrors_count > 0),
             io_out: VecDeque::with_capacity(1024),
             completions_out: VecDeque::with_capacity(256),
             flushes: Vec::with_capacity(16),

@@ -1,6 +1,7 @@
 //! Read and write paths: hits, misses and fills, copy-on-write block writes,
 //! write-through and passthrough, and requests waiting for a block.
 
+use super::held::HELD_NONE;
 use super::{Engine, EngineState, Op};
 use crate::cache::{flag, BlockState, Through};
 use crate::config::{Mutation, Policy};
@@ -29,6 +30,8 @@ pub(super) struct Waiting {
     pub back: bool,
     /// The flush epoch the write was submitted in (wb-ordered).
     pub epoch: u32,
+    /// Where its data is held for the log copy (held.rs), or `HELD_NONE`.
+    pub held: u32,
 }
 
 /// How writes behave right now (a switch away from write-back writes
@@ -135,7 +138,7 @@ impl Engine {
                 }
                 Some(_) => {
                     if !self.try_start_block_read(key, i) {
-                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, back: false, epoch: 0 });
+                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, back: false, epoch: 0, held: HELD_NONE });
                     }
                 }
             }
@@ -297,7 +300,7 @@ impl Engine {
                 || self.waiting_back_overlaps(lba, count)
                 || !self.try_start_write_through(key)
             {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, back: false, epoch: 0 });
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, back: false, epoch: 0, held: HELD_NONE });
             }
             return;
         }
@@ -305,7 +308,12 @@ impl Engine {
         for i in 0..count {
             let epoch = self.ordered_reserve();
             if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data, epoch, true) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch });
+                let offset = i as u64 * self.config.block_size as u64;
+                let held = match data {
+                    Some(data) if self.log_active() => self.held.hold(data, offset),
+                    _ => HELD_NONE,
+                };
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held });
             }
         }
     }
@@ -367,7 +375,7 @@ impl Engine {
         self.requests.get_mut(key).unwrap().pending += count;
         for i in 0..count {
             if !self.try_start_block_write(key, i, None, 0, false) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: false, epoch: 0 });
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: false, epoch: 0, held: HELD_NONE });
             }
         }
         true
@@ -566,6 +574,7 @@ impl Engine {
             remaining -= 1;
             let Some(waiting) = self.waiting.pop_front() else { break };
             if self.requests.get(waiting.request).is_none() {
+                self.held.release(waiting.held);
                 continue;
             }
             let started = if waiting.block_in_request == WHOLE_REQUEST && self.write_mode() == WriteMode::Back {
@@ -581,9 +590,15 @@ impl Engine {
                 started
             } else if waiting.write {
                 // Writes keep their order: stop at the first one that cannot start.
-                let started =
-                    self.try_start_block_write(waiting.request, waiting.block_in_request, None, waiting.epoch, waiting.back);
-                if !started {
+                let held = std::mem::take(&mut self.held);
+                let offset = waiting.block_in_request as u64 * self.config.block_size as u64;
+                let started = held.with_block(waiting.held, offset, |data| {
+                    self.try_start_block_write(waiting.request, waiting.block_in_request, data, waiting.epoch, waiting.back)
+                });
+                self.held = held;
+                if started {
+                    self.held.release(waiting.held);
+                } else {
                     self.waiting.push_front(waiting);
                     self.requeue_reads_behind(remaining);
                     return;
@@ -608,7 +623,7 @@ impl Engine {
         for i in 0..count {
             let epoch = self.ordered_reserve();
             if !self.try_start_block_write(key, i, None, epoch, true) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch });
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held: HELD_NONE });
             }
         }
         self.sub_done(key, 1, None);

@@ -110,7 +110,7 @@ impl Default for Profile {
                 writeback_parallelism: 32.0,
                 idle_after_ms: 50.0,
                 segment_kib: 1024.0,
-                log_buffers_count: 4.0,
+                log_buffers_count: 0.0,
                 log_mib: 16384.0,
                 steady_log_mib: 4096.0,
             },
@@ -226,7 +226,7 @@ impl Profile {
             ("engine.dirty_threshold_percent", e.dirty_threshold_percent, 1.0, 100.0),
             ("engine.writeback_parallelism", e.writeback_parallelism, 1.0, 4096.0),
             ("engine.segment_kib", e.segment_kib, 64.0, 65536.0),
-            ("engine.log_buffers_count", e.log_buffers_count, 2.0, 1024.0),
+            ("engine.log_buffers_count", e.log_buffers_count, 0.0, 1024.0),
             ("engine.log_mib", e.log_mib, 1.0, 1048576.0),
             ("engine.steady_log_mib", e.steady_log_mib, 1.0, 1048576.0),
         ];
