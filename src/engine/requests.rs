@@ -313,6 +313,9 @@ impl Engine {
                     Some(data) if self.log_active() => self.held.hold(data, offset),
                     _ => HELD_NONE,
                 };
+                if held == HELD_NONE && self.log_active() {
+                    self.stats.writes_waited_unheld += 1;
+                }
                 self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held });
             }
         }

@@ -22,6 +22,10 @@ pub struct Stats {
     /// Segments whose live entries reclamation moved (re-logged or
     /// written back) so that the head could pass them.
     pub log_segments_reclaimed: u64,
+    /// Block writes that waited (for a free cache block) with the pool that
+    /// holds their data for the log copy full (engine/held.rs): each is
+    /// logged later from the cache device instead.
+    pub writes_waited_unheld: u64,
     pub superblock_writes: u64,
     pub commits: u64,
     pub meta_pages_written: u64,
