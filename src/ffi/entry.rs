@@ -61,8 +61,9 @@ fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParams, Conf
     )
 }
 
+/// Whether a bdev of this name exists; a name no bdev can have does not.
 fn bdev_exists(name: &str) -> bool {
-    let name = CString::new(name).expect("names come from C strings");
+    let Ok(name) = CString::new(name) else { return false };
     // SAFETY: valid C string for the call.
     unsafe { sys::hhc_glue_bdev_exists(name.as_ptr()) }
 }
@@ -133,9 +134,16 @@ pub extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u8, len:
     // SAFETY: C passes the buffer it read unit 0 into, valid for this call.
     let unit = unsafe { std::slice::from_raw_parts(unit, len) };
     let Ok(superblock) = crate::format::CacheSuperblock::decode(unit) else { return };
-    let Some(mut params) = CreateParams::from_owner_record(&superblock.owner) else {
-        log::info!("examine: bdev {name} holds an HHC cache (instance {:#x}) without create parameters; use bdev_hhc_create", superblock.instance_id);
-        return;
+    let mut params = match CreateParams::from_owner_record(&superblock.owner) {
+        Ok(Some(params)) => params,
+        Ok(None) => {
+            log::info!("examine: bdev {name} holds an HHC cache (instance {:#x}) without create parameters; use bdev_hhc_create", superblock.instance_id);
+            return;
+        }
+        Err(error) => {
+            log::warn!("examine: bdev {name} holds an HHC cache (instance {:#x}) whose {error}; not assembled, bdev left unclaimed; use bdev_hhc_create", superblock.instance_id);
+            return;
+        }
     };
     params.cache = name.clone();
     if nodes().into_iter().any(|n| n.try_core().is_none_or(|c| c.params.name == params.name)) {
@@ -234,7 +242,9 @@ fn open_node(params: CreateParams) -> Result<Box<Node>, (i32, String)> {
 
 fn open_base(node: *const Node, role: DeviceRole, name: String) -> Result<Base, (i32, String)> {
     let ctx = Box::new(BaseCtx { node, role });
-    let c_name = CString::new(name.clone()).expect("names come from C strings");
+    let Ok(c_name) = CString::new(name.clone()) else {
+        return Err((JSONRPC_INVALID_PARAMS, format!("bdev name {name:?} holds a NUL")));
+    };
     let mut glue = std::ptr::null_mut();
     // SAFETY: valid C string; ctx stays boxed (stable address) inside Base
     // for as long as C may call back with it; glue is an out pointer.

@@ -607,7 +607,9 @@ impl Core {
     }
 
     fn register(&mut self) {
-        let name = CString::new(self.params.name.clone()).expect("names come from C strings");
+        let Ok(name) = CString::new(self.params.name.clone()) else {
+            return self.fail(format!("name {:?} holds a NUL", self.params.name));
+        };
         let alignment_log2 = self.bases.iter().map(|b| b.info.required_alignment_log2).max().unwrap_or(0);
         let blocks_count = self.engine.as_ref().expect("engine").blocks_count();
         let mut glue = std::ptr::null_mut();
