@@ -8,10 +8,17 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The C shim's files (not hhc_tgt.c, which spdk-glue/Makefile links).
+const GLUE_SOURCES: [&str; 4] =
+    ["spdk-glue/hhc_glue.c", "spdk-glue/hhc_base.c", "spdk-glue/hhc_node.c", "spdk-glue/hhc_rpc.c"];
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=spdk-glue/hhc_glue.h");
-    println!("cargo:rerun-if-changed=spdk-glue/hhc_glue.c");
+    println!("cargo:rerun-if-changed=spdk-glue/hhc_glue_internal.h");
+    for file in GLUE_SOURCES {
+        println!("cargo:rerun-if-changed={file}");
+    }
     println!("cargo:rerun-if-env-changed=SPDK_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo::rustc-check-cfg=cfg(hhc_spdk)");
@@ -45,7 +52,7 @@ fn find_spdk() -> Option<Vec<PathBuf>> {
 #[cfg(feature = "spdk")]
 fn build_module(include_dirs: &[PathBuf]) {
     let mut build = cc::Build::new();
-    build.file("spdk-glue/hhc_glue.c").include("spdk-glue").warnings(true).extra_warnings(true);
+    build.files(GLUE_SOURCES).include("spdk-glue").warnings(true).extra_warnings(true);
     build.flag_if_supported("-Wno-unused-parameter").flag_if_supported("-Wno-missing-field-initializers");
     for dir in include_dirs {
         build.include(dir);

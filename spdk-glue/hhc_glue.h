@@ -1,6 +1,7 @@
 /*   SPDX-License-Identifier: BSD-3-Clause
  *
- * The narrow C API between the HHC bdev module's C shim (hhc_glue.c) and its
+ * The narrow C API between the HHC bdev module's C shim (the .c files of
+ * spdk-glue/ but hhc_tgt.c; hhc_glue_internal.h lists them) and its
  * Rust side (src/ffi/). bindgen runs over this header only, so it holds
  * nothing but opaque handles, plain integers and pointers: Rust never depends
  * on the layout of an SPDK structure.
@@ -41,6 +42,8 @@ enum hhc_glue_io_kind {
 	HHC_GLUE_IO_READ = 0,
 	HHC_GLUE_IO_WRITE = 1,
 	HHC_GLUE_IO_FLUSH = 2,
+	/* Completes once every request before it is done (lba and count 0). */
+	HHC_GLUE_IO_RESET = 3,
 };
 
 enum hhc_glue_log_level {

@@ -2,16 +2,20 @@
 //! drivers feed it requests, device completions and time, and carry out the
 //! device commands it emits. See README.md and docs/.
 
+#[cfg(feature = "tools")]
 pub mod bench;
 pub mod cache;
 pub mod config;
 pub mod driver;
 pub mod engine;
+pub mod ffi;
 pub mod format;
 pub mod io;
-pub mod ffi;
 pub mod log;
+#[cfg(feature = "tools")]
 pub mod mttdl;
 pub mod recovery;
+#[cfg(feature = "tools")]
 pub mod sim;
+#[cfg(feature = "tools")]
 pub mod timed;

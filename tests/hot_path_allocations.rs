@@ -68,7 +68,7 @@ fn run_mix(driver: &mut NullDriver, first_id: u64, data: &Vec<u8>) {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let lba = if state % 4 == 0 { (state >> 32) % (2 * BLOCKS) } else { (state >> 8) % (BLOCKS / 8) };
+        let lba = if state.is_multiple_of(4) { (state >> 32) % (2 * BLOCKS) } else { (state >> 8) % (BLOCKS / 8) };
         let id = first_id + i;
         match i % 16 {
             15 => driver.request(id, RequestKind::Flush, 0, None),

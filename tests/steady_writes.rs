@@ -274,7 +274,7 @@ impl Run {
     fn submit(&mut self, now: Nanos, slot: usize) {
         let blocks = self.engine.blocks_count();
         self.requests_issued += 1;
-        let flush = self.flush_every > 0 && self.requests_issued % (self.flush_every + 1) == 0;
+        let flush = self.flush_every > 0 && self.requests_issued.is_multiple_of(self.flush_every + 1);
         let before = Work::of(&self.engine);
         let client = &mut self.clients[slot];
         client.submitted_at = now;
@@ -412,7 +412,7 @@ const HEADER: &str =
     "  s   writes lat_avg_us lat_max_us writebacks  dirty   free segs reclaim revokes sb_wr segs_wr  copied relogged unlogged timers waiting  visits_k wall_ms";
 
 fn line(i: usize, s: &Second) -> String {
-    let avg = if s.writes > 0 { s.latency_ns_sum / s.writes / 1000 } else { 0 };
+    let avg = s.latency_ns_sum.checked_div(s.writes).map_or(0, |ns| ns / 1000);
     format!(
         "{i:>3} {:>8} {:>10} {:>10} {:>10} {:>6} {:>6} {:>4} {:>7} {:>7} {:>5} {:>7} {:>7} {:>8} {:>8} {:>6} {:>7} {:>9} {:>7}",
         s.writes,

@@ -34,6 +34,13 @@ impl RequestData for IovecData<'_> {
     }
 }
 
+/// The iovec of `len_bytes` at `offset_bytes` of memory the caller owns.
+pub fn region_iovec(memory: &mut [u8], offset_bytes: u64, len_bytes: u64) -> iovec {
+    let range = offset_bytes as usize..(offset_bytes + len_bytes) as usize;
+    let bytes = &mut memory[range];
+    iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: bytes.len() }
+}
+
 /// Appends to `out` the iovecs that cover `len_bytes` starting at
 /// `offset_bytes` of the buffer `iovs` describes. Returns false when the
 /// buffer is shorter.

@@ -1,29 +1,57 @@
 //! The SPDK driver of the engine: the only Rust code that touches SPDK or
 //! raw pointers. The C shim (spdk-glue/) registers bdev module `hhc`; it
-//! calls the `hhc_rs_*` functions in `entry` and offers the `hhc_glue_*`
-//! functions bindgen generates into `sys`.
+//! calls the `hhc_rs_*` functions and offers the `hhc_glue_*` functions
+//! bindgen generates into `sys`.
 //!
 //! Threading: one owner SPDK thread per HHC bdev (the thread that created
 //! it) runs the engine and does all base-bdev I/O on its own channels.
 //! Requests submitted on other threads reach it through a bounded queue and
 //! are completed back on their own thread through a bounded per-channel
 //! queue. Panics abort (`panic = "abort"` in release; `extern "C"` entry
-//! points abort on unwinding in every profile). Errors become negative errno.
+//! points abort on unwinding in every profile). Errors become negative errno
+//! in `errno`.
 //!
-//! `json`, `iov` and `params` hold no unsafe SPDK calls and build everywhere,
-//! so their tests run without SPDK.
+//! Rooms, each importing only those above it in this list:
+//! - `errno`, `json`, `iov`, `params`: no SPDK calls; build and test everywhere.
+//! - `sys` (bindgen), `logger`, `memory`, `owner` (threads, time, the
+//!   owner-thread cell), `rpc` (answers): thin wrappers of the C shim.
+//! - `base` (base bdevs), `request` (the request path, RESET), `recovery`
+//!   (log scan and replay after a cache loss).
+//! - `node` (a node and its owner's loop), then `registry` (the node list),
+//!   `lifecycle` (open, probe, register, fail, destruct, recovery), `info`
+//!   (reports), `create` (the create RPC and examine), `entry` (data path
+//!   and channel entry points).
 
+pub mod errno;
 pub mod iov;
 pub mod json;
 pub mod params;
 
 #[cfg(hhc_spdk)]
+mod base;
+#[cfg(hhc_spdk)]
+mod create;
+#[cfg(hhc_spdk)]
 mod entry;
+#[cfg(hhc_spdk)]
+mod info;
+#[cfg(hhc_spdk)]
+mod lifecycle;
 #[cfg(hhc_spdk)]
 mod logger;
 #[cfg(hhc_spdk)]
 mod memory;
 #[cfg(hhc_spdk)]
 mod node;
+#[cfg(hhc_spdk)]
+mod owner;
+#[cfg(hhc_spdk)]
+mod recovery;
+#[cfg(hhc_spdk)]
+mod registry;
+#[cfg(hhc_spdk)]
+mod request;
+#[cfg(hhc_spdk)]
+mod rpc;
 #[cfg(hhc_spdk)]
 mod sys;

@@ -8,6 +8,8 @@ use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
 
 /// First line of the owner record (format version of the record itself).
 const OWNER_RECORD_HEADER: &str = "hhc-spdk-create 1";
+/// Longest bdev name accepted (bytes).
+pub const NAME_BYTES_MAX: usize = 255;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateParams {
@@ -73,12 +75,14 @@ impl CreateParams {
         if self.name.is_empty() {
             return Err(ConfigError("name must not be empty".into()));
         }
+        check_name("name", &self.name)?;
         let mut roles: Vec<(&str, &str)> = vec![("backing", &self.backing), ("cache", &self.cache)];
         roles.extend(self.logs.iter().map(|l| ("logs", l.as_str())));
         for (index, (role, bdev)) in roles.iter().enumerate() {
             if bdev.is_empty() {
                 return Err(ConfigError(format!("{role} must name a bdev")));
             }
+            check_name(role, bdev)?;
             if *bdev == self.name {
                 return Err(ConfigError(format!("{role} bdev '{bdev}' is the name of the HHC bdev itself")));
             }
@@ -133,21 +137,25 @@ impl CreateParams {
         text.into_bytes()
     }
 
-    /// Parameters back from an owner record; None if it is not one of ours
-    /// or does not hold valid parameters.
-    pub fn from_owner_record(record: &[u8]) -> Option<CreateParams> {
-        let text = std::str::from_utf8(record).ok()?;
-        let mut lines = text.lines();
-        if lines.next()? != OWNER_RECORD_HEADER {
-            return None;
-        }
+    /// Parameters back from an owner record: `Ok(None)` if the record is
+    /// not one of ours (another program formatted the cache, or nothing
+    /// recorded it), an error naming the fault if it is ours but does not
+    /// hold valid parameters. The bytes come from a device: hostile input.
+    pub fn from_owner_record(record: &[u8]) -> Result<Option<CreateParams>, ConfigError> {
+        let Some(body) = record.strip_prefix(OWNER_RECORD_HEADER.as_bytes()).and_then(|r| r.strip_prefix(b"\n")) else {
+            return Ok(None);
+        };
+        let invalid = |what: String| ConfigError(format!("owner record: {what}"));
+        let text = std::str::from_utf8(body).map_err(|e| invalid(format!("not UTF-8 ({e})")))?;
         let mut fields = std::collections::HashMap::new();
-        for line in lines {
-            let (key, value) = line.split_once('=')?;
+        for line in text.lines() {
+            let (key, value) = line.split_once('=').ok_or_else(|| invalid(format!("line {line:?} is not key=value")))?;
             fields.insert(key, value);
         }
-        let text_of = |key: &str| fields.get(key).map(|v| v.to_string());
-        let number = |key: &str| fields.get(key).and_then(|v| v.parse::<u32>().ok());
+        let text_of = |key: &str| fields.get(key).map(|v| v.to_string()).ok_or_else(|| invalid(format!("no {key}")));
+        let number = |key: &str| {
+            fields.get(key).map(|v| v.parse::<u32>().map_err(|_| invalid(format!("{key}={v:?} is not a number")))).transpose()
+        };
         let logs = text_of("logs")?;
         let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
         CreateParams::new(
@@ -156,12 +164,13 @@ impl CreateParams {
             text_of("cache")?,
             logs,
             fields.get("policy").copied(),
-            number("block_size"),
-            number("segment_size"),
-            number("buffer_count"),
-            number("dirty_threshold"),
+            number("block_size")?,
+            number("segment_size")?,
+            number("buffer_count")?,
+            number("dirty_threshold")?,
         )
-        .ok()
+        .map(Some)
+        .map_err(|e| invalid(e.0))
     }
 
     fn optional_numbers(&self) -> [(&'static str, Option<u32>); 4] {
@@ -188,6 +197,18 @@ impl CreateParams {
         }
         object.finish()
     }
+}
+
+/// A bdev name becomes a C string and a log line: no NUL or other control
+/// character, and a length any SPDK component takes.
+fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
+    if name.len() > NAME_BYTES_MAX {
+        return Err(ConfigError(format!("{role}: a bdev name of {} bytes; at most {NAME_BYTES_MAX}", name.len())));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(ConfigError(format!("{role}: bdev name {name:?} holds the control character {c:?}")));
+    }
+    Ok(())
 }
 
 /// Device commands address bytes in units of `unit_bytes`; the base bdev's
@@ -267,13 +288,35 @@ mod tests {
         let p = CreateParams { dirty_threshold: Some(100), ..params("hhc", &["hdd0", "hdd1"]).unwrap() };
         let record = p.owner_record();
         assert!(record.len() <= OWNER_BYTES_MAX);
-        assert_eq!(CreateParams::from_owner_record(&record), Some(p.clone()));
-        assert_eq!(CreateParams::from_owner_record(b""), None);
-        assert_eq!(CreateParams::from_owner_record(b"hhc-spdk-create 2\nname=x"), None);
+        assert_eq!(CreateParams::from_owner_record(&record), Ok(Some(p.clone())));
+        assert_eq!(CreateParams::from_owner_record(b""), Ok(None));
+        assert_eq!(CreateParams::from_owner_record(b"hhc-spdk-create 2\nname=x"), Ok(None));
         let no_cache = String::from_utf8(record).unwrap().replace("cache=ssd\n", "");
-        assert_eq!(CreateParams::from_owner_record(no_cache.as_bytes()), None);
+        assert!(CreateParams::from_owner_record(no_cache.as_bytes()).unwrap_err().0.contains("no cache"));
         let bad_policy = String::from_utf8(p.owner_record()).unwrap().replace("policy=hhc", "policy=lru");
-        assert_eq!(CreateParams::from_owner_record(bad_policy.as_bytes()), None);
+        assert!(CreateParams::from_owner_record(bad_policy.as_bytes()).unwrap_err().0.contains("unknown policy"));
+    }
+
+    #[test]
+    fn hostile_owner_records_are_refused() {
+        let good = String::from_utf8(params("hhc", &["hdd0"]).unwrap().owner_record()).unwrap();
+        let long = format!("logs={}", "x".repeat(300));
+        let mut not_utf8 = good.clone().into_bytes();
+        not_utf8.extend_from_slice(b"x=\xff\n");
+        let cases: [(Vec<u8>, &str); 6] = [
+            (good.replace("name=hhc0", "name=hh\0c0").into(), "name: bdev name \"hh\\0c0\" holds the control character"),
+            (good.replace("backing=back", "backing=ba\u{1b}ck").into(), "backing: bdev name"),
+            (good.replace("logs=hdd0", &long).into(), "logs: a bdev name of 300 bytes"),
+            (good.replace("policy=hhc", "policy=hhc\nblock_size=4k").into(), "block_size=\"4k\" is not a number"),
+            (good.replace("policy=hhc", "policy").into(), "is not key=value"),
+            (not_utf8, "not UTF-8"),
+        ];
+        for (hostile, expected) in cases {
+            let error = CreateParams::from_owner_record(&hostile).expect_err(expected).0;
+            assert!(error.starts_with("owner record: ") && error.contains(expected), "{error:?} should mention {expected:?}");
+        }
+        let nul_in_rpc = CreateParams::new("a\0".into(), "b".into(), "c".into(), vec![], Some("wt"), None, None, None, None);
+        assert!(nul_in_rpc.unwrap_err().0.contains("control character"));
     }
 
     #[test]

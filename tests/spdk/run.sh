@@ -13,8 +13,9 @@
 #
 # Every step has a timeout; every process started here is stopped by PID on
 # exit. Prints "N passed, N failed" last and exits non-zero on any failure.
-# POLICIES="wb hhc" narrows the per-policy runs; KEEP_WORK=1 keeps the
-# scratch directory (images, logs) for inspection.
+# POLICIES="wb hhc" narrows the per-policy runs; ONLY=REGEX runs just the
+# steps whose function name matches; KEEP_WORK=1 keeps the scratch directory
+# (images, logs) for inspection.
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,6 +54,7 @@ fail() { FAILED=$((FAILED + 1)); log "FAIL $1"; }
 check() { # name command...
     local name=$1
     shift
+    if [ -n "${ONLY:-}" ] && ! [[ $1 =~ $ONLY ]]; then log "SKIP $name (ONLY=$ONLY)"; return 0; fi
     if "$@" >"$WORK/step.log" 2>&1; then pass "$name"; else fail "$name"; tail -25 "$WORK/step.log"; fi
 }
 
@@ -98,6 +100,23 @@ fio_verify_only() { run_fio "$1" "${2:-hhc0}" randwrite --verify_only=1; }
 bdevperf_verify() { # json
     timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
         --json "$1" -T hhc0 -q 16 -o 4096 -w verify -t 3 -r "$WORK/bdevperf.sock"
+}
+
+# bdevperf's reset workload: verify I/O at queue depth 16 and a RESET after
+# 10 s, which must drain the I/O in flight and succeed (bdevperf fails the
+# run on a failed reset).
+bdevperf_reset() { # json
+    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
+        --json "$1" -T hhc0 -q 16 -o 4096 -w reset -t 12 -r "$WORK/bdevperf.sock" || return 1
+}
+
+reset_drains() {
+    make_files
+    bdev_json hhc >"$WORK/reset.json"
+    bdevperf_reset "$WORK/reset.json" >"$WORK/reset.log" 2>&1
+    local rc=$?
+    grep -i "reset" "$WORK/reset.log"
+    [ "$rc" -eq 0 ] && grep -q "hhc0: reset: draining [0-9]* requests" "$WORK/reset.log" && ! grep -q "Reset blockdev=hhc0 failed" "$WORK/reset.log"
 }
 
 # A log of 11 segments and a flush after every write: every flush seals a
@@ -393,6 +412,44 @@ examine_assembles() {
         export_nvmf && remote_fio randwrite --verify_only=1
 }
 
+# Rewrites the name in the owner record of ssd.img's cache superblock to
+# hold a NUL byte, with a valid checksum (CRC-32/IEEE over the 4 KiB unit,
+# its crc field at byte 12 zeroed).
+poison_owner_record() {
+    python3 - "$WORK/ssd.img" <<'PY'
+import struct, sys, zlib
+with open(sys.argv[1], "r+b") as f:
+    unit = bytearray(f.read(4096))
+    at = unit.find(b"\nname=hhc0\n")
+    assert at > 0, "no owner record naming hhc0"
+    unit[at:at + 11] = b"\nname=h\x00c0\n"
+    unit[12:16] = b"\0\0\0\0"
+    unit[12:16] = struct.pack("<I", zlib.crc32(bytes(unit)) & 0xffffffff)
+    f.seek(0)
+    f.write(unit)
+PY
+}
+
+# examine of a cache bdev whose owner record holds a NUL: the target keeps
+# running, logs why, leaves the bdevs unclaimed; a create call over the same
+# devices then works (warm).
+hostile_owner_record() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        $RPC bdev_hhc_delete hhc0 || return 1
+    stop_tgt
+    poison_owner_record || return 1
+    start_tgt && tgt_bases || return 1
+    for _ in $(seq 50); do grep -q "examine: bdev ssd holds an HHC cache" "$WORK/tgt.log" && break; sleep 0.1; done
+    grep "examine: bdev ssd" "$WORK/tgt.log"
+    $RPC spdk_get_version >/dev/null &&
+        grep -q "examine: bdev ssd holds an HHC cache .* whose owner record: name: bdev name .* control character" "$WORK/tgt.log" &&
+        [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
+        $RPC bdev_get_bdevs -b ssd >"$WORK/ssd.json" && grep -q '"claimed": false' "$WORK/ssd.json" &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        grep -q "warm start from cache bdev ssd" "$WORK/tgt.log"
+}
+
 main() {
     spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
     log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
@@ -418,6 +475,7 @@ main() {
         fail "hhc_tgt start"
     fi
     stop_tgt
+    check "bdevperf -w reset: a RESET drains the I/O in flight and succeeds" reset_drains
     check "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
     make_files
     nvmf_json >"$WORK/nvmf.json"
@@ -428,6 +486,9 @@ main() {
     stop_tgt
     make_files
     check "examine: a restarted target assembles the HHC bdev from its cache bdev, warm" examine_assembles
+    stop_tgt
+    make_files
+    check "examine: an owner record with a NUL in a name is refused, logged, nothing claimed; the target serves on" hostile_owner_record
     stop_tgt
     make_files
     check "steady state: the log wraps 10 times, kill -9, warm restart serves the last pass" steady_crash

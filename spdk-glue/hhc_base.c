@@ -1,0 +1,295 @@
+/*   SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Base bdevs of an HHC bdev (backing, cache, log mirrors): opened and
+ * claimed for module hhc, I/O at byte offsets with -ENOMEM waits, hot-remove
+ * events, and a close that waits for the I/O still out.
+ */
+
+#include "hhc_glue_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spdk/bdev.h"
+#include "spdk/log.h"
+#include "spdk/string.h"
+#include "spdk/thread.h"
+#include "spdk/util.h"
+
+/* Most I/Os carry one or two iovecs; more than this take a heap array. */
+#define HHC_INLINE_IOVS 8
+
+struct hhc_dev_io {
+	struct hhc_glue_base *base;
+	enum hhc_glue_io_kind kind;
+	uint64_t offset_bytes;
+	uint64_t len_bytes;
+	uint64_t tag;
+	int iovs_count;
+	struct iovec *iovs;
+	struct iovec inline_iovs[HHC_INLINE_IOVS];
+	struct spdk_bdev_io_wait_entry wait;
+	struct hhc_dev_io *next_free;
+};
+
+struct hhc_glue_base {
+	struct spdk_bdev_desc *desc;
+	struct spdk_bdev *bdev;
+	struct spdk_io_channel *channel;
+	void *rs_base;
+	/* I/Os started and not yet completed (including -ENOMEM waiters). */
+	uint64_t outstanding;
+	bool closing;
+	/* Recycled per-I/O contexts: the pool grows to the peak queue depth
+	 * once, after which the data path allocates nothing. */
+	struct hhc_dev_io *free_ios;
+};
+
+static void base_finish_close(struct hhc_glue_base *base);
+
+static void
+base_event_cb(enum spdk_bdev_event_type type, struct spdk_bdev *bdev, void *event_ctx)
+{
+	struct hhc_glue_base *base = event_ctx;
+
+	if (type != SPDK_BDEV_EVENT_REMOVE) {
+		SPDK_NOTICELOG("hhc: ignoring event %d on bdev %s\n", type, spdk_bdev_get_name(bdev));
+		return;
+	}
+	if (!base->closing) {
+		hhc_rs_base_removed(base->rs_base);
+	}
+}
+
+bool
+hhc_glue_bdev_exists(const char *name)
+{
+	return spdk_bdev_get_by_name(name) != NULL;
+}
+
+int
+hhc_glue_base_open(const char *name, void *rs_base, struct hhc_glue_base **out)
+{
+	struct hhc_glue_base *base = calloc(1, sizeof(*base));
+	int rc;
+
+	if (base == NULL) {
+		return -ENOMEM;
+	}
+	base->rs_base = rs_base;
+	rc = spdk_bdev_open_ext(name, true, base_event_cb, base, &base->desc);
+	if (rc != 0) {
+		free(base);
+		return rc;
+	}
+	base->bdev = spdk_bdev_desc_get_bdev(base->desc);
+	rc = spdk_bdev_module_claim_bdev(base->bdev, base->desc, &g_hhc_module);
+	if (rc != 0) {
+		spdk_bdev_close(base->desc);
+		free(base);
+		return rc;
+	}
+	*out = base;
+	return 0;
+}
+
+void
+hhc_glue_base_get_info(const struct hhc_glue_base *base, struct hhc_glue_base_info *info)
+{
+	info->block_size = spdk_bdev_get_block_size(base->bdev);
+	info->blocks_count = spdk_bdev_get_num_blocks(base->bdev);
+	info->required_alignment_log2 = spdk_u32log2(spdk_bdev_get_buf_align(base->bdev));
+	info->supports_flush = spdk_bdev_io_type_supported(base->bdev, SPDK_BDEV_IO_TYPE_FLUSH);
+	info->volatile_write_cache = spdk_bdev_has_write_cache(base->bdev);
+}
+
+int
+hhc_glue_base_get_channel(struct hhc_glue_base *base)
+{
+	base->channel = spdk_bdev_get_io_channel(base->desc);
+	return base->channel == NULL ? -ENOMEM : 0;
+}
+
+static struct hhc_dev_io *
+dev_io_get(struct hhc_glue_base *base)
+{
+	struct hhc_dev_io *io = base->free_ios;
+
+	if (io != NULL) {
+		base->free_ios = io->next_free;
+		return io;
+	}
+	io = calloc(1, sizeof(*io));
+	if (io != NULL) {
+		io->base = base;
+	}
+	return io;
+}
+
+static void
+dev_io_put(struct hhc_dev_io *io)
+{
+	struct hhc_glue_base *base = io->base;
+
+	if (io->iovs != io->inline_iovs) {
+		free(io->iovs);
+	}
+	io->iovs = NULL;
+	io->next_free = base->free_ios;
+	base->free_ios = io;
+}
+
+/* Hands a finished I/O to Rust unless the base is already closed. */
+static void
+dev_io_finish(struct hhc_dev_io *io, int status)
+{
+	struct hhc_glue_base *base = io->base;
+	uint64_t tag = io->tag;
+
+	dev_io_put(io);
+	base->outstanding--;
+	if (!base->closing) {
+		hhc_rs_base_io_done(base->rs_base, tag, status);
+	} else if (base->outstanding == 0) {
+		base_finish_close(base);
+	}
+}
+
+static void
+dev_io_complete_cb(struct spdk_bdev_io *bdev_io, bool success, void *cb_arg)
+{
+	spdk_bdev_free_io(bdev_io);
+	dev_io_finish(cb_arg, success ? 0 : -EIO);
+}
+
+static int
+dev_io_start(struct hhc_dev_io *io)
+{
+	struct hhc_glue_base *base = io->base;
+
+	switch (io->kind) {
+	case HHC_GLUE_IO_READ:
+		return spdk_bdev_readv(base->desc, base->channel, io->iovs, io->iovs_count, io->offset_bytes,
+				       io->len_bytes, dev_io_complete_cb, io);
+	case HHC_GLUE_IO_WRITE:
+		return spdk_bdev_writev(base->desc, base->channel, io->iovs, io->iovs_count, io->offset_bytes,
+					io->len_bytes, dev_io_complete_cb, io);
+	case HHC_GLUE_IO_FLUSH:
+		return spdk_bdev_flush(base->desc, base->channel, 0,
+				       spdk_bdev_get_num_blocks(base->bdev) * spdk_bdev_get_block_size(base->bdev),
+				       dev_io_complete_cb, io);
+	case HHC_GLUE_IO_RESET:
+		/* The engine never resets a base bdev. */
+		break;
+	}
+	return -EINVAL;
+}
+
+static void
+dev_io_fail_msg(void *arg)
+{
+	dev_io_finish(arg, -EIO);
+}
+
+static void dev_io_retry(void *arg);
+
+static int
+dev_io_wait(struct hhc_dev_io *io)
+{
+	io->wait.bdev = io->base->bdev;
+	io->wait.cb_fn = dev_io_retry;
+	io->wait.cb_arg = io;
+	return spdk_bdev_queue_io_wait(io->base->bdev, io->base->channel, &io->wait);
+}
+
+/* Runs from the bdev layer once an spdk_bdev_io is free again. A failure
+ * here is reported through a message, so Rust is never re-entered from a
+ * call it made itself. */
+static void
+dev_io_retry(void *arg)
+{
+	struct hhc_dev_io *io = arg;
+	int rc = dev_io_start(io);
+
+	if (rc == -ENOMEM) {
+		rc = dev_io_wait(io);
+	}
+	if (rc != 0) {
+		SPDK_ERRLOG("hhc: resubmitting I/O to %s failed: %s\n", spdk_bdev_get_name(io->base->bdev),
+			    spdk_strerror(-rc));
+		spdk_thread_send_msg(spdk_get_thread(), dev_io_fail_msg, io);
+	}
+}
+
+int
+hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uint64_t offset_bytes,
+		     uint64_t len_bytes, const struct iovec *iovs, int iovs_count, uint64_t tag)
+{
+	struct hhc_dev_io *io;
+	int rc;
+
+	if (base->closing || base->channel == NULL || iovs_count < 0) {
+		return -ENODEV;
+	}
+	io = dev_io_get(base);
+	if (io == NULL) {
+		return -ENOMEM;
+	}
+	io->kind = kind;
+	io->offset_bytes = offset_bytes;
+	io->len_bytes = len_bytes;
+	io->tag = tag;
+	io->iovs_count = iovs_count;
+	io->iovs = iovs_count <= HHC_INLINE_IOVS ? io->inline_iovs : calloc(iovs_count, sizeof(*iovs));
+	if (io->iovs == NULL) {
+		io->iovs = io->inline_iovs;
+		dev_io_put(io);
+		return -ENOMEM;
+	}
+	if (iovs_count > 0) {
+		memcpy(io->iovs, iovs, iovs_count * sizeof(*iovs));
+	}
+	rc = dev_io_start(io);
+	if (rc == -ENOMEM) {
+		rc = dev_io_wait(io);
+	}
+	if (rc != 0) {
+		dev_io_put(io);
+		return rc;
+	}
+	base->outstanding++;
+	return 0;
+}
+
+static void
+base_finish_close(struct hhc_glue_base *base)
+{
+	struct hhc_dev_io *io;
+
+	if (base->channel != NULL) {
+		spdk_put_io_channel(base->channel);
+	}
+	spdk_bdev_close(base->desc);
+	while ((io = base->free_ios) != NULL) {
+		base->free_ios = io->next_free;
+		free(io);
+	}
+	free(base);
+}
+
+void
+hhc_glue_base_close(struct hhc_glue_base *base)
+{
+	base->closing = true;
+	spdk_bdev_module_release_bdev(base->bdev);
+	if (base->outstanding == 0) {
+		base_finish_close(base);
+	}
+}
+
+int
+hhc_base_linked(void)
+{
+	return 0;
+}

@@ -1,0 +1,26 @@
+/*   SPDX-License-Identifier: BSD-3-Clause
+ *
+ * What the C files of the HHC module's shim share (not seen by bindgen):
+ *   hhc_glue.c  module "hhc", examine, threads, time, memory, logging, JSON
+ *   hhc_base.c  base bdevs: open, claim, I/O, hot-remove, close
+ *   hhc_node.c  the HHC bdev: fn table, channels, registration, the data path
+ *   hhc_rpc.c   the JSON-RPC methods: decoders and answers
+ */
+
+#ifndef HHC_GLUE_INTERNAL_H
+#define HHC_GLUE_INTERNAL_H
+
+#include "hhc_glue.h"
+
+#include "spdk/bdev_module.h"
+
+extern struct spdk_bdev_module g_hhc_module;
+
+/* Each file's link anchor: hhc_glue_anchor references them all, so linking
+ * the module pulls every object (and the RPC methods its constructors
+ * register) out of the static library. */
+int hhc_base_linked(void);
+int hhc_node_linked(void);
+int hhc_rpc_linked(void);
+
+#endif /* HHC_GLUE_INTERNAL_H */

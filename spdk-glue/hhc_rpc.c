@@ -1,0 +1,190 @@
+/*   SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete and
+ * bdev_hhc_get_bdevs, their parameter decoders, and the answers Rust sends.
+ */
+
+#include "hhc_glue_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spdk/bdev.h"
+#include "spdk/json.h"
+#include "spdk/jsonrpc.h"
+#include "spdk/rpc.h"
+#include "spdk/string.h"
+#include "spdk/util.h"
+
+void
+hhc_glue_rpc_reply_raw(struct hhc_glue_rpc *rpc, const char *text, size_t len)
+{
+	struct spdk_jsonrpc_request *request = (struct spdk_jsonrpc_request *)rpc;
+	struct spdk_json_write_ctx *w = spdk_jsonrpc_begin_result(request);
+
+	spdk_json_write_val_raw(w, text, len);
+	spdk_jsonrpc_end_result(request, w);
+}
+
+void
+hhc_glue_rpc_reply_error(struct hhc_glue_rpc *rpc, int code, const char *message)
+{
+	spdk_jsonrpc_send_error_response((struct spdk_jsonrpc_request *)rpc, code, message);
+}
+
+struct rpc_create {
+	char *name;
+	char *backing;
+	char *cache;
+	char *logs[HHC_GLUE_MAX_LOGS];
+	size_t logs_count;
+	char *policy;
+	uint32_t block_size;
+	uint32_t segment_size;
+	uint32_t buffer_count;
+	uint32_t dirty_threshold;
+};
+
+static int
+decode_logs(const struct spdk_json_val *val, void *out)
+{
+	struct rpc_create *req = SPDK_CONTAINEROF(out, struct rpc_create, logs);
+
+	return spdk_json_decode_array(val, spdk_json_decode_string, req->logs, HHC_GLUE_MAX_LOGS,
+				      &req->logs_count, sizeof(char *));
+}
+
+static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
+	{"name", offsetof(struct rpc_create, name), spdk_json_decode_string},
+	{"backing", offsetof(struct rpc_create, backing), spdk_json_decode_string},
+	{"cache", offsetof(struct rpc_create, cache), spdk_json_decode_string},
+	{"logs", offsetof(struct rpc_create, logs), decode_logs, true},
+	{"policy", offsetof(struct rpc_create, policy), spdk_json_decode_string, true},
+	{"block_size", offsetof(struct rpc_create, block_size), spdk_json_decode_uint32, true},
+	{"segment_size", offsetof(struct rpc_create, segment_size), spdk_json_decode_uint32, true},
+	{"buffer_count", offsetof(struct rpc_create, buffer_count), spdk_json_decode_uint32, true},
+	{"dirty_threshold", offsetof(struct rpc_create, dirty_threshold), spdk_json_decode_uint32, true},
+};
+
+static void
+rpc_create_free(struct rpc_create *req)
+{
+	size_t i;
+
+	free(req->name);
+	free(req->backing);
+	free(req->cache);
+	free(req->policy);
+	for (i = 0; i < req->logs_count; i++) {
+		free(req->logs[i]);
+	}
+}
+
+static void
+rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	struct rpc_create req = {
+		.block_size = HHC_GLUE_UNSET,
+		.segment_size = HHC_GLUE_UNSET,
+		.buffer_count = HHC_GLUE_UNSET,
+		.dirty_threshold = HHC_GLUE_UNSET,
+	};
+	struct hhc_glue_create_params p = {0};
+	size_t i;
+
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_create_decoders,
+			SPDK_COUNTOF(g_rpc_create_decoders), &req)) {
+		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						 "invalid parameters: need name, backing, cache (strings); optional logs "
+						 "(array of at most 8 bdev names), policy (string), block_size, "
+						 "segment_size, buffer_count, dirty_threshold (unsigned integers); "
+						 "no other keys");
+		rpc_create_free(&req);
+		return;
+	}
+	p.name = req.name;
+	p.backing = req.backing;
+	p.cache = req.cache;
+	for (i = 0; i < req.logs_count; i++) {
+		p.logs[i] = req.logs[i];
+	}
+	p.logs_count = req.logs_count;
+	p.policy = req.policy;
+	p.block_size = req.block_size;
+	p.segment_size = req.segment_size;
+	p.buffer_count = req.buffer_count;
+	p.dirty_threshold = req.dirty_threshold;
+	hhc_rs_create(&p, (struct hhc_glue_rpc *)request);
+	rpc_create_free(&req);
+}
+SPDK_RPC_REGISTER("bdev_hhc_create", rpc_bdev_hhc_create, SPDK_RPC_RUNTIME)
+
+struct rpc_name {
+	char *name;
+};
+
+static const struct spdk_json_object_decoder g_rpc_name_decoders[] = {
+	{"name", offsetof(struct rpc_name, name), spdk_json_decode_string},
+};
+
+static void
+rpc_delete_cb(void *cb_arg, int bdeverrno)
+{
+	struct spdk_jsonrpc_request *request = cb_arg;
+
+	if (bdeverrno == 0) {
+		spdk_jsonrpc_send_bool_response(request, true);
+	} else {
+		spdk_jsonrpc_send_error_response(request, bdeverrno, spdk_strerror(-bdeverrno));
+	}
+}
+
+static void
+rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	struct rpc_name req = {0};
+	int rc;
+
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_name_decoders,
+			SPDK_COUNTOF(g_rpc_name_decoders), &req)) {
+		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						 "invalid parameters: need name (string)");
+		free(req.name);
+		return;
+	}
+	rc = spdk_bdev_unregister_by_name(req.name, &g_hhc_module, rpc_delete_cb, request);
+	if (rc != 0) {
+		spdk_jsonrpc_send_error_response_fmt(request, rc, "no HHC bdev named '%s': %s", req.name,
+						     spdk_strerror(-rc));
+	}
+	free(req.name);
+}
+SPDK_RPC_REGISTER("bdev_hhc_delete", rpc_bdev_hhc_delete, SPDK_RPC_RUNTIME)
+
+static const struct spdk_json_object_decoder g_rpc_get_decoders[] = {
+	{"name", offsetof(struct rpc_name, name), spdk_json_decode_string, true},
+};
+
+static void
+rpc_bdev_hhc_get_bdevs(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	struct rpc_name req = {0};
+
+	if (params != NULL && spdk_json_decode_object(params, g_rpc_get_decoders,
+			SPDK_COUNTOF(g_rpc_get_decoders), &req)) {
+		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						 "invalid parameters: optional name (string)");
+		free(req.name);
+		return;
+	}
+	hhc_rs_get_bdevs(req.name, (struct hhc_glue_rpc *)request);
+	free(req.name);
+}
+SPDK_RPC_REGISTER("bdev_hhc_get_bdevs", rpc_bdev_hhc_get_bdevs, SPDK_RPC_RUNTIME)
+
+int
+hhc_rpc_linked(void)
+{
+	return 0;
+}

@@ -1,0 +1,220 @@
+//! The base bdevs of a node: backing, cache, then the log mirrors in order,
+//! each opened and claimed for module hhc. They start device I/O, count
+//! what is outstanding and close once removed and drained.
+
+use super::errno::{self, Error};
+use super::params::BaseFacts;
+use super::sys;
+use crate::io::{DeviceRole, IoKind, IoStatus};
+use libc::iovec;
+use std::ffi::{c_void, CString};
+
+/// Tag bits of a base I/O: engine I/O ids are u32; the request slot (+1)
+/// that lent its buffer sits above them; recovery machines and the probe
+/// have bits of their own.
+pub const TAG_RECOVERY: u64 = 1 << 63;
+pub const TAG_PROBE: u64 = 1 << 62;
+
+/// What a base bdev callback needs to find its node and role.
+pub struct BaseCtx {
+    pub node: *const c_void,
+    pub role: DeviceRole,
+}
+
+pub struct Base {
+    pub name: String,
+    glue: *mut sys::hhc_glue_base,
+    /// C calls back with a pointer to this; it must live as long as the base.
+    _ctx: Box<BaseCtx>,
+    pub info: sys::hhc_glue_base_info,
+    outstanding: u32,
+    pub removed: bool,
+    closed: bool,
+}
+
+impl Base {
+    /// Opens and claims bdev `name` in `role` for the node at `node`.
+    pub fn open(node: *const c_void, role: DeviceRole, name: &str) -> Result<Base, Error> {
+        let what = match role {
+            DeviceRole::Log(_) => "logs".to_string(),
+            other => other.to_string(),
+        };
+        let c_name = CString::new(name).map_err(|_| Error::InvalidParams(format!("{what}: bdev name {name:?} holds a NUL")))?;
+        let ctx = Box::new(BaseCtx { node, role });
+        let mut glue = std::ptr::null_mut();
+        // SAFETY: valid C string; ctx stays boxed (stable address) inside Base
+        // for as long as C may call back with it; glue is an out pointer.
+        let rc = unsafe { sys::hhc_glue_base_open(c_name.as_ptr(), &*ctx as *const BaseCtx as *mut c_void, &mut glue) };
+        if rc != 0 {
+            let message = match Error::from_rc(rc, String::new()) {
+                Error::NoDevice(_) => format!("{what}: no bdev named '{name}'"),
+                Error::Claimed(_) | Error::Exists(_) => format!("{what}: bdev '{name}' is already claimed by another module"),
+                _ => format!("{what}: cannot open bdev '{name}': {}", errno::describe(rc)),
+            };
+            return Err(Error::from_rc(rc, message));
+        }
+        let mut info = sys::hhc_glue_base_info {
+            block_size: 0,
+            blocks_count: 0,
+            required_alignment_log2: 0,
+            supports_flush: false,
+            volatile_write_cache: false,
+        };
+        // SAFETY: glue is open; info is a valid out structure.
+        unsafe { sys::hhc_glue_base_get_info(glue, &mut info) };
+        Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, removed: false, closed: false })
+    }
+
+    pub fn facts(&self) -> BaseFacts {
+        BaseFacts { block_size: self.info.block_size, blocks_count: self.info.blocks_count, supports_flush: self.info.supports_flush }
+    }
+
+    /// Gets the calling thread's I/O channel, used for every I/O.
+    fn get_channel(&mut self) -> Result<(), Error> {
+        // SAFETY: glue is open and the caller is the owner thread.
+        match unsafe { sys::hhc_glue_base_get_channel(self.glue) } {
+            0 => Ok(()),
+            rc => Err(Error::from_rc(rc, format!("cannot get an I/O channel for bdev '{}'", self.name))),
+        }
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            // SAFETY: glue is an open base; after this call C never names it again.
+            unsafe { sys::hhc_glue_base_close(self.glue) }
+        }
+    }
+
+    pub fn health(&self) -> &'static str {
+        match (self.removed, self.closed) {
+            (true, _) => "removed",
+            (false, true) => "closed",
+            (false, false) => "ok",
+        }
+    }
+}
+
+/// The bases of one node, indexed by role.
+#[derive(Default)]
+pub struct Bases {
+    bases: Vec<Base>,
+}
+
+fn role_index(role: DeviceRole) -> usize {
+    match role {
+        DeviceRole::Backing => 0,
+        DeviceRole::Cache => 1,
+        DeviceRole::Log(i) => 2 + i as usize,
+    }
+}
+
+impl Bases {
+    /// Opens every role in order and gets the calling (owner) thread's
+    /// channels; on error whatever was opened is closed again.
+    pub fn open(node: *const c_void, roles: &[(DeviceRole, String)]) -> Result<Bases, Error> {
+        let mut bases = Bases { bases: Vec::with_capacity(roles.len()) };
+        let result = roles.iter().try_for_each(|(role, name)| {
+            debug_assert_eq!(role_index(*role), bases.bases.len(), "roles in index order");
+            bases.bases.push(Base::open(node, *role, name)?);
+            Ok(())
+        });
+        let result = result.and_then(|()| bases.bases.iter_mut().try_for_each(Base::get_channel));
+        match result {
+            Ok(()) => Ok(bases),
+            Err(error) => {
+                bases.close_all();
+                Err(error)
+            }
+        }
+    }
+
+    pub fn get(&self, role: DeviceRole) -> &Base {
+        &self.bases[role_index(role)]
+    }
+
+    pub fn backing(&self) -> &Base {
+        &self.bases[0]
+    }
+
+    pub fn cache(&self) -> &Base {
+        &self.bases[1]
+    }
+
+    pub fn logs(&self) -> &[Base] {
+        &self.bases[2..]
+    }
+
+    pub fn all(&self) -> &[Base] {
+        &self.bases
+    }
+
+    /// Starts one I/O on a base bdev; Err carries the status to report
+    /// instead when it cannot start.
+    pub fn submit(
+        &mut self,
+        role: DeviceRole,
+        kind: IoKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+        iovs: &[iovec],
+        tag: u64,
+    ) -> Result<(), IoStatus> {
+        let Some(base) = self.bases.get_mut(role_index(role)) else { return Err(IoStatus::DeviceLost) };
+        if base.removed || base.closed {
+            return Err(IoStatus::DeviceLost);
+        }
+        if kind == IoKind::Flush && !base.info.supports_flush {
+            // Without FLUSH a completed write is durable (io.rs, IoKind::Flush).
+            return Err(IoStatus::Ok);
+        }
+        let glue_kind = match kind {
+            IoKind::Read => sys::hhc_glue_io_kind::HHC_GLUE_IO_READ,
+            IoKind::Write => sys::hhc_glue_io_kind::HHC_GLUE_IO_WRITE,
+            IoKind::Flush => sys::hhc_glue_io_kind::HHC_GLUE_IO_FLUSH,
+        };
+        // SAFETY: base.glue is open (not closed); iovs point into engine
+        // memory or an outstanding request's buffers, both valid until this
+        // I/O completes; C copies the iovec array itself.
+        let rc = unsafe {
+            sys::hhc_glue_base_submit(base.glue, glue_kind, offset_bytes, len_bytes, iovs.as_ptr(), iovs.len() as i32, tag)
+        };
+        if rc != 0 {
+            log::error!("cannot start {kind:?} on {role} bdev {}: {}", base.name, errno::describe(rc));
+            return Err(IoStatus::Error);
+        }
+        base.outstanding += 1;
+        Ok(())
+    }
+
+    /// A base I/O came back with `status` (0 or a negative errno).
+    pub fn done(&mut self, role: DeviceRole, status: i32) -> IoStatus {
+        let base = &mut self.bases[role_index(role)];
+        base.outstanding -= 1;
+        let io_status = match (status, base.removed) {
+            (0, _) => IoStatus::Ok,
+            (_, true) => IoStatus::DeviceLost,
+            (_, false) => IoStatus::Error,
+        };
+        if base.removed && base.outstanding == 0 {
+            base.close();
+        }
+        io_status
+    }
+
+    /// The bdev went away: closed as soon as its last I/O is back.
+    pub fn removed(&mut self, role: DeviceRole) -> &Base {
+        let base = &mut self.bases[role_index(role)];
+        base.removed = true;
+        if base.outstanding == 0 {
+            base.close();
+        }
+        base
+    }
+
+    /// Closes every base; C finishes closing one once its last I/O is back
+    /// and never calls about it again.
+    pub fn close_all(&mut self) {
+        self.bases.iter_mut().for_each(Base::close);
+    }
+}

@@ -1,0 +1,194 @@
+//! How HHC bdevs come to be: the `bdev_hhc_create` RPC, and examine, which
+//! assembles one from the create parameters recorded in its cache bdev's
+//! superblock once its other bdevs are all there. Names from a device are
+//! hostile input: every fault leaves the bdevs unclaimed and is logged.
+
+use super::errno::Error;
+use super::lifecycle::{open_node, start_node};
+use super::node::{Node, Phase};
+use super::params::CreateParams;
+use super::rpc::{text, Rpc};
+use super::{json, logger, registry, sys};
+use crate::format::CacheSuperblock;
+use std::ffi::{c_char, CString};
+use std::sync::{Mutex, MutexGuard};
+
+fn given(value: u32) -> Option<u32> {
+    (value != sys::HHC_GLUE_UNSET).then_some(value)
+}
+
+/// # Safety
+/// Every string of `raw` is NULL or valid for this call.
+unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParams, Error> {
+    let logs_count = raw.logs_count.min(raw.logs.len());
+    // SAFETY (all text calls): the caller's contract.
+    let string = |ptr| unsafe { text(ptr) }.unwrap_or_default();
+    let params = CreateParams::new(
+        string(raw.name),
+        string(raw.backing),
+        string(raw.cache),
+        raw.logs[..logs_count].iter().map(|&l| string(l)).collect(),
+        unsafe { text(raw.policy) }.as_deref(),
+        given(raw.block_size),
+        given(raw.segment_size),
+        given(raw.buffer_count),
+        given(raw.dirty_threshold),
+    )?;
+    Ok(params)
+}
+
+/// Whether a bdev of this name exists; a name no bdev can have does not.
+fn bdev_exists(name: &str) -> bool {
+    let Ok(name) = CString::new(name) else { return false };
+    // SAFETY: valid C string for the call.
+    unsafe { sys::hhc_glue_bdev_exists(name.as_ptr()) }
+}
+
+/// bdev_hhc_create.
+///
+/// # Safety
+/// `raw` points to a decoded parameter block valid for this call; `rpc` is
+/// a pending request, answered here or later by the node.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, rpc: *mut sys::hhc_glue_rpc) {
+    logger::install();
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let params = match unsafe { decode_params(&*raw) } {
+        Ok(params) => params,
+        Err(error) => return rpc.reply_error(&error),
+    };
+    if let Some(node) = registry::find(&params.name) {
+        return create_existing(node, &params, rpc);
+    }
+    if bdev_exists(&params.name) {
+        return rpc.reply_error(&Error::Exists(format!("name: a bdev named '{}' already exists", params.name)));
+    }
+    forget_pending(&params.name);
+    match open_node(params) {
+        Ok(node) => start_node(node, Some(rpc)),
+        Err(error) => rpc.reply_error(&error),
+    }
+}
+
+/// A create call for an HHC bdev that exists already (examine assembled it,
+/// or a config is loaded twice): the same devices make it a success, answered
+/// once the bdev is registered; anything else is a name clash.
+fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
+    let (a, b) = (&node.params, params);
+    if (&a.backing, &a.cache, &a.logs, a.policy) != (&b.backing, &b.cache, &b.logs, b.policy) {
+        let message = format!("name: an HHC bdev named '{}' already exists with other devices", params.name);
+        return rpc.reply_error(&Error::Exists(message));
+    }
+    let mut rpc = Some(rpc);
+    let phase = node.core.try_enter(|core| {
+        if matches!(core.phase, Phase::Probing | Phase::Starting) && core.rpc.is_none() {
+            core.rpc = rpc.take();
+        }
+        core.phase
+    });
+    let Some(rpc) = rpc else { return };
+    if phase == Some(Phase::Running) {
+        log::info!("{}: exists already with these devices", params.name);
+        rpc.reply_json(&json::string(&params.name));
+    } else {
+        rpc.reply_error(&Error::Busy(format!("name: HHC bdev '{}' is being created or deleted", params.name)));
+    }
+}
+
+// ---- examine: assembling an HHC bdev from its cache device ----
+
+/// Create parameters found in the superblocks of examined cache bdevs whose
+/// other devices have not all arrived yet.
+static PENDING: Mutex<Vec<CreateParams>> = Mutex::new(Vec::new());
+
+fn pending() -> MutexGuard<'static, Vec<CreateParams>> {
+    // Panics abort the process, so the lock is never poisoned; recover anyway.
+    PENDING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn forget_pending(name: &str) {
+    pending().retain(|p| p.name != name);
+}
+
+/// Unit 0 of a newly registered bdev: if it is an HHC cache device whose
+/// superblock records how it was created, the bdev is assembled as soon as
+/// its backing and log bdevs are all there.
+///
+/// # Safety
+/// `name` is a C string and `unit` a buffer of `len` bytes, valid for this call.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u8, len: usize) {
+    logger::install();
+    // SAFETY: the function's contract.
+    let Some(name) = (unsafe { text(name) }) else { return };
+    // SAFETY: the function's contract.
+    let unit = unsafe { std::slice::from_raw_parts(unit, len) };
+    let Ok(superblock) = CacheSuperblock::decode(unit) else { return };
+    let mut params = match CreateParams::from_owner_record(&superblock.owner) {
+        Ok(Some(params)) => params,
+        Ok(None) => {
+            log::info!("examine: bdev {name} holds an HHC cache (instance {:#x}) without create parameters; use bdev_hhc_create", superblock.instance_id);
+            return;
+        }
+        Err(error) => {
+            log::warn!("examine: bdev {name} holds an HHC cache (instance {:#x}) whose {error}; not assembled, bdev left unclaimed; use bdev_hhc_create", superblock.instance_id);
+            return;
+        }
+    };
+    params.cache = name.clone();
+    if registry::find(&params.name).is_some() {
+        return;
+    }
+    log::info!(
+        "examine: bdev {name} is the cache of HHC bdev '{}' (backing {}, logs {}); assembling it once they are all present",
+        params.name,
+        params.backing,
+        params.logs.join(",")
+    );
+    let mut pending = pending();
+    pending.retain(|p| p.name != params.name);
+    pending.push(params);
+    drop(pending);
+    assemble_ready();
+}
+
+/// A bdev arrived: it may be the last device a recorded HHC bdev waits for.
+///
+/// # Safety
+/// `name` is a C string valid for this call.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_examine_config(name: *const c_char) {
+    // SAFETY: the function's contract.
+    let Some(name) = (unsafe { text(name) }) else { return };
+    let wanted = pending().iter().any(|p| p.backing == name || p.logs.contains(&name));
+    if wanted {
+        assemble_ready();
+    }
+}
+
+fn assemble_ready() {
+    let ready: Vec<CreateParams> = {
+        let mut pending = pending();
+        let (ready, waiting) = pending.drain(..).partition(|p: &CreateParams| {
+            bdev_exists(&p.backing) && bdev_exists(&p.cache) && p.logs.iter().all(|l| bdev_exists(l))
+        });
+        *pending = waiting;
+        ready
+    };
+    for params in ready {
+        if bdev_exists(&params.name) {
+            log::warn!("examine: a bdev named '{}' exists already; HHC bdev not assembled", params.name);
+            continue;
+        }
+        let name = params.name.clone();
+        match open_node(params) {
+            Ok(node) => {
+                log::info!("examine: assembling HHC bdev '{name}'");
+                start_node(node, None);
+            }
+            Err(error) => log::warn!("examine: cannot assemble HHC bdev '{name}': {}", error.message()),
+        }
+    }
+}

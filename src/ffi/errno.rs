@@ -1,0 +1,124 @@
+//! Errors at the FFI boundary and the code each becomes: a negative errno
+//! (or JSON-RPC "invalid params") for an RPC answer, a negative errno for a
+//! bdev I/O completion. This is the one place that picks those numbers.
+
+use crate::config::ConfigError;
+use crate::io::RequestError;
+
+/// JSON-RPC "invalid params".
+const JSONRPC_INVALID_PARAMS: i32 = -32602;
+
+/// Why an operation of the module failed; the text names the parameter or
+/// device at fault and goes to the RPC caller or the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A parameter (from an RPC or from a device's owner record) is wrong.
+    InvalidParams(String),
+    /// The name is taken.
+    Exists(String),
+    /// The HHC bdev is being created or deleted.
+    Busy(String),
+    /// No such bdev.
+    NoDevice(String),
+    /// The bdev is claimed by another module.
+    Claimed(String),
+    /// The engine failed (its reason is a string today: `EngineState::Failed`).
+    Failed(String),
+    /// SPDK returned this negative errno.
+    Os(i32, String),
+}
+
+impl Error {
+    /// A negative errno from SPDK, by kind.
+    pub fn from_rc(rc: i32, message: String) -> Error {
+        match -rc {
+            libc::ENODEV => Error::NoDevice(message),
+            libc::EPERM => Error::Claimed(message),
+            libc::EEXIST => Error::Exists(message),
+            libc::EBUSY => Error::Busy(message),
+            _ => Error::Os(rc, message),
+        }
+    }
+
+    /// The code of the JSON-RPC error answer.
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::InvalidParams(_) => JSONRPC_INVALID_PARAMS,
+            Error::Exists(_) => -libc::EEXIST,
+            Error::Busy(_) => -libc::EBUSY,
+            Error::NoDevice(_) => -libc::ENODEV,
+            Error::Claimed(_) => -libc::EPERM,
+            Error::Failed(_) => -libc::EIO,
+            Error::Os(rc, _) => *rc,
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Error::InvalidParams(m)
+            | Error::Exists(m)
+            | Error::Busy(m)
+            | Error::NoDevice(m)
+            | Error::Claimed(m)
+            | Error::Failed(m)
+            | Error::Os(_, m) => m,
+        }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(error: ConfigError) -> Error {
+        Error::InvalidParams(error.0)
+    }
+}
+
+/// Status of a bdev I/O the engine completed.
+pub fn request_status(result: Result<(), RequestError>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(RequestError::Io) => -libc::EIO,
+        Err(RequestError::OutOfRange) => -libc::EINVAL,
+        Err(RequestError::NotReady) => -libc::ENODEV,
+    }
+}
+
+/// Status of a bdev I/O refused before it reached the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The HHC bdev is not serving (starting, stopping, failed).
+    NotReady,
+    /// More blocks than one engine request carries.
+    TooLong,
+    /// A queue is full; the bdev layer retries the I/O later.
+    Full,
+}
+
+impl Refusal {
+    pub fn status(self) -> i32 {
+        match self {
+            Refusal::NotReady => -libc::ENODEV,
+            Refusal::TooLong => -libc::EINVAL,
+            Refusal::Full => -libc::ENOMEM,
+        }
+    }
+}
+
+/// The text of an errno for a log line.
+pub fn describe(rc: i32) -> String {
+    format!("errno {}", -rc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spdk_codes_keep_their_kind_and_number() {
+        for rc in [-libc::ENODEV, -libc::EPERM, -libc::EEXIST, -libc::EBUSY, -libc::ENOSPC] {
+            assert_eq!(Error::from_rc(rc, String::new()).code(), rc);
+        }
+        assert_eq!(Error::from(ConfigError("x".into())), Error::InvalidParams("x".into()));
+        assert_eq!(Error::InvalidParams(String::new()).code(), JSONRPC_INVALID_PARAMS);
+        assert_eq!(request_status(Err(RequestError::NotReady)), Refusal::NotReady.status());
+    }
+}

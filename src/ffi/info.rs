@@ -1,0 +1,119 @@
+//! What the module reports about a node: `bdev_hhc_get_bdevs`, the bdev's
+//! `dump_info_json` (driver-specific info in `bdev_get_bdevs`) and
+//! `write_config_json` (the create call that `save_config` records).
+
+use super::base::Base;
+use super::errno::Error;
+use super::json::{self, JsonObject};
+use super::node::{Core, Node};
+use super::rpc::{text, Rpc};
+use super::{registry, sys};
+use std::ffi::{c_char, CStr};
+
+impl Core {
+    fn info_json(&self) -> String {
+        let base = |b: &Base| JsonObject::new().string("name", &b.name).string("health", b.health()).finish();
+        let mut object = JsonObject::new()
+            .string("name", &self.params.name)
+            .string("policy", self.config.policy.name())
+            .string("state", &format!("{:?}", self.phase).to_lowercase())
+            .number("block_size", self.config.block_size as u64)
+            .raw("backing", &base(self.bases.backing()))
+            .raw("cache", &base(self.bases.cache()))
+            .raw("logs", &json::array(self.bases.logs().iter().map(base)));
+        if let Some(reason) = &self.failure {
+            object = object.string("failure", reason);
+        }
+        if let Some(engine) = &self.engine {
+            let s = engine.stats();
+            let stats = JsonObject::new()
+                .number("reads", s.reads)
+                .number("writes", s.writes)
+                .number("flushes", s.flushes)
+                .number("read_hits", s.read_hits)
+                .number("read_misses", s.read_misses)
+                .number("writebacks", s.writebacks)
+                .number("dirty_blocks", s.dirty_blocks)
+                .number("free_blocks", s.free_blocks)
+                .number("cache_blocks", s.cache_blocks)
+                .number("revokes", s.revokes)
+                .number("log_segments_written", s.log_segments_written)
+                .number("log_parts_written", s.log_parts_written)
+                .number("log_bytes_written", s.log_bytes_written)
+                .number("log_segments_reclaimed", s.log_segments_reclaimed)
+                .number("log_blocks_from_cache", s.log_blocks_from_cache)
+                .number("writes_waited_unheld", s.writes_waited_unheld)
+                .number("log_segments_in_use", s.log_segments_in_use)
+                .number("log_segments_total", s.log_segments_total)
+                .number("log_wraps", s.log_wraps)
+                .number("unlogged_dirty_blocks", s.unlogged_dirty_blocks)
+                .number("writeback_depth", s.writeback_depth)
+                .number("writeback_depth_halvings", s.writeback_depth_halvings)
+                .number("healthy_mirrors", s.healthy_mirrors)
+                .number("device_errors", s.device_errors)
+                .finish();
+            object = object.raw("stats", &stats);
+        }
+        object.finish()
+    }
+}
+
+/// The node's info, or None while it is busy (its owner inside it, or a
+/// caller off its owner thread).
+fn node_info(node: &Node) -> Option<String> {
+    node.core.try_enter(|core| core.info_json())
+}
+
+fn config_json(node: &Node) -> String {
+    JsonObject::new().string("method", "bdev_hhc_create").raw("params", &node.params.to_json()).finish()
+}
+
+/// bdev_hhc_get_bdevs.
+///
+/// # Safety
+/// `name` is NULL or a C string valid for this call; `rpc` is a pending request.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_get_bdevs(name: *const c_char, rpc: *mut sys::hhc_glue_rpc) {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let wanted = unsafe { text(name) };
+    let infos: Vec<String> = registry::nodes()
+        .into_iter()
+        .filter(|node| wanted.as_ref().is_none_or(|w| *w == node.params.name))
+        .filter_map(node_info)
+        .collect();
+    match wanted {
+        Some(w) if infos.is_empty() => rpc.reply_error(&Error::NoDevice(format!("no HHC bdev named '{w}'"))),
+        _ => rpc.reply_json(&json::array(infos)),
+    }
+}
+
+/// # Safety
+/// `json` is the writer C handed over for this call.
+unsafe fn write_json(json: *mut sys::hhc_glue_json, name: Option<&CStr>, text: &str) {
+    let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: json is valid for this call; text outlives it.
+    unsafe { sys::hhc_glue_json_write_raw(json, name, text.as_ptr().cast(), text.len()) }
+}
+
+/// # Safety
+/// `rs_node` is a registered node and `json` a writer valid for this call.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_node_dump_info(rs_node: *mut std::ffi::c_void, json: *mut sys::hhc_glue_json) {
+    // SAFETY: the bdev (and so its node) is registered during this call.
+    let node = unsafe { &*(rs_node as *const Node) };
+    let info = node_info(node).unwrap_or_else(|| "{\"state\":\"busy\"}".to_string());
+    // SAFETY: the function's contract.
+    unsafe { write_json(json, Some(c"hhc"), &info) };
+}
+
+/// # Safety
+/// As for `hhc_rs_node_dump_info`.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_node_write_config(rs_node: *mut std::ffi::c_void, json: *mut sys::hhc_glue_json) {
+    // SAFETY: as in hhc_rs_node_dump_info.
+    let node = unsafe { &*(rs_node as *const Node) };
+    // SAFETY: the function's contract.
+    unsafe { write_json(json, None, &config_json(node)) };
+}

@@ -1,0 +1,328 @@
+//! The life of a node: open its bases, probe the cache bdev (new or warm),
+//! start the engine, register the bdev, serve; then stop cleanly for
+//! destruct, or fail, recover the log onto the backing bdev if the cache
+//! was lost, and unregister. Messages about a node go to its owner thread.
+
+use super::base::Bases;
+use super::errno::{self, Error};
+use super::memory::DmaAllocator;
+use super::node::{Core, Node, Phase};
+use super::owner::now_ns;
+use super::params::CreateParams;
+use super::recovery::Recovery;
+use super::registry;
+use super::rpc::Rpc;
+use super::{json, sys};
+use crate::engine::{Engine, EngineState, StartMode};
+use crate::format::{CacheSuperblock, UNIT_BYTES};
+use crate::io::{DeviceRole, IoAllocator, IoStatus};
+use std::ffi::{c_int, c_void, CString};
+
+/// Opens and claims every base bdev, checks them against the parameters and
+/// gets the owner thread's channels. On error everything is closed again.
+pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
+    let mut roles = vec![(DeviceRole::Backing, params.backing.clone()), (DeviceRole::Cache, params.cache.clone())];
+    roles.extend(params.logs.iter().enumerate().map(|(i, l)| (DeviceRole::Log(i as u8), l.clone())));
+    let node = Node::new(params);
+    let address = &*node as *const Node as *const c_void;
+    let mut bases = Bases::open(address, &roles)?;
+    let facts: Vec<_> = bases.all().iter().map(|b| b.facts()).collect();
+    let config = match node.params.config(facts[0], facts[1], &facts[2..]) {
+        Ok(config) => config,
+        Err(error) => {
+            bases.close_all();
+            return Err(error.into());
+        }
+    };
+    node.core
+        .enter(|core| {
+            core.config = config;
+            core.bases = bases;
+        })
+        .expect("a new node is not entered");
+    Ok(node)
+}
+
+/// Registers the node, starts its poller and probes the cache bdev; `rpc`
+/// is answered once the bdev is registered or creating it failed.
+pub fn start_node(node: Box<Node>, rpc: Option<Rpc>) {
+    let node: &'static Node = Box::leak(node);
+    registry::add(node);
+    // SAFETY: node_poll gets the node back, alive until the poller is
+    // stopped in finish_destruct (before the node is freed).
+    let poller = unsafe { sys::hhc_glue_poller_start(Some(node_poll), node as *const Node as *mut c_void, 0) };
+    node.core
+        .enter(|core| {
+            core.poller = poller;
+            core.rpc = rpc;
+            core.start_probe();
+        })
+        .expect("a node starts outside its own loop");
+    node.run();
+}
+
+unsafe extern "C" fn node_poll(arg: *mut c_void) -> c_int {
+    // SAFETY: arg is a live node (see start_node); pollers run on the owner.
+    let node = unsafe { &*(arg as *const Node) };
+    node.poll() as c_int
+}
+
+/// The bdev's destruct, on whichever thread unregistered it: continues on
+/// the owner thread, from a message, so the node is never entered twice.
+///
+/// # Safety
+/// `node` is a registered node; the bdev layer calls destruct once.
+pub unsafe fn destruct(node: *const Node) {
+    // SAFETY: the node lives until free_node, which only finish_destruct
+    // sends, after this message ran.
+    let owner = unsafe { &*node }.core.owner();
+    // SAFETY: destruct_msg gets the node back on its owner thread.
+    let sent = unsafe { owner.send(destruct_msg, node as *mut c_void) };
+    assert!(sent.is_ok(), "cannot send the destruct message to the owner thread");
+}
+
+unsafe extern "C" fn destruct_msg(arg: *mut c_void) {
+    // SAFETY: see destruct.
+    let node = unsafe { &*(arg as *const Node) };
+    assert!(node.core.on_owner_thread(), "destruct message off the owner thread");
+    node.core.enter(Core::begin_destruct).expect("messages run outside the node");
+    node.run();
+}
+
+unsafe extern "C" fn free_node(arg: *mut c_void) {
+    // SAFETY: arg came from Box::leak in start_node, and finish_destruct
+    // (its only sender) runs once per node.
+    let node = unsafe { Box::from_raw(arg as *mut Node) };
+    assert!(node.core.on_owner_thread(), "free message off the owner thread");
+    drop(node);
+}
+
+impl Core {
+    pub(super) fn start_probe(&mut self) {
+        let mut region = DmaAllocator.alloc(UNIT_BYTES);
+        let iov = super::iov::region_iovec(region.as_mut_slice(), 0, UNIT_BYTES as u64);
+        self.probe = Some(region);
+        if let Err(status) = self.submit_probe(iov, UNIT_BYTES as u64) {
+            self.fail(format!("cannot read the cache bdev's superblock ({status:?})"));
+        }
+    }
+
+    pub(super) fn probe_done(&mut self, status: IoStatus) {
+        if self.phase != Phase::Probing {
+            self.probe = None;
+            return;
+        }
+        if status != IoStatus::Ok {
+            return self.fail(format!("reading unit 0 of cache bdev '{}' failed", self.params.cache));
+        }
+        let mut region = self.probe.take().expect("probe buffer");
+        let mode = match CacheSuperblock::decode(region.as_mut_slice()) {
+            Ok(superblock) => {
+                if superblock.block_size != self.config.block_size {
+                    return self.fail(format!(
+                        "block_size {}: cache bdev '{}' holds an HHC cache with block size {}",
+                        self.config.block_size, self.params.cache, superblock.block_size
+                    ));
+                }
+                log::info!("{}: warm start from cache bdev {} (instance {:#x})", self.params.name, self.params.cache, superblock.instance_id);
+                self.config.instance_id = superblock.instance_id;
+                StartMode::Open
+            }
+            Err(_) => {
+                self.config.instance_id = random_instance_id();
+                log::info!("{}: formatting cache bdev {} (instance {:#x})", self.params.name, self.params.cache, self.config.instance_id);
+                StartMode::Format
+            }
+        };
+        match Engine::new(self.config.clone(), mode, &mut DmaAllocator, now_ns()) {
+            Ok(engine) => {
+                self.engine = Some(engine);
+                self.phase = Phase::Starting;
+            }
+            Err(error) => self.fail(error.0),
+        }
+    }
+
+    /// Moves between phases once the engine or the recovery says so.
+    pub(super) fn advance_phase(&mut self) {
+        let state = self.engine.as_ref().map(|e| e.state().clone());
+        match (self.phase, state) {
+            (Phase::Starting, Some(EngineState::Ready)) => self.register(),
+            (Phase::Starting | Phase::Running | Phase::Stopping, Some(EngineState::Failed(reason))) => {
+                self.fail(reason)
+            }
+            (Phase::Stopping, Some(EngineState::Stopped)) => {
+                log::info!("{}: stopped cleanly", self.params.name);
+                self.phase = Phase::Done;
+            }
+            (Phase::Failed, _) if self.engine_ios == 0 && self.probe.is_none() => self.after_failure_drained(),
+            _ => {}
+        }
+        if self.phase == Phase::Done && self.destructing {
+            self.finish_destruct();
+        }
+    }
+
+    fn register(&mut self) {
+        let result = CString::new(self.params.name.as_str())
+            .map_err(|_| Error::InvalidParams(format!("name {:?} holds a NUL", self.params.name)))
+            .and_then(|name| self.register_bdev(&name));
+        let error = match result {
+            Ok(glue) => {
+                self.glue = glue;
+                self.phase = Phase::Running;
+                let blocks_count = self.engine.as_ref().map_or(0, Engine::blocks_count);
+                log::info!("{}: registered ({} policy, {} blocks of {} bytes)", self.params.name, self.config.policy, blocks_count, self.config.block_size);
+                let reply = json::string(&self.params.name);
+                return self.reply(Ok(&reply));
+            }
+            Err(error) => error,
+        };
+        // The engine formatted/opened the devices already; stop it cleanly
+        // so the cache stays consistent, then report.
+        self.failure = Some(error.message().to_string());
+        self.reply(Err(&error));
+        self.engine.as_mut().expect("engine").shutdown(now_ns());
+        self.phase = Phase::Stopping;
+        self.destructing = true;
+    }
+
+    fn register_bdev(&mut self, name: &CString) -> Result<*mut sys::hhc_glue_node, Error> {
+        let alignment_log2 = self.bases.all().iter().map(|b| b.info.required_alignment_log2).max().unwrap_or(0);
+        let blocks_count = self.engine.as_ref().expect("engine").blocks_count();
+        let mut glue = std::ptr::null_mut();
+        // SAFETY: name is a valid C string; the node outlives the bdev (it is
+        // freed only after hhc_glue_node_destruct_done); glue is an out pointer.
+        let rc = unsafe {
+            sys::hhc_glue_node_register(
+                name.as_ptr(),
+                self.config.block_size,
+                blocks_count,
+                alignment_log2,
+                self.config.instance_id,
+                self.node as *mut c_void,
+                &mut glue,
+            )
+        };
+        match rc {
+            0 => Ok(glue),
+            rc => Err(Error::from_rc(
+                rc,
+                format!("cannot register bdev '{}': spdk_bdev_register failed: {}", self.params.name, errno::describe(rc)),
+            )),
+        }
+    }
+
+    pub(super) fn fail(&mut self, reason: String) {
+        if matches!(self.phase, Phase::Failed | Phase::Recovering | Phase::Done) {
+            return;
+        }
+        log::error!("{}: {reason}", self.params.name);
+        let creating = matches!(self.phase, Phase::Probing | Phase::Starting);
+        if creating {
+            self.reply(Err(&Error::Failed(format!("cannot create '{}': {reason}", self.params.name))));
+            self.destructing = true;
+        }
+        self.failure = Some(reason);
+        self.phase = Phase::Failed;
+    }
+
+    fn after_failure_drained(&mut self) {
+        let recoverable = self.cache_lost && self.config.policy.uses_log() && self.engine.is_some();
+        if recoverable && self.start_recovery() {
+            return;
+        }
+        if self.cache_lost && self.config.policy.is_write_back() && !self.config.policy.uses_log() {
+            log::error!("{}: cache lost under policy {}: dirty data is gone", self.params.name, self.config.policy);
+        }
+        self.phase = Phase::Done;
+        self.unregister();
+    }
+
+    fn unregister(&mut self) {
+        if self.glue.is_null() || self.unregister_sent || self.destructing {
+            self.destructing |= self.glue.is_null();
+            return;
+        }
+        self.unregister_sent = true;
+        // SAFETY: glue is the registered bdev; destruct follows asynchronously.
+        unsafe { sys::hhc_glue_node_unregister(self.glue) }
+    }
+
+    /// The bdev's destruct, on the owner thread.
+    fn begin_destruct(&mut self) {
+        self.destructing = true;
+        match self.phase {
+            Phase::Running => {
+                self.engine.as_mut().expect("engine").shutdown(now_ns());
+                self.phase = Phase::Stopping;
+            }
+            Phase::Done => self.finish_destruct(),
+            _ => {}
+        }
+    }
+
+    /// Closes everything, drops the node from the registry, ends the bdev's
+    /// destruct and frees the node from a message to its owner thread, once
+    /// no caller up the stack uses it.
+    fn finish_destruct(&mut self) {
+        self.bases.close_all();
+        if !self.poller.is_null() {
+            // SAFETY: the poller was started for this node and is stopped once.
+            unsafe { sys::hhc_glue_poller_stop(self.poller) };
+            self.poller = std::ptr::null_mut();
+        }
+        registry::remove(self.node);
+        if !self.glue.is_null() {
+            // SAFETY: glue is our registered bdev in its destruct; called once.
+            unsafe { sys::hhc_glue_node_destruct_done(self.glue) };
+            self.glue = std::ptr::null_mut();
+        }
+        self.destructing = false;
+        // SAFETY: free_node gets the node, which nothing uses after this
+        // message: it is out of the registry, its poller stopped, its bdev gone.
+        if let Err(rc) = unsafe { self.owner.send(free_node, self.node as *mut c_void) } {
+            log::error!("cannot send the message that frees an HHC node ({}); leaking it", errno::describe(rc));
+        }
+    }
+
+    // ---- cache loss: replay the log onto the backing device ----
+
+    fn start_recovery(&mut self) -> bool {
+        let layout = *self.engine.as_ref().expect("engine").log_layout();
+        let mirrors: Vec<u8> =
+            (0..self.config.mirrors_count).filter(|&i| !self.bases.get(DeviceRole::Log(i)).removed).collect();
+        if mirrors.is_empty() {
+            log::error!("{}: cache and every log mirror lost; dirty data cannot be recovered", self.params.name);
+            return false;
+        }
+        log::warn!("{}: cache lost; replaying the log ({} mirrors) onto backing bdev {}", self.params.name, mirrors.len(), self.params.backing);
+        self.recovery = Some(Recovery::new(layout, mirrors, self.config.backing_has_flush));
+        self.phase = Phase::Recovering;
+        true
+    }
+
+    pub(super) fn advance_recovery(&mut self) {
+        let Some(recovery) = self.recovery.take() else { return };
+        self.recovery = recovery.advance(&self.params.name, &self.params.backing);
+        if self.recovery.is_none() {
+            self.phase = Phase::Done;
+            self.unregister();
+        }
+    }
+
+    /// Answers the pending create call, if it has not been answered yet.
+    fn reply(&mut self, result: Result<&str, &Error>) {
+        if let Some(rpc) = self.rpc.take() {
+            rpc.reply(result);
+        }
+    }
+}
+
+fn random_instance_id() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most bytes.len() bytes into bytes.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    let random = if got == bytes.len() as isize { u64::from_le_bytes(bytes) } else { now_ns() };
+    random | 1
+}

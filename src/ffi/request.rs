@@ -1,0 +1,262 @@
+//! The request path: bdev I/Os from every thread's channel, queued to the
+//! owner thread, kept in a table while the engine works on them and
+//! completed back on their own thread. A RESET is not the engine's: it
+//! completes, successfully, once every request submitted before it is done.
+
+use super::errno::{self, Refusal};
+use super::iov::sub_range;
+use super::owner::Thread;
+use super::sys;
+use crate::io::{RequestCompletion, RequestKind};
+use crossbeam_queue::ArrayQueue;
+use libc::iovec;
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// Requests queued towards the owner thread, per HHC bdev.
+const SUBMISSIONS_MAX: usize = 4096;
+/// Requests in flight per channel; also the size of its completion queue, so
+/// pushing a completion can never fail.
+pub const CHANNEL_IN_FLIGHT_MAX: u32 = 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubmitKind {
+    Engine(RequestKind),
+    Reset,
+}
+
+impl SubmitKind {
+    pub fn from_glue(kind: sys::hhc_glue_io_kind) -> SubmitKind {
+        match kind {
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_READ => SubmitKind::Engine(RequestKind::Read),
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_WRITE => SubmitKind::Engine(RequestKind::Write),
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_FLUSH => SubmitKind::Engine(RequestKind::Flush),
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_RESET => SubmitKind::Reset,
+        }
+    }
+}
+
+/// A request on its way to the owner thread.
+pub struct Submission {
+    pub io: *mut sys::hhc_glue_io,
+    pub channel: *const Channel,
+    pub kind: SubmitKind,
+    pub lba: u64,
+    pub blocks_count: u64,
+}
+
+// SAFETY: the pointers are only dereferenced on the owner thread (the I/O's
+// iovecs, which the bdev layer keeps valid until completion) or used to push
+// into the channel's lock-free completion queue.
+unsafe impl Send for Submission {}
+
+/// A finished request on its way back to the submitting thread.
+pub struct Finished {
+    io: *mut sys::hhc_glue_io,
+    status: i32,
+}
+
+// SAFETY: only handed to hhc_glue_io_complete on the submitting thread.
+unsafe impl Send for Finished {}
+
+/// The part of a node other threads touch.
+pub struct Shared {
+    pub submissions: ArrayQueue<Submission>,
+}
+
+impl Shared {
+    pub fn new() -> Arc<Shared> {
+        Arc::new(Shared { submissions: ArrayQueue::new(SUBMISSIONS_MAX) })
+    }
+}
+
+/// Per-thread channel state of one HHC bdev.
+pub struct Channel {
+    shared: Arc<Shared>,
+    pub on_owner: bool,
+    /// Requests of this channel not completed yet; touched on its thread only.
+    in_flight: Cell<u32>,
+    completions: ArrayQueue<Finished>,
+}
+
+impl Channel {
+    /// The calling thread's channel of a node owned by `owner`.
+    pub fn new(shared: Arc<Shared>, owner: Thread) -> Channel {
+        Channel {
+            shared,
+            on_owner: Thread::current() == owner,
+            in_flight: Cell::new(0),
+            completions: ArrayQueue::new(CHANNEL_IN_FLIGHT_MAX as usize),
+        }
+    }
+
+    /// Queues a request towards the owner thread; Err: the bdev layer
+    /// retries it later (back-pressure).
+    pub fn submit(&self, submission: Submission) -> Result<(), Refusal> {
+        if self.in_flight.get() >= CHANNEL_IN_FLIGHT_MAX || self.shared.submissions.push(submission).is_err() {
+            return Err(Refusal::Full);
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        Ok(())
+    }
+
+    /// Completes what the owner finished for this (non-owner) channel.
+    pub fn poll(&self) -> usize {
+        let mut completed = 0;
+        while let Some(finished) = self.completions.pop() {
+            self.in_flight.set(self.in_flight.get() - 1);
+            // SAFETY: the request was submitted on this thread and is completed once.
+            unsafe { sys::hhc_glue_io_complete(finished.io, finished.status) };
+            completed += 1;
+        }
+        completed
+    }
+
+    pub fn idle(&self) -> bool {
+        self.in_flight.get() == 0
+    }
+}
+
+/// Completes a request on its own thread: directly on the owner thread,
+/// else through the channel's queue.
+///
+/// # Safety
+/// `io` is outstanding and was submitted on `channel`, which is alive (the
+/// bdev layer destroys a channel only after its I/O completed); the caller
+/// is the owner thread.
+pub unsafe fn finish_request(io: *mut sys::hhc_glue_io, channel: *const Channel, status: i32) {
+    // SAFETY: see the function's contract.
+    let channel = unsafe { &*channel };
+    if channel.on_owner {
+        channel.in_flight.set(channel.in_flight.get() - 1);
+        // SAFETY: io is outstanding and we are on its submitting thread.
+        unsafe { sys::hhc_glue_io_complete(io, status) };
+        return;
+    }
+    let pushed = channel.completions.push(Finished { io, status });
+    assert!(pushed.is_ok(), "completion queue sized for CHANNEL_IN_FLIGHT_MAX overflowed");
+}
+
+/// The buffers of an outstanding request.
+///
+/// # Safety
+/// `io` is outstanding; the slice must not be used after it completes.
+pub unsafe fn request_iovs<'a>(io: *mut sys::hhc_glue_io) -> &'a [iovec] {
+    let mut count = 0;
+    // SAFETY: io is outstanding, so the bdev layer keeps its iovec array
+    // valid until we complete it, which the caller promises is later.
+    unsafe {
+        let iovs = sys::hhc_glue_io_iovs(io, &mut count);
+        if iovs.is_null() || count <= 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(iovs, count as usize)
+    }
+}
+
+struct RequestSlot {
+    io: *mut sys::hhc_glue_io,
+    channel: *const Channel,
+    /// Device commands still using this request's buffer.
+    device_ios: u32,
+    /// Set once the engine completed the request.
+    status: Option<i32>,
+}
+
+/// The requests the engine holds, by key (the engine's request id), and the
+/// RESETs waiting for them.
+#[derive(Default)]
+pub struct Requests {
+    slots: Vec<Option<RequestSlot>>,
+    free: Vec<u32>,
+    /// RESETs waiting for the table to drain.
+    resets: Vec<Submission>,
+    /// Requests in the table.
+    live: usize,
+}
+
+impl Requests {
+    /// A new request; its key is the engine request id.
+    pub fn insert(&mut self, submission: &Submission) -> u32 {
+        let slot = RequestSlot { io: submission.io, channel: submission.channel, device_ios: 0, status: None };
+        self.live += 1;
+        match self.free.pop() {
+            Some(key) => {
+                self.slots[key as usize] = Some(slot);
+                key
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn slot(&mut self, key: u32) -> &mut RequestSlot {
+        self.slots[key as usize].as_mut().expect("live request slot")
+    }
+
+    /// The buffers of request `key` from `offset_bytes` on, lent to a device
+    /// command until `release`.
+    pub fn lend(&mut self, key: u32, offset_bytes: u64, len_bytes: u64, out: &mut Vec<iovec>) -> bool {
+        let slot = self.slot(key);
+        // SAFETY: the request is live (not completed), so its io is outstanding;
+        // out is used for the device command, which ends before the request does.
+        let complete = sub_range(unsafe { request_iovs(slot.io) }, offset_bytes, len_bytes, out);
+        slot.device_ios += 1;
+        complete
+    }
+
+    /// A device command returned request `key`'s buffer.
+    pub fn release(&mut self, key: u32) {
+        let slot = self.slot(key);
+        slot.device_ios -= 1;
+        if slot.device_ios == 0 && slot.status.is_some() {
+            self.deliver(key);
+        }
+    }
+
+    /// The engine completed a request: it goes back once no device command
+    /// uses its buffer any more.
+    pub fn completed(&mut self, completion: RequestCompletion) {
+        let key = completion.id as u32;
+        let slot = self.slot(key);
+        slot.status = Some(errno::request_status(completion.result));
+        if slot.device_ios == 0 {
+            self.deliver(key);
+        }
+    }
+
+    fn deliver(&mut self, key: u32) {
+        self.free.push(key);
+        let slot = self.slots[key as usize].take().expect("live request slot");
+        self.live -= 1;
+        // SAFETY: the slot held an outstanding request of a live channel; it
+        // is completed once (the slot is gone) on the owner thread.
+        unsafe { finish_request(slot.io, slot.channel, slot.status.expect("completed request")) };
+        self.finish_resets();
+    }
+
+    /// A RESET: completes once no request is left in the table. The bdev
+    /// layer aborts new I/O while a reset is in progress, so the table
+    /// drains; the engine's own work (write-back, the log) goes on.
+    pub fn reset(&mut self, submission: Submission) {
+        self.resets.push(submission);
+        self.finish_resets();
+    }
+
+    /// Requests the engine holds now.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    fn finish_resets(&mut self) {
+        if self.live > 0 {
+            return;
+        }
+        for reset in std::mem::take(&mut self.resets) {
+            // SAFETY: the RESET is outstanding on a live channel and completed once.
+            unsafe { finish_request(reset.io, reset.channel, 0) };
+        }
+    }
+}
