@@ -84,7 +84,7 @@ mod tests {
     fn a_held_block_reads_back_as_the_request_data_it_came_from() {
         let mut held = HeldData::new(512, true);
         let request: Vec<u8> = (0..2048u32).map(|i| (i % 251) as u8).collect();
-        let slot = held.hold(request.as_slice(), 1024);
+        let slot = held.hold(&request, 1024);
         let mut out = vec![0u8; 512];
         held.with_block(slot, 1024, |data| data.unwrap().copy_to(1024, &mut out));
         assert_eq!(out, request[1024..1536]);
@@ -95,11 +95,11 @@ mod tests {
     fn the_pool_is_bounded_and_slots_come_back() {
         let mut held = HeldData::new(1 << 20, true);
         let request = vec![7u8; 1 << 20];
-        let slots: Vec<u32> = (0..HELD_BLOCKS_MIN).map(|_| held.hold(request.as_slice(), 0)).collect();
+        let slots: Vec<u32> = (0..HELD_BLOCKS_MIN).map(|_| held.hold(&request, 0)).collect();
         assert!(slots.iter().all(|&s| s != HELD_NONE));
-        assert_eq!(held.hold(request.as_slice(), 0), HELD_NONE);
+        assert_eq!(held.hold(&request, 0), HELD_NONE);
         held.release(slots[3]);
-        assert_eq!(held.hold(request.as_slice(), 0), slots[3]);
-        assert_eq!(HeldData::new(4096, false).hold(request.as_slice(), 0), HELD_NONE);
+        assert_eq!(held.hold(&request, 0), slots[3]);
+        assert_eq!(HeldData::new(4096, false).hold(&request, 0), HELD_NONE);
     }
 }

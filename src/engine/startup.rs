@@ -576,6 +576,7 @@ impl Engine {
     ///   on in the next segment);
     /// - the first block of the next free segments is zeroed, so that the
     ///   scan stops there until this run writes them.
+    ///
     /// Only free positions: in a log with fewer free segments than buffers
     /// the next positions wrap onto the oldest live segments, which a replay
     /// after a cache loss still needs.
