@@ -14,4 +14,5 @@ pub mod log;
 pub mod mttdl;
 pub mod recovery;
 pub mod sim;
+pub mod simcore;
 pub mod timed;

@@ -63,7 +63,7 @@ pub fn run(args: Args) -> CliResult {
     let mut failures: Vec<SeedOutcome> = Vec::new();
     for seed in first_seed..first_seed.saturating_add(seeds_count) {
         let spec = RunSpec { seed, ops: args.ops, policy: args.policy, mutation: args.mutation };
-        let outcome = sim::run_seed(factory.as_ref(), spec);
+        let outcome = sim::run_seed(&factory, spec);
         figures.add(&outcome.figures);
         if outcome.violation.is_some() {
             if !args.json && failures.len() < args.show {
@@ -155,7 +155,7 @@ fn json_string(text: &str) -> String {
 
 fn process_workload(args: &Args, dir: &Path) -> CliResult {
     let factory = sim::engine_factory();
-    match sim::process::run_workload(factory.as_ref(), dir, args.policy, args.seed.unwrap_or(0), args.ops) {
+    match sim::process::run_workload(&factory, dir, args.policy, args.seed.unwrap_or(0), args.ops) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(message) => {
             println!("workload stopped: {message}");
@@ -166,7 +166,7 @@ fn process_workload(args: &Args, dir: &Path) -> CliResult {
 
 fn process_verify(args: &Args, dir: &Path) -> CliResult {
     let factory = sim::engine_factory();
-    match sim::process::verify(factory.as_ref(), dir, args.policy) {
+    match sim::process::verify(&factory, dir, args.policy) {
         Ok(blocks) => {
             println!("verified {blocks} blocks after kill -9");
             Ok(ExitCode::SUCCESS)

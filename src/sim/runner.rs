@@ -6,13 +6,16 @@ use super::device::SimDevice;
 use super::faults::{Fault, FaultKinds, FaultPlan};
 use super::oracle::{Oracle, Tick, Violation};
 use super::pattern::{decode_block, fill_block, Found, WriteId};
-use super::prng::Prng;
-use super::target::{CacheLossRecovery, Readiness, StartKind, Target, TargetFactory};
+use crate::simcore::prng::Prng;
+use crate::engine::{EngineState, StartMode};
+use crate::simcore::event_queue::EventQueue;
+use crate::simcore::{CacheLossRecovery, TargetFactory};
 use super::workload::{Op, Workload};
 use super::Figures;
 use crate::config::{Config, Mutation, Policy};
 use crate::io::{
-    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Nanos, Request, RequestCompletion, RequestError, RequestId, RequestKind,
+    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, Machine, Nanos, Request, RequestCompletion, RequestError,
+    RequestId, RequestKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -50,7 +53,7 @@ const VERIFY_RETRIES: u32 = 50;
 /// Bytes a read buffer holds before the target fills it: never a valid block.
 const READ_POISON: u8 = 0xEE;
 
-pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
+pub fn run_seed<F: TargetFactory>(factory: &F, spec: RunSpec) -> SeedOutcome {
     CURRENT_SEED.with(|current| current.set(Some(spec)));
     let mut sim = Sim::new(factory, spec);
     // An assertion in the target is a finding like any other (where panics
@@ -162,7 +165,7 @@ trait Memory {
 }
 
 struct TargetMemory<'a> {
-    target: &'a mut dyn Target,
+    target: &'a mut dyn IoMachine,
     requests: &'a mut BTreeMap<RequestId, Outstanding>,
     /// Requests already completed: kind and completion time (for diagnostics).
     finished: &'a BTreeMap<RequestId, (RequestKind, Nanos)>,
@@ -251,16 +254,15 @@ fn perform(devices: &mut Devices, io: &DeviceIo, memory: &mut dyn Memory) -> Res
     }
 }
 
-struct Sim<'f> {
-    factory: &'f dyn TargetFactory,
+struct Sim<'f, F: TargetFactory> {
+    factory: &'f F,
     spec: RunSpec,
     plan: FaultPlan,
     prng: Prng,
     now: Nanos,
     devices: Devices,
-    target: Option<Box<dyn Target>>,
-    events: BTreeMap<(Nanos, u64), Event>,
-    events_pushed: u64,
+    target: Option<F::Target>,
+    events: EventQueue<Event>,
     in_flight: BTreeMap<IoId, DeviceIo>,
     requests: BTreeMap<RequestId, Outstanding>,
     finished: BTreeMap<RequestId, (RequestKind, Nanos)>,
@@ -286,8 +288,8 @@ struct Sim<'f> {
     figures: Figures,
 }
 
-impl<'f> Sim<'f> {
-    fn new(factory: &'f dyn TargetFactory, spec: RunSpec) -> Sim<'f> {
+impl<'f, F: TargetFactory> Sim<'f, F> {
+    fn new(factory: &'f F, spec: RunSpec) -> Sim<'f, F> {
         let plan = FaultPlan::draw(spec.seed, spec.ops, spec.policy, spec.mutation);
         let mut prng = Prng::new(spec.seed);
         let devices = Devices {
@@ -304,8 +306,7 @@ impl<'f> Sim<'f> {
             now: 0,
             devices,
             target: None,
-            events: BTreeMap::new(),
-            events_pushed: 0,
+            events: EventQueue::new(),
             in_flight: BTreeMap::new(),
             requests: BTreeMap::new(),
             finished: BTreeMap::new(),
@@ -335,7 +336,7 @@ impl<'f> Sim<'f> {
 
     fn run(&mut self) -> Result<(), Violation> {
         self.trace(|| format!("plan {:?}\nconfig {:?}\nworkload {:?}", self.plan.kinds, self.plan.config, self.plan.workload));
-        self.start_target(StartKind::Format)?;
+        self.start_target(StartMode::Format)?;
         self.resume_workload();
         self.run_until(|sim| sim.ended || (sim.ops_submitted >= sim.spec.ops && sim.requests.is_empty()))?;
         if self.ended {
@@ -371,10 +372,10 @@ impl<'f> Sim<'f> {
         let now = self.now;
         self.target_mut().shutdown(now);
         self.recovering = true;
-        let stopped = |sim: &Sim| matches!(sim.target.as_ref().unwrap().readiness(), Readiness::Stopped | Readiness::Failed(_));
+        let stopped = |sim: &Self| matches!(sim.target.as_ref().unwrap().state(), EngineState::Stopped | EngineState::Failed(_));
         self.run_until_within(stopped, PHASE_LIMIT_NS, "a clean shutdown")?;
-        match self.target.as_ref().unwrap().readiness() {
-            Readiness::Failed(reason) => Err(self.violation("5 (errors)", None, "a clean stop", &format!("shutdown failed: {reason}"), "shutdown")),
+        match self.target.as_ref().unwrap().state() {
+            EngineState::Failed(reason) => Err(self.violation("5 (errors)", None, "a clean stop", &format!("shutdown failed: {reason}"), "shutdown")),
             _ => Ok(()),
         }
     }
@@ -386,8 +387,8 @@ impl<'f> Sim<'f> {
         }
     }
 
-    fn target_mut(&mut self) -> &mut dyn Target {
-        self.target.as_deref_mut().expect("no target running")
+    fn target_mut(&mut self) -> &mut F::Target {
+        self.target.as_mut().expect("no target running")
     }
 
     fn violation(&self, invariant: &'static str, lba: Option<u64>, expected: &str, found: &str, context: &str) -> Violation {
@@ -395,20 +396,19 @@ impl<'f> Sim<'f> {
     }
 
     fn push_event(&mut self, at: Nanos, event: Event) {
-        self.events.insert((at, self.events_pushed), event);
-        self.events_pushed += 1;
+        self.events.schedule(at, event);
     }
 
     // ---- the pump ---------------------------------------------------------
 
     /// Pumps target, devices and workload until `done` or a violation.
-    fn run_until(&mut self, done: impl Fn(&Sim) -> bool) -> Result<(), Violation> {
+    fn run_until(&mut self, done: impl Fn(&Self) -> bool) -> Result<(), Violation> {
         self.run_until_within(done, Nanos::MAX, "")
     }
 
     /// `run_until` for a phase that must end within `limit_ns` of virtual
     /// time even with no request outstanding (start, shutdown).
-    fn run_until_within(&mut self, done: impl Fn(&Sim) -> bool, limit_ns: Nanos, phase: &str) -> Result<(), Violation> {
+    fn run_until_within(&mut self, done: impl Fn(&Self) -> bool, limit_ns: Nanos, phase: &str) -> Result<(), Violation> {
         let mut spins = 0u32;
         let deadline = self.now.saturating_add(limit_ns);
         loop {
@@ -443,8 +443,8 @@ impl<'f> Sim<'f> {
 
     /// Runs the earliest event or target timer.
     fn step(&mut self) -> Result<(), Violation> {
-        let timer = self.target.as_ref().and_then(|t| t.next_timer());
-        let event_at = self.events.first_key_value().map(|(k, _)| k.0);
+        let timer = self.target.as_ref().and_then(|t| t.poll_timeout());
+        let event_at = self.events.peek_time();
         match (timer, event_at) {
             (Some(t), e) if e.is_none_or(|e| t <= e) => {
                 // A timer in the past runs now.
@@ -454,7 +454,7 @@ impl<'f> Sim<'f> {
                 Ok(())
             }
             (_, _) if !self.events.is_empty() => {
-                let ((at, _), event) = self.events.pop_first().unwrap();
+                let (at, event) = self.events.pop().unwrap();
                 self.now = self.now.max(at);
                 self.dispatch(event)
             }
@@ -483,7 +483,7 @@ impl<'f> Sim<'f> {
     /// Moves the target's outputs into the device queues and the oracle.
     fn drain_target(&mut self) -> Result<(), Violation> {
         loop {
-            let Some(target) = self.target.as_deref_mut() else { return Ok(()) };
+            let Some(target) = self.target.as_mut() else { return Ok(()) };
             if let Some(io) = target.poll_io() {
                 self.schedule_io(io)?;
             } else if let Some(completion) = target.poll_completion() {
@@ -506,7 +506,7 @@ impl<'f> Sim<'f> {
 
     fn complete_io(&mut self, id: IoId) -> Result<(), Violation> {
         let io = self.in_flight.remove(&id).expect("completion of an unknown command");
-        let target = self.target.as_deref_mut().expect("I/O without a target");
+        let target = self.target.as_mut().expect("I/O without a target");
         let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
         let status = perform(&mut self.devices, &io, &mut memory).map_err(|e| contract(format!("{e} ({})", describe_io(&io)), self.now))?;
         let now = self.now;
@@ -522,7 +522,7 @@ impl<'f> Sim<'f> {
             self.wake_later(requester);
         }
         if let Some(period) = self.plan.workload.periodic_flush_ns {
-            if !self.events.values().any(|e| *e == Event::PeriodicFlush) {
+            if !self.events.iter().any(|e| *e == Event::PeriodicFlush) {
                 self.push_event(self.now + period, Event::PeriodicFlush);
             }
         }
@@ -587,7 +587,7 @@ impl<'f> Sim<'f> {
         };
         let now = self.now;
         let payload: Option<&dyn crate::io::RequestData> = if write.is_some() { Some(&data) } else { None };
-        self.target.as_deref_mut().expect("request without a target").handle_request(now, request, payload);
+        self.target.as_mut().expect("request without a target").handle_request(now, request, payload);
         self.trace(|| format!("submit {request:?} write {write:?}"));
         self.requests.insert(id, Outstanding { request, submitted_at: now, data, origin, write, read_tick });
         if origin != Origin::Verifier {
@@ -691,7 +691,8 @@ impl<'f> Sim<'f> {
                 self.policy = policy;
                 self.log_ever_used |= policy.uses_log();
                 self.figures.policy_switches += 1;
-                self.target_mut().set_policy(now, policy);
+                // The simulator only switches to policies its configuration supports.
+                self.target_mut().set_policy(now, policy).expect("policy switch refused");
                 Ok(())
             }
         }
@@ -701,7 +702,7 @@ impl<'f> Sim<'f> {
     /// the target's memory is gone, everything outstanding ends unanswered.
     fn power_off(&mut self) {
         let mut in_flight_writes: BTreeMap<DeviceRole, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
-        if let Some(target) = self.target.as_deref_mut() {
+        if let Some(target) = self.target.as_mut() {
             let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
             for io in self.in_flight.values().filter(|io| io.kind == IoKind::Write) {
                 if let Ok(bytes) = memory.bytes(io.buffer, io.len_bytes, false) {
@@ -717,7 +718,7 @@ impl<'f> Sim<'f> {
         self.target = None;
         self.in_flight.clear();
         self.requests.clear();
-        self.events.retain(|_, e| matches!(e, Event::Fault(_) | Event::PeriodicFlush | Event::IdleEnd));
+        self.events.retain(|e| matches!(e, Event::Fault(_) | Event::PeriodicFlush | Event::IdleEnd));
         self.wake_pending.fill(false);
         self.workload.forget_outstanding();
         self.oracle.crash();
@@ -732,14 +733,14 @@ impl<'f> Sim<'f> {
         }
         self.figures.power_losses += 1;
         self.power_off();
-        self.start_target(StartKind::Open)?;
+        self.start_target(StartMode::Open)?;
         self.verify_through_target(context)?;
         self.figures.recoveries += 1;
         self.resume_workload();
         Ok(())
     }
 
-    fn start_target(&mut self, start: StartKind) -> Result<(), Violation> {
+    fn start_target(&mut self, start: StartMode) -> Result<(), Violation> {
         self.trace(|| format!("start {start:?} with policy {}", self.policy));
         self.recovering = true;
         let config = self.config();
@@ -747,10 +748,10 @@ impl<'f> Sim<'f> {
             self.violation("2 (durability)", None, "the target starts", &format!("{start:?} refused: {reason}"), "start")
         })?;
         self.target = Some(target);
-        let started = |sim: &Sim| sim.target.as_ref().unwrap().readiness() != Readiness::Starting;
+        let started = |sim: &Self| *sim.target.as_ref().unwrap().state() != EngineState::Starting;
         self.run_until_within(started, PHASE_LIMIT_NS, &format!("{start:?}"))?;
-        match self.target.as_ref().unwrap().readiness() {
-            Readiness::Ready => Ok(()),
+        match self.target.as_ref().unwrap().state() {
+            EngineState::Ready => Ok(()),
             other => Err(self.violation("2 (durability)", None, "Ready", &format!("{other:?}"), &format!("{start:?} after a failure it must survive"))),
         }
     }
@@ -840,7 +841,7 @@ impl<'f> Sim<'f> {
         // seed's random stream stays as it was.
         let id = &mut self.plan.config.instance_id;
         *id = id.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29) | 1;
-        self.start_target(StartKind::Format)?;
+        self.start_target(StartMode::Format)?;
         self.resume_workload();
         Ok(())
     }
@@ -859,7 +860,7 @@ impl<'f> Sim<'f> {
 
     fn replay_log(&mut self) -> Result<(), Violation> {
         let config = self.config();
-        let mut machine = self.factory.cache_loss_recovery(&config, self.now).map_err(|reason| {
+        let mut machine = self.factory.cache_loss_recovery(&config).map_err(|reason| {
             self.violation("2 (durability)", None, "a log recovery", &format!("recovery refused to start: {reason}"), "cache loss")
         })?;
         let mut queue: BTreeMap<(Nanos, IoId), DeviceIo> = BTreeMap::new();
@@ -869,7 +870,7 @@ impl<'f> Sim<'f> {
                 let done_at = device.submit(self.now, &io).map_err(|e| contract(e, self.now))?;
                 queue.insert((done_at, io.id), io);
             }
-            if let Some(outcome) = machine.outcome(self.now) {
+            if let Some(outcome) = machine.outcome() {
                 self.figures.corruptions_detected += machine.corruptions_detected();
                 return outcome.map_err(|reason| self.violation("2 (durability)", None, "a log recovery", &format!("recovery failed: {reason}"), "cache loss"));
             }
