@@ -173,3 +173,72 @@ impl IoMachine for LogRecovery {
         self.machine().expect("memory asked after the recovery finished").io_memory_mut(region)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::mem::MemDevices;
+    use crate::io::{DeviceRole, HeapAllocator, IoKind};
+    use crate::recovery::test_log::{expected_backing, layout, scan, spec, LogImage, SegmentSpec};
+
+    const MIRRORS: [u8; 2] = [0, 1];
+
+    /// A barrier, then a part past it that no flush covered.
+    fn run() -> Vec<SegmentSpec> {
+        vec![spec(20, false, &[(1, 1), (2, 1)], &[]), spec(21, true, &[(3, 1), (1, 2)], &[]), spec(22, false, &[(2, 2)], &[])]
+    }
+
+    fn devices(run: &[SegmentSpec]) -> MemDevices {
+        let mut image = LogImage::new(layout(6), MIRRORS.len());
+        image.write_superblock(7, 0, run[0].sequence);
+        for (index, segment) in run.iter().enumerate() {
+            image.write_segment(index as u32, segment);
+        }
+        image.into_devices()
+    }
+
+    fn finish(devices: &mut MemDevices, recovery: &mut LogRecovery) -> Result<Recovered, RecoveryError> {
+        devices.pump(recovery).unwrap();
+        assert!(recovery.poll_io().is_none(), "a finished recovery emits nothing");
+        recovery.result().expect("finished once it emits nothing").map(Clone::clone).map_err(Clone::clone)
+    }
+
+    #[test]
+    fn scans_then_replays_what_the_last_barrier_covers() {
+        let run = run();
+        let mut devices = devices(&run);
+        let mut recovery = LogRecovery::new(layout(6), MIRRORS.to_vec(), true, Box::new(HeapAllocator));
+        let Ok(Recovered::Replayed(report)) = finish(&mut devices, &mut recovery) else { panic!("not replayed") };
+        assert_eq!(devices.device(DeviceRole::Backing).unwrap(), &expected_backing(&run)[..]);
+        assert_eq!((report.blocks_replayed, report.segments_replayed, report.segments_after_barrier), (3, 2, 1));
+        assert_eq!((recovery.blocks_replayed(), recovery.blocks_total()), (3, 3));
+        assert_eq!(recovery.corrupt_copies_detected(), 0);
+    }
+
+    #[test]
+    fn a_dry_run_scans_as_the_scanner_does_and_writes_nothing() {
+        let mut devices = devices(&run());
+        let expected = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        let history_start = devices.history().len();
+        let mut recovery = LogRecovery::scan_only(layout(6), MIRRORS.to_vec(), Box::new(HeapAllocator));
+        let Ok(Recovered::Scanned(scanned)) = finish(&mut devices, &mut recovery) else { panic!("not scanned") };
+        assert_eq!(scanned, expected);
+        assert!(devices.history()[history_start..].iter().all(|io| io.kind == IoKind::Read));
+        assert_eq!(recovery.blocks_total(), 0);
+    }
+
+    #[test]
+    fn failures_name_the_stage_that_failed() {
+        let mut recovery = LogRecovery::new(layout(6), Vec::new(), true, Box::new(HeapAllocator));
+        let error = finish(&mut MemDevices::new(), &mut recovery).unwrap_err();
+        assert!(matches!(error, RecoveryError::Scan(ScanError::NoMirrors)), "{error:?}");
+        assert!(error.to_string().starts_with("log scan failed: "), "{error}");
+
+        let mut devices = devices(&run());
+        devices.set_failing(DeviceRole::Backing, true);
+        let mut recovery = LogRecovery::new(layout(6), MIRRORS.to_vec(), true, Box::new(HeapAllocator));
+        let error = finish(&mut devices, &mut recovery).unwrap_err();
+        assert!(matches!(error, RecoveryError::Replay(_)), "{error:?}");
+        assert!(error.to_string().starts_with("replay failed: "), "{error}");
+    }
+}
