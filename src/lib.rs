@@ -9,6 +9,7 @@ pub mod driver;
 pub mod engine;
 pub mod format;
 pub mod io;
+pub mod json;
 pub mod ffi;
 pub mod log;
 pub mod mttdl;

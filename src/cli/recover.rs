@@ -1,7 +1,7 @@
 //! `hhc recover`: replay the log onto the backing device after the cache
 //! device was lost, then re-initialise the log.
 
-use super::json::Object;
+use hhc::json::Object;
 use super::log_files::{common_layout, LogFile};
 use super::CliResult;
 use hhc::config::LogLayout;

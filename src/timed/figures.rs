@@ -3,7 +3,8 @@
 //! the paper's bounds).
 
 use super::experiments::{PointResult, Settings, FIG6_CACHE_GB, FIG7_THREADS, STEADY};
-use super::report::{markdown_table, svg_bar_panels, svg_lines, Json};
+use super::report::{markdown_table, svg_bar_panels, svg_lines};
+use crate::json::Json;
 use crate::config::Policy;
 use crate::engine::MemoryReport;
 
@@ -236,7 +237,7 @@ fn figures_json(result: &PointResult) -> Json {
         fields.push(("memory_log_bytes_per_live_entry".to_string(), Json::Number(m.log_bytes_per_live_entry())));
         fields.push(("memory_percent_of_cache".to_string(), Json::Number(m.percent_of_cache())));
     }
-    Json::Object(fields)
+    Json::object(fields)
 }
 
 pub fn results_json(results: &[PointResult], checks: &[TargetCheck], settings: &Settings) -> Json {
