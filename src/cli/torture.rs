@@ -43,7 +43,12 @@ pub struct Args {
 }
 
 fn parse_mutation(name: &str) -> Result<Mutation, String> {
-    sim::mutation_by_name(name).ok_or_else(|| format!("unknown mutation '{name}' (expected one of {})", sim::MUTATION_NAMES.join(", ")))
+    let mutation = sim::mutation_by_name(name)
+        .ok_or_else(|| format!("unknown mutation '{name}' (expected one of {})", sim::MUTATION_NAMES.join(", ")))?;
+    if mutation != Mutation::None && !hhc::config::MUTATIONS_BUILT {
+        return Err(format!("mutation '{name}' needs a build with the `mutations` feature (cargo build --features mutations)"));
+    }
+    Ok(mutation)
 }
 
 pub fn run(args: Args) -> CliResult {

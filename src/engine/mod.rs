@@ -394,8 +394,14 @@ impl Engine {
         self.now.saturating_sub(self.last_request_at) >= self.config.idle_after_ns
     }
 
+    /// The deliberate defect switched on; always `None` (a constant the
+    /// switches fold away on) without the `mutations` feature.
     fn mutation(&self) -> Mutation {
-        self.config.mutation
+        if crate::config::MUTATIONS_BUILT {
+            self.config.mutation
+        } else {
+            Mutation::None
+        }
     }
 
     /// Background work after every input, in dependency order.
