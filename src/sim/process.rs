@@ -10,11 +10,11 @@
 
 use super::oracle::{Oracle, Violation};
 use super::pattern::{decode_block, fill_block, Found, WriteId};
-use crate::simcore::prng::Prng;
-use crate::engine::{EngineState, StartMode};
-use crate::simcore::TargetFactory;
 use crate::config::{Config, Policy};
+use crate::engine::{EngineState, StartMode};
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoKind, IoStatus, Machine, Nanos, Request, RequestId, RequestKind};
+use crate::simcore::prng::Prng;
+use crate::simcore::TargetFactory;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
