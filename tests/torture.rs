@@ -158,7 +158,9 @@ fn first_catch(mutation: Mutation, policy: Policy) -> Option<(u64, String)> {
 fn assert_caught(mutation: Mutation, policy: Policy) {
     // Without the feature the engine refuses the mutated configuration,
     // which the oracle would count as a catch: a check that cannot fail.
-    assert!(hhc::config::MUTATIONS_BUILT, "the tests run without the `mutations` feature (see Cargo.toml)");
+    if !hhc::config::MUTATIONS_BUILT {
+        panic!("the tests run without the `mutations` feature (see Cargo.toml)");
+    }
     match first_catch(mutation, policy) {
         Some((seed, report)) => eprintln!("{mutation:?} under {policy} caught by seed {seed}: {report}"),
         None => panic!("{mutation:?} under {policy} survived {MUTATION_SEEDS} seeds: the oracle cannot see it"),

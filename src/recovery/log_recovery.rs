@@ -200,7 +200,7 @@ mod tests {
     fn finish(devices: &mut MemDevices, recovery: &mut LogRecovery) -> Result<Recovered, RecoveryError> {
         devices.pump(recovery).unwrap();
         assert!(recovery.poll_io().is_none(), "a finished recovery emits nothing");
-        recovery.result().expect("finished once it emits nothing").map(Clone::clone).map_err(Clone::clone)
+        recovery.result().expect("finished once it emits nothing").cloned().map_err(Clone::clone)
     }
 
     #[test]
