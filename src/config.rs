@@ -124,7 +124,8 @@ pub struct Config {
     /// Identity written at format time; ties the log to the cache.
     pub instance_id: u64,
     /// A deliberate defect, for proving that the torture oracle can fail.
-    /// Always `Mutation::None` outside tests.
+    /// Honoured only in builds with the `mutations` feature (the tests);
+    /// elsewhere `validate` refuses anything but `Mutation::None`.
     pub mutation: Mutation,
     /// Written opaquely into the cache superblock at format (at most
     /// `format::OWNER_BYTES_MAX` bytes): what the owner of the devices needs
@@ -132,7 +133,13 @@ pub struct Config {
     pub owner_record: Vec<u8>,
 }
 
-/// Deliberately broken behaviours the torture oracle must catch.
+/// Whether this build honours `Config::mutation` (cargo feature `mutations`,
+/// which only the tests turn on).
+pub const MUTATIONS_BUILT: bool = cfg!(feature = "mutations");
+
+/// Deliberately broken behaviours the torture oracle must catch. The engine
+/// reads them through `Engine::mutation`, a constant `None` without the
+/// `mutations` feature, so production builds compile every switch away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Mutation {
     #[default]
@@ -226,6 +233,9 @@ impl Config {
 
     /// Checks every parameter and derives the device layouts.
     pub fn validate(&self) -> Result<(CacheLayout, LogLayout), ConfigError> {
+        if self.mutation != Mutation::None && !MUTATIONS_BUILT {
+            return Err(ConfigError(format!("mutation {:?} needs a build with the `mutations` feature", self.mutation)));
+        }
         let bs = self.block_size;
         if !(4096..=65536).contains(&bs) || !bs.is_power_of_two() {
             return Err(ConfigError(format!("block_size {bs} must be a power of two between 4096 and 65536")));

@@ -3,6 +3,8 @@
 //! completions). Every driver — SPDK, the simulators, the file driver — speaks
 //! only these types.
 
+use crate::config::{ConfigError, Policy};
+use crate::engine::{EngineState, Stats};
 use std::fmt;
 
 /// Virtual or real time in nanoseconds since an arbitrary origin. The engine
@@ -155,6 +157,44 @@ pub trait IoMachine {
     fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus);
     /// The whole engine-owned memory region `region` (see `IoBuffer::Engine`).
     fn io_memory_mut(&mut self, region: u32) -> &mut [u8];
+}
+
+/// A cache engine as every driver runs it: the engine itself
+/// (`src/engine/machine.rs`) and the simulators' toy target
+/// (`src/simcore/toy.rs`). The SPDK module, both simulators, the test harness
+/// and the benchmarks drive it through these calls; docs/engine.md, "The
+/// driver contract", says in which order and what must be drained.
+///
+/// Inputs are `handle_*` (and `set_policy`, `shutdown`), each taking the
+/// current time; outputs are `poll_*`, drained after every input. Nothing
+/// here blocks, reads a clock or performs I/O.
+pub trait Machine: IoMachine {
+    /// `Starting` until the start-up I/O is done, then `Ready`; `Stopping`
+    /// and `Stopped` after `shutdown`; `Failed` when it cannot go on.
+    fn state(&self) -> &EngineState;
+    /// A bdev request. `data` is a write's buffer (for the one copy the
+    /// engine makes while the call runs); `None` for reads and flushes.
+    fn handle_request(&mut self, now: Nanos, request: Request, data: Option<&dyn RequestData>);
+    /// Time has reached what `poll_timeout` asked for (earlier calls are harmless).
+    fn handle_timer(&mut self, now: Nanos);
+    /// A device was hot-removed or died.
+    fn handle_device_removed(&mut self, now: Nanos, role: DeviceRole);
+    /// Switches the write policy at run time.
+    fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError>;
+    /// Clean stop: no new requests; `Stopped` once everything is durable.
+    fn shutdown(&mut self, now: Nanos);
+    /// The next finished bdev request.
+    fn poll_completion(&mut self) -> Option<RequestCompletion>;
+    /// When `handle_timer` is wanted next, if at all. A driver re-reads it
+    /// after every input.
+    fn poll_timeout(&self) -> Option<Nanos>;
+    /// Counters and gauges (all zero for a target that keeps none).
+    fn stats(&self) -> Stats;
+    /// What the machine waits for and what it holds of `lba`, in words
+    /// (printed when a request stalls).
+    fn describe_stall(&self, _lba: u64) -> String {
+        String::new()
+    }
 }
 
 /// Provides engine-owned I/O memory. Under SPDK it returns DMA-safe buffers;

@@ -11,11 +11,14 @@ pub mod engine;
 pub mod ffi;
 pub mod format;
 pub mod io;
+pub mod json;
 pub mod log;
 #[cfg(feature = "tools")]
 pub mod mttdl;
 pub mod recovery;
 #[cfg(feature = "tools")]
 pub mod sim;
+#[cfg(feature = "tools")]
+pub mod simcore;
 #[cfg(feature = "tools")]
 pub mod timed;

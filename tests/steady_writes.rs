@@ -327,7 +327,7 @@ impl Run {
     /// Handles the next event (or a timer due before it).
     fn step(&mut self, end: Nanos) {
         let at = self.events.peek().map_or(Nanos::MAX, |Reverse((at, _, _))| *at);
-        let timer = self.engine.next_timer();
+        let timer = self.engine.poll_timeout();
         if let Some(due) = timer.filter(|&due| due <= at && due < end) {
             let now = due.max(self.cpu_free_at);
             let before = Work::of(&self.engine);

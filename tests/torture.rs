@@ -68,7 +68,7 @@ fn sweep_with(policy: Policy, seeds: u64, ops: u64) -> (Figures, FaultKinds) {
     let mut seen = FaultKinds::default();
     for seed in 0..seeds {
         let spec = RunSpec { seed, ops, policy, mutation: Mutation::None };
-        let outcome = sim::run_seed(factory.as_ref(), spec);
+        let outcome = sim::run_seed(&factory, spec);
         if let Some(violation) = outcome.violation {
             panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));
         }
@@ -148,14 +148,19 @@ fn sweep_write_back_ordered() {
 fn first_catch(mutation: Mutation, policy: Policy) -> Option<(u64, String)> {
     let factory = sim::engine_factory();
     (0..MUTATION_SEEDS).find_map(|seed| {
-        let mutated = sim::run_seed(factory.as_ref(), RunSpec { seed, ops: OPS_PER_SEED, policy, mutation });
+        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: OPS_PER_SEED, policy, mutation });
         let report = mutated.violation?.to_string();
-        let baseline = sim::run_seed(factory.as_ref(), RunSpec { seed, ops: OPS_PER_SEED, policy, mutation: Mutation::None });
+        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: OPS_PER_SEED, policy, mutation: Mutation::None });
         baseline.violation.is_none().then_some((seed, report))
     })
 }
 
 fn assert_caught(mutation: Mutation, policy: Policy) {
+    // Without the feature the engine refuses the mutated configuration,
+    // which the oracle would count as a catch: a check that cannot fail.
+    if !hhc::config::MUTATIONS_BUILT {
+        panic!("the tests run without the `mutations` feature (see Cargo.toml)");
+    }
     match first_catch(mutation, policy) {
         Some((seed, report)) => eprintln!("{mutation:?} under {policy} caught by seed {seed}: {report}"),
         None => panic!("{mutation:?} under {policy} survived {MUTATION_SEEDS} seeds: the oracle cannot see it"),
@@ -187,8 +192,8 @@ fn mutation_read_wrong_block_is_caught() {
 fn a_seed_reproduces_its_run_exactly() {
     let factory = sim::engine_factory();
     let spec = RunSpec { seed: 7, ops: OPS_PER_SEED, policy: Policy::Hhc, mutation: Mutation::None };
-    let first = sim::run_seed(factory.as_ref(), spec);
-    let second = sim::run_seed(factory.as_ref(), spec);
+    let first = sim::run_seed(&factory, spec);
+    let second = sim::run_seed(&factory, spec);
     assert_eq!(first.figures, second.figures);
     assert_eq!(first.violation, second.violation);
 }
@@ -240,7 +245,7 @@ fn regression_seeds_pass() {
     let factory = sim::engine_factory();
     for &(policy, seed, ops) in REGRESSION_SEEDS {
         let spec = RunSpec { seed, ops, policy, mutation: Mutation::None };
-        let outcome = sim::run_seed(factory.as_ref(), spec);
+        let outcome = sim::run_seed(&factory, spec);
         if let Some(violation) = outcome.violation {
             panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));
         }

@@ -1,6 +1,6 @@
 //! `hhc bench`: engine CPU per request and memory per cache block.
 
-use super::json::Object;
+use hhc::json::Object;
 use super::CliResult;
 use hhc::bench::{run, BenchConfig};
 use std::process::ExitCode;

@@ -1,6 +1,6 @@
 //! `hhc log inspect`: what a log device holds and what a replay would do.
 
-use super::json::Object;
+use hhc::json::Object;
 use super::log_files::{common_layout, LogFile};
 use super::CliResult;
 use hhc::config::LogLayout;

@@ -1,7 +1,6 @@
 //! One file per subcommand; each has `Args` (clap) and `run`.
 
 pub mod bench;
-mod json;
 pub mod log;
 mod log_files;
 pub mod mttdl;

@@ -2,6 +2,7 @@
 //! and `--recommend`: how many log mirrors match a given backing array.
 
 use super::CliResult;
+use hhc::json::{Json, Object};
 use hhc::mttdl::models::{hhc_mttdl_hours, hhc_mttdl_paper_composite_hours, raid_mttdl_hours};
 use hhc::mttdl::plot::{LogPlot, Series};
 use hhc::mttdl::recommend::{recommend_mirrors, Recommendation};
@@ -203,57 +204,38 @@ fn comparison_table(args: &Args, rows: &[Row], plots: &[PathBuf]) -> String {
     text
 }
 
-fn json_number(value: f64) -> String {
-    if value.is_finite() {
-        format!("{value:e}")
-    } else {
-        "null".into()
-    }
-}
-
-fn json_string(text: &str) -> String {
-    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-fn parameters_json(args: &Args) -> String {
+fn parameters_json(args: &Args) -> Object {
     let devices = devices(args, 0.0);
-    format!(
-        r#"{{"backing_mttf_hours": {}, "log_mttf_hours": {}, "ssd_mttf_hours": {}, "repair": {}, "hours_per_year": {}}}"#,
-        json_number(devices.backing_mttf_hours),
-        json_number(devices.log_mttf_hours),
-        json_number(devices.ssd_mttf_hours),
-        json_string(repair_name(devices.repair)),
-        json_number(HOURS_PER_YEAR)
-    )
+    Object::new()
+        .field("backing_mttf_hours", Json::Exp(devices.backing_mttf_hours))
+        .field("log_mttf_hours", Json::Exp(devices.log_mttf_hours))
+        .field("ssd_mttf_hours", Json::Exp(devices.ssd_mttf_hours))
+        .field("repair", repair_name(devices.repair))
+        .field("hours_per_year", Json::Exp(HOURS_PER_YEAR))
 }
 
 fn comparison_json(args: &Args, rows: &[Row], plots: &[PathBuf]) -> String {
-    let rows_json: Vec<String> = rows
+    let rows_json: Vec<Json> = rows
         .iter()
         .map(|row| {
-            format!(
-                r#"    {{"disks": {}, "mttr_hours": {}, "raid5_years": {}, "hhc1_years": {}, "raid6_years": {}, "hhc2_years": {}, "hhc2_paper_approx_years": {}}}"#,
-                row.disks,
-                json_number(row.mttr_hours),
-                json_number(years(row.raid5_hours)),
-                json_number(years(row.hhc1_hours)),
-                json_number(years(row.raid6_hours)),
-                json_number(years(row.hhc2_hours)),
-                json_number(years(row.hhc2_paper_hours)),
-            )
+            Object::new()
+                .field("disks", row.disks as u64)
+                .field("mttr_hours", Json::Exp(row.mttr_hours))
+                .field("raid5_years", Json::Exp(years(row.raid5_hours)))
+                .field("hhc1_years", Json::Exp(years(row.hhc1_hours)))
+                .field("raid6_years", Json::Exp(years(row.raid6_hours)))
+                .field("hhc2_years", Json::Exp(years(row.hhc2_hours)))
+                .field("hhc2_paper_approx_years", Json::Exp(years(row.hhc2_paper_hours)))
+                .into()
         })
         .collect();
-    let plots_json: Vec<String> = plots
-        .iter()
-        .map(|path| json_string(&path.display().to_string()))
-        .collect();
-    format!(
-        "{{\n  \"parameters\": {},\n  \"ssd_mttf_years\": {},\n  \"rows\": [\n{}\n  ],\n  \"plots\": [{}]\n}}\n",
-        parameters_json(args),
-        json_number(years(args.ssd_mttf_hours)),
-        rows_json.join(",\n"),
-        plots_json.join(", ")
-    )
+    let plots_json: Vec<Json> = plots.iter().map(|path| Json::text(path.display().to_string())).collect();
+    let object = Object::new()
+        .field("parameters", parameters_json(args))
+        .field("ssd_mttf_years", Json::Exp(years(args.ssd_mttf_hours)))
+        .field("rows", rows_json)
+        .field("plots", plots_json);
+    format!("{object}\n")
 }
 
 /// Line colours, one per MTTR; the backing array is solid and HHC dashed in the same colour.
@@ -421,24 +403,23 @@ fn recommend_text(args: &Args, answers: &[(usize, f64, Recommendation)]) -> Stri
 }
 
 fn recommend_json(args: &Args, answers: &[(usize, f64, Recommendation)]) -> String {
-    let answers_json: Vec<String> = answers
+    let answers_json: Vec<Json> = answers
         .iter()
         .map(|(disks, mttr_hours, recommendation)| {
-            let hhc_years: Vec<String> =
-                recommendation.hhc_mttdl_hours_by_mirrors.iter().map(|&hours| json_number(years(hours))).collect();
-            let mirrors = recommendation.mirrors.map_or("null".into(), |mirrors| mirrors.to_string());
-            format!(
-                r#"    {{"disks": {disks}, "mttr_hours": {}, "backing_years": {}, "hhc_years_by_mirrors": [{}], "mirrors": {mirrors}}}"#,
-                json_number(*mttr_hours),
-                json_number(years(recommendation.backing_mttdl_hours)),
-                hhc_years.join(", ")
-            )
+            let hhc_years: Vec<Json> =
+                recommendation.hhc_mttdl_hours_by_mirrors.iter().map(|&hours| Json::Exp(years(hours))).collect();
+            Object::new()
+                .field("disks", *disks as u64)
+                .field("mttr_hours", Json::Exp(*mttr_hours))
+                .field("backing_years", Json::Exp(years(recommendation.backing_mttdl_hours)))
+                .field("hhc_years_by_mirrors", hhc_years)
+                .field("mirrors", recommendation.mirrors.map(|mirrors| mirrors as u64))
+                .into()
         })
         .collect();
-    format!(
-        "{{\n  \"parameters\": {},\n  \"backing\": {},\n  \"recommendations\": [\n{}\n  ]\n}}\n",
-        parameters_json(args),
-        json_string(&args.backing.name().to_lowercase()),
-        answers_json.join(",\n")
-    )
+    let object = Object::new()
+        .field("parameters", parameters_json(args))
+        .field("backing", args.backing.name().to_lowercase())
+        .field("recommendations", answers_json);
+    format!("{object}\n")
 }

@@ -1,7 +1,7 @@
 //! `hhc recover`: replay the log onto the backing device after the cache
 //! device was lost, then re-initialise the log.
 
-use super::json::Object;
+use hhc::json::Object;
 use super::log_files::{common_layout, LogFile};
 use super::CliResult;
 use hhc::config::LogLayout;
@@ -9,7 +9,7 @@ use hhc::driver::file::FileDevices;
 use hhc::driver::step;
 use hhc::format::LogSuperblock;
 use hhc::io::{DeviceRole, HeapAllocator};
-use hhc::recovery::{plan_replay, LogScanner, Replay, ReplayPlan, ReplayReport, ScannedLog};
+use hhc::recovery::{plan_replay, LogRecovery, Recovered, ReplayPlan, ReplayReport, ScannedLog};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,13 +44,10 @@ pub fn run(args: Args) -> CliResult {
     }
     let mut devices = open_devices(&args, &logs, &superblock)?;
     let mirrors: Vec<u8> = (0..logs.len() as u8).collect();
-    let scanned = scan(&mut devices, layout, mirrors.clone())?;
-    if args.dry_run {
-        print_plan(&args, &scanned, &plan_replay(&scanned));
-        return Ok(ExitCode::SUCCESS);
+    match recover(&mut devices, layout, mirrors, args.dry_run)? {
+        Recovered::Scanned(scanned) => print_plan(&args, &scanned, &plan_replay(&scanned)),
+        Recovered::Replayed(report) => print_report(&args, &report),
     }
-    let report = replay(&mut devices, layout, scanned, mirrors)?;
-    print_report(&args, &report);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -77,36 +74,25 @@ fn open_devices(args: &Args, logs: &[LogFile], superblock: &LogSuperblock) -> Re
     Ok(devices)
 }
 
-fn scan(devices: &mut FileDevices, layout: LogLayout, mirrors: Vec<u8>) -> Result<ScannedLog, String> {
-    let mut scanner = LogScanner::new(layout, mirrors, &mut HeapAllocator);
-    devices.pump(&mut scanner).map_err(|e| e.to_string())?;
-    match scanner.take_result() {
-        Some(Ok(scanned)) => Ok(scanned),
-        Some(Err(error)) => Err(format!("log scan failed: {error}{}", device_error(devices))),
-        None => Err("log scan did not finish".into()),
-    }
-}
-
-fn replay(
-    devices: &mut FileDevices,
-    layout: LogLayout,
-    scanned: ScannedLog,
-    mirrors: Vec<u8>,
-) -> Result<ReplayReport, String> {
-    let mut replay = Replay::new(layout, scanned, mirrors, true, &mut HeapAllocator);
-    let total = replay.blocks_total();
+/// Runs the scan (and, unless `dry_run`, the replay) over `devices`.
+fn recover(devices: &mut FileDevices, layout: LogLayout, mirrors: Vec<u8>, dry_run: bool) -> Result<Recovered, String> {
+    let mut recovery = if dry_run {
+        LogRecovery::scan_only(layout, mirrors, Box::new(HeapAllocator))
+    } else {
+        LogRecovery::new(layout, mirrors, true, Box::new(HeapAllocator))
+    };
     let mut reported = 0;
-    while step(devices, &mut replay, 0).map_err(|e| e.to_string())? {
-        let done = replay.blocks_replayed();
+    while step(devices, &mut recovery, 0).map_err(|e| e.to_string())? {
+        let done = recovery.blocks_replayed();
         if done >= reported + PROGRESS_EVERY_BLOCKS {
-            eprintln!("replayed {done} of {total} blocks");
+            eprintln!("replayed {done} of {} blocks", recovery.blocks_total());
             reported = done;
         }
     }
-    match replay.result() {
-        Some(Ok(report)) => Ok(report.clone()),
-        Some(Err(error)) => Err(format!("replay failed: {error}{}", device_error(devices))),
-        None => Err("replay did not finish".into()),
+    match recovery.result() {
+        Some(Ok(recovered)) => Ok(recovered.clone()),
+        Some(Err(error)) => Err(format!("{error}{}", device_error(devices))),
+        None => Err("the log recovery did not finish".into()),
     }
 }
 

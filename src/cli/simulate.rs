@@ -4,7 +4,7 @@
 
 use super::CliResult;
 use hhc::config::Policy;
-use hhc::timed::engine_target::EngineFactory;
+use hhc::simcore::EngineFactory;
 use hhc::timed::experiments::{self, PointResult, Settings};
 use hhc::timed::figures;
 use hhc::timed::profile::Profile;

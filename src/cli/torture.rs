@@ -4,6 +4,7 @@
 
 use super::CliResult;
 use hhc::config::{Mutation, Policy};
+use hhc::json::{Json, Object};
 use hhc::sim::{self, Figures, RunSpec, SeedOutcome};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,7 +43,12 @@ pub struct Args {
 }
 
 fn parse_mutation(name: &str) -> Result<Mutation, String> {
-    sim::mutation_by_name(name).ok_or_else(|| format!("unknown mutation '{name}' (expected one of {})", sim::MUTATION_NAMES.join(", ")))
+    let mutation = sim::mutation_by_name(name)
+        .ok_or_else(|| format!("unknown mutation '{name}' (expected one of {})", sim::MUTATION_NAMES.join(", ")))?;
+    if mutation != Mutation::None && !hhc::config::MUTATIONS_BUILT {
+        return Err(format!("mutation '{name}' needs a build with the `mutations` feature (cargo build --features mutations)"));
+    }
+    Ok(mutation)
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -63,7 +69,7 @@ pub fn run(args: Args) -> CliResult {
     let mut failures: Vec<SeedOutcome> = Vec::new();
     for seed in first_seed..first_seed.saturating_add(seeds_count) {
         let spec = RunSpec { seed, ops: args.ops, policy: args.policy, mutation: args.mutation };
-        let outcome = sim::run_seed(factory.as_ref(), spec);
+        let outcome = sim::run_seed(&factory, spec);
         figures.add(&outcome.figures);
         if outcome.violation.is_some() {
             if !args.json && failures.len() < args.show {
@@ -111,51 +117,35 @@ fn print_figures(args: &Args, figures: &Figures) {
 }
 
 fn json_report(args: &Args, first_seed: u64, figures: &Figures, failures: &[SeedOutcome]) -> String {
-    let figures_json: Vec<String> = figures.named().iter().map(|(name, value)| format!("\"{name}\":{value}")).collect();
-    let violations: Vec<String> = failures.iter().map(violation_json).collect();
-    format!(
-        "{{\"policy\":\"{}\",\"ops\":{},\"first_seed\":{first_seed},\"mutation\":\"{}\",\"figures\":{{{}}},\"violations\":[{}]}}",
-        args.policy,
-        args.ops,
-        sim::mutation_name(args.mutation),
-        figures_json.join(","),
-        violations.join(",")
-    )
+    let figures_json = figures.named().iter().fold(Object::new(), |object, &(name, value)| object.field(name, value));
+    let violations: Vec<Json> = failures.iter().map(|outcome| violation_json(outcome).into()).collect();
+    Object::new()
+        .field("policy", args.policy.name())
+        .field("ops", args.ops)
+        .field("first_seed", first_seed)
+        .field("mutation", sim::mutation_name(args.mutation))
+        .field("figures", figures_json)
+        .field("violations", violations)
+        .to_string()
 }
 
-fn violation_json(outcome: &SeedOutcome) -> String {
+fn violation_json(outcome: &SeedOutcome) -> Object {
     let v = outcome.violation.as_ref().expect("a failure without a violation");
-    let lba = v.lba.map_or("null".to_string(), |lba| lba.to_string());
-    format!(
-        "{{\"seed\":{},\"faults\":[{}],\"invariant\":{},\"block\":{lba},\"expected\":{},\"found\":{},\"context\":{},\"reproduce\":{}}}",
-        outcome.spec.seed,
-        outcome.kinds.names().iter().map(|n| json_string(n)).collect::<Vec<_>>().join(","),
-        json_string(v.invariant),
-        json_string(&v.expected),
-        json_string(&v.found),
-        json_string(&v.context),
-        json_string(&format!("{}{}", sim::reproduce_command(&outcome.spec), mutation_flag(outcome.spec.mutation)))
-    )
-}
-
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    let faults: Vec<Json> = outcome.kinds.names().iter().map(|name| Json::text(*name)).collect();
+    Object::new()
+        .field("seed", outcome.spec.seed)
+        .field("faults", faults)
+        .field("invariant", v.invariant)
+        .field("block", v.lba)
+        .field("expected", v.expected.as_str())
+        .field("found", v.found.as_str())
+        .field("context", v.context.as_str())
+        .field("reproduce", format!("{}{}", sim::reproduce_command(&outcome.spec), mutation_flag(outcome.spec.mutation)))
 }
 
 fn process_workload(args: &Args, dir: &Path) -> CliResult {
     let factory = sim::engine_factory();
-    match sim::process::run_workload(factory.as_ref(), dir, args.policy, args.seed.unwrap_or(0), args.ops) {
+    match sim::process::run_workload(&factory, dir, args.policy, args.seed.unwrap_or(0), args.ops) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(message) => {
             println!("workload stopped: {message}");
@@ -166,7 +156,7 @@ fn process_workload(args: &Args, dir: &Path) -> CliResult {
 
 fn process_verify(args: &Args, dir: &Path) -> CliResult {
     let factory = sim::engine_factory();
-    match sim::process::verify(factory.as_ref(), dir, args.policy) {
+    match sim::process::verify(&factory, dir, args.policy) {
         Ok(blocks) => {
             println!("verified {blocks} blocks after kill -9");
             Ok(ExitCode::SUCCESS)

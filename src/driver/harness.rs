@@ -215,12 +215,12 @@ impl Harness {
             if self.step() {
                 continue;
             }
-            match self.engine.next_timer() {
+            match self.engine.poll_timeout() {
                 Some(at) => {
                     self.now = self.now.max(at);
                     self.engine.handle_timer(self.now);
                     self.collect();
-                    if self.runnable_count() == 0 && self.engine.next_timer().is_some() && self.idle_enough() {
+                    if self.runnable_count() == 0 && self.engine.poll_timeout().is_some() && self.idle_enough() {
                         return;
                     }
                 }
@@ -234,7 +234,7 @@ impl Harness {
     /// timer); stop once timers fire without producing I/O for a while.
     fn idle_enough(&mut self) -> bool {
         for _ in 0..50 {
-            let Some(at) = self.engine.next_timer() else { return true };
+            let Some(at) = self.engine.poll_timeout() else { return true };
             self.now = self.now.max(at);
             self.engine.handle_timer(self.now);
             self.collect();
@@ -276,11 +276,11 @@ impl Harness {
                 return;
             }
             if !self.step() {
-                let at = self.engine.next_timer().unwrap_or(self.now + 1_000_000);
+                let at = self.engine.poll_timeout().unwrap_or(self.now + 1_000_000);
                 self.now = self.now.max(at);
                 self.engine.handle_timer(self.now);
                 self.collect();
-                if self.runnable_count() == 0 && self.engine.next_timer().is_none() && !self.results.contains_key(&id) {
+                if self.runnable_count() == 0 && self.engine.poll_timeout().is_none() && !self.results.contains_key(&id) {
                     panic!("request {id} can never complete: {}", self.engine.describe_pending());
                 }
             }
@@ -293,7 +293,7 @@ impl Harness {
         let until = self.now + duration;
         while self.now < until {
             if !self.step() {
-                let at = self.engine.next_timer().unwrap_or(until).min(until).max(self.now + 1);
+                let at = self.engine.poll_timeout().unwrap_or(until).min(until).max(self.now + 1);
                 self.now = at;
                 self.engine.handle_timer(self.now);
                 self.collect();

@@ -12,6 +12,7 @@ mod flush;
 mod held;
 mod lba_hash;
 mod logging;
+mod machine;
 mod ordered;
 mod pacing;
 mod requests;
@@ -26,7 +27,7 @@ use crate::cache::CacheIndex;
 use crate::config::{CacheLayout, Config, ConfigError, LogLayout, Mutation, Policy};
 use crate::format::UNIT_BYTES;
 use crate::io::{
-    DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos, Request,
+    DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoRegion, IoStatus, Nanos, Request,
     RequestCompletion, RequestData, RequestError,
 };
 use crate::log::LogManager;
@@ -326,7 +327,7 @@ impl Engine {
     }
 
     /// When the engine wants `handle_timer` next, if at all.
-    pub fn next_timer(&self) -> Option<Nanos> {
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
             return None;
         }
@@ -396,8 +397,14 @@ impl Engine {
         self.now.saturating_sub(self.last_request_at) >= self.config.idle_after_ns
     }
 
+    /// The deliberate defect switched on; always `None` (a constant the
+    /// switches fold away on) without the `mutations` feature.
     fn mutation(&self) -> Mutation {
-        self.config.mutation
+        if crate::config::MUTATIONS_BUILT {
+            self.config.mutation
+        } else {
+            Mutation::None
+        }
     }
 
     /// Background work after every input, in dependency order.
@@ -518,18 +525,6 @@ impl Engine {
         let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
         let run_bytes = (writeback::RUN_BYTES_MAX as u64).max(c.block_size as u64);
         log + c.writeback_parallelism as u64 * run_bytes + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
-    }
-}
-
-impl IoMachine for Engine {
-    fn poll_io(&mut self) -> Option<DeviceIo> {
-        Engine::poll_io(self)
-    }
-    fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus) {
-        Engine::handle_io_completion(self, now, id, status)
-    }
-    fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
-        Engine::io_memory_mut(self, region)
     }
 }
 

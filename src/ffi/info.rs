@@ -26,32 +26,7 @@ impl Core {
         }
         if let Some(engine) = &self.engine {
             let s = engine.stats();
-            let stats = JsonObject::new()
-                .number("reads", s.reads)
-                .number("writes", s.writes)
-                .number("flushes", s.flushes)
-                .number("read_hits", s.read_hits)
-                .number("read_misses", s.read_misses)
-                .number("writebacks", s.writebacks)
-                .number("dirty_blocks", s.dirty_blocks)
-                .number("free_blocks", s.free_blocks)
-                .number("cache_blocks", s.cache_blocks)
-                .number("revokes", s.revokes)
-                .number("log_segments_written", s.log_segments_written)
-                .number("log_parts_written", s.log_parts_written)
-                .number("log_bytes_written", s.log_bytes_written)
-                .number("log_segments_reclaimed", s.log_segments_reclaimed)
-                .number("log_blocks_from_cache", s.log_blocks_from_cache)
-                .number("writes_waited_unheld", s.writes_waited_unheld)
-                .number("log_segments_in_use", s.log_segments_in_use)
-                .number("log_segments_total", s.log_segments_total)
-                .number("log_wraps", s.log_wraps)
-                .number("unlogged_dirty_blocks", s.unlogged_dirty_blocks)
-                .number("writeback_depth", s.writeback_depth)
-                .number("writeback_depth_halvings", s.writeback_depth_halvings)
-                .number("healthy_mirrors", s.healthy_mirrors)
-                .number("device_errors", s.device_errors)
-                .finish();
+            let stats = s.fields().fold(JsonObject::new(), |object, (name, value)| object.number(name, value)).finish();
             object = object.raw("stats", &stats);
         }
         object.finish()

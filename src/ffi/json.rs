@@ -67,29 +67,11 @@ pub fn array<I: IntoIterator<Item = String>>(values: I) -> String {
     format!("[{}]", items.join(","))
 }
 
-/// A JSON string literal.
-pub fn string(value: &str) -> String {
-    let mut text = String::with_capacity(value.len() + 2);
-    push_string(&mut text, value);
-    text
-}
+/// A JSON string literal (the crate's one escaper, `crate::json`).
+pub use crate::json::string;
 
 fn push_string(out: &mut String, value: &str) {
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    let _ = crate::json::write_string(out, value);
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ impl Core {
             return;
         }
         let now = now_ns();
-        if engine.next_timer().is_some_and(|at| at <= now) {
+        if engine.poll_timeout().is_some_and(|at| at <= now) {
             engine.handle_timer(now);
         }
     }

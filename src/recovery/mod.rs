@@ -1,14 +1,17 @@
 //! Recovery after the loss of the cache device (DESIGN.md §1.5): scan the log
 //! mirrors from the head (`scan`), replay every block live at the last barrier
 //! onto the backing device and re-initialise the log (`replay`). Both are
-//! sans-IO machines; any driver can run them.
+//! sans-IO machines; any driver can run them, and `log_recovery` runs one
+//! after the other as a single machine (the torture simulator, `hhc recover`).
 
+pub mod log_recovery;
 pub mod replay;
 pub mod scan;
 
 #[cfg(test)]
 mod test_log;
 
+pub use log_recovery::{LogRecovery, Recovered, RecoveryError};
 pub use replay::{plan_replay, LiveBlock, Replay, ReplayError, ReplayPlan, ReplayReport};
 pub use scan::{LogScanner, ScanError, ScannedLog, ScannedSegment};
 

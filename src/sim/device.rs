@@ -8,7 +8,7 @@
 //! every in-flight write, independently; this is the freedom a real disk has.
 
 use super::pattern::SECTOR_BYTES;
-use super::prng::Prng;
+use crate::simcore::prng::Prng;
 use crate::io::{DeviceIo, DeviceRole, IoId, IoKind, IoStatus, Nanos};
 use std::collections::BTreeMap;
 use std::ops::Range;

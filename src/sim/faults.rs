@@ -3,7 +3,7 @@
 //! so that a sweep covers every combination and one seed reproduces one.
 
 use super::device::{DeviceSpec, SilentFaults};
-use super::prng::Prng;
+use crate::simcore::prng::Prng;
 use super::workload::WorkloadSpec;
 use crate::config::{Config, Mutation, Policy};
 use crate::format::{META_ENTRIES_PER_PAGE, UNIT_BYTES};

@@ -2,18 +2,15 @@
 //! (`hhc torture`). The real engine runs against simulated devices in
 //! virtual time; one seed draws the devices, the faults and the workload, so
 //! one seed reproduces a run exactly. See DESIGN.md §2 for the invariants
-//! the oracle checks.
+//! the oracle checks. The target factory, the toy target, the PRNG and the
+//! event queue it shares with `hhc simulate` are in `src/simcore/`.
 
 pub mod device;
-pub mod engine_target;
 pub mod faults;
 pub mod oracle;
 pub mod pattern;
 pub mod process;
-pub mod prng;
 pub mod runner;
-pub mod target;
-pub mod toy;
 pub mod workload;
 
 use crate::config::Mutation;
@@ -111,6 +108,6 @@ pub fn mutation_by_name(name: &str) -> Option<Mutation> {
 }
 
 /// The target `hhc torture` runs: the real engine.
-pub fn engine_factory() -> Box<dyn target::TargetFactory> {
-    Box::new(engine_target::EngineFactory)
+pub fn engine_factory() -> crate::simcore::EngineFactory {
+    crate::simcore::EngineFactory
 }

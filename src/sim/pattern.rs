@@ -5,7 +5,7 @@
 //! a mix of sectors (torn) or bytes nobody wrote (garbage). Write id 0 is the
 //! all-zero content of a fresh device.
 
-use super::prng::splitmix64;
+use crate::simcore::prng::splitmix64;
 
 pub const SECTOR_BYTES: usize = 512;
 const SECTOR_MAGIC: u32 = 0x5448_4348; // "HCHT"

@@ -10,10 +10,11 @@
 
 use super::oracle::{Oracle, Violation};
 use super::pattern::{decode_block, fill_block, Found, WriteId};
-use super::prng::Prng;
-use super::target::{Readiness, StartKind, Target, TargetFactory};
 use crate::config::{Config, Policy};
-use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, Request, RequestId, RequestKind};
+use crate::engine::{EngineState, StartMode};
+use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoKind, IoStatus, Machine, Nanos, Request, RequestId, RequestKind};
+use crate::simcore::prng::Prng;
+use crate::simcore::TargetFactory;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -73,7 +74,7 @@ impl FileDevices {
 
 /// One target over image files, pumped synchronously in real time.
 struct FileRun {
-    target: Box<dyn Target>,
+    target: Box<dyn Machine>,
     devices: FileDevices,
     requests: BTreeMap<RequestId, (Request, Vec<u8>)>,
     started: Instant,
@@ -84,15 +85,15 @@ impl FileRun {
         self.started.elapsed().as_nanos() as Nanos
     }
 
-    fn start(factory: &dyn TargetFactory, config: &Config, dir: &Path, start: StartKind) -> Result<FileRun, String> {
-        let devices = FileDevices::open(dir, config, start == StartKind::Format)?;
-        let target = factory.start(config, start, 0)?;
+    fn start<F: TargetFactory>(factory: &F, config: &Config, dir: &Path, start: StartMode) -> Result<FileRun, String> {
+        let devices = FileDevices::open(dir, config, start == StartMode::Format)?;
+        let target = Box::new(factory.start(config, start, 0)?);
         let mut run = FileRun { target, devices, requests: BTreeMap::new(), started: Instant::now() };
-        while run.target.readiness() == Readiness::Starting {
+        while *run.target.state() == EngineState::Starting {
             run.pump(&mut |_, _| Ok(()))?;
         }
-        match run.target.readiness() {
-            Readiness::Ready => Ok(run),
+        match run.target.state() {
+            EngineState::Ready => Ok(run),
             other => Err(format!("{start:?} ended in {other:?}")),
         }
     }
@@ -108,7 +109,7 @@ impl FileRun {
     /// (with its buffer and success) to `done`.
     fn pump(&mut self, done: &mut dyn FnMut((Request, Vec<u8>), bool) -> Result<(), String>) -> Result<(), String> {
         let now = self.now();
-        if self.target.next_timer().is_some_and(|t| t <= now) {
+        if self.target.poll_timeout().is_some_and(|t| t <= now) {
             self.target.handle_timer(now);
         }
         while let Some(io) = self.target.poll_io() {
@@ -162,11 +163,11 @@ impl SideLog {
 
 /// Runs a random workload over fresh image files in `dir` until killed (or
 /// `ops` requests). Returns a violation message if a running read was wrong.
-pub fn run_workload(factory: &dyn TargetFactory, dir: &Path, policy: Policy, seed: u64, ops: u64) -> Result<(), String> {
+pub fn run_workload<F: TargetFactory>(factory: &F, dir: &Path, policy: Policy, seed: u64, ops: u64) -> Result<(), String> {
     let config = process_config(policy);
     let blocks_count = config.backing_blocks();
     let mut side = SideLog(File::create(dir.join(SIDE_LOG)).map_err(|e| e.to_string())?);
-    let mut run = FileRun::start(factory, &config, dir, StartKind::Format)?;
+    let mut run = FileRun::start(factory, &config, dir, StartMode::Format)?;
     let mut oracle = Oracle::new(blocks_count);
     let mut prng = Prng::new(seed);
     let mut read_ticks: BTreeMap<RequestId, u64> = BTreeMap::new();
@@ -288,12 +289,12 @@ fn replay_line(oracle: &mut Oracle, line: &str) -> Option<()> {
 
 /// Restarts the target over the files of a killed workload and checks
 /// every block against the side file; returns how many blocks were checked.
-pub fn verify(factory: &dyn TargetFactory, dir: &Path, policy: Policy) -> Result<u64, Violation> {
+pub fn verify<F: TargetFactory>(factory: &F, dir: &Path, policy: Policy) -> Result<u64, Violation> {
     let config = process_config(policy);
     let blocks_count = config.backing_blocks();
     let failure = |found: String| Violation { invariant: "2 (durability)", lba: None, expected: "a restart".into(), found, context: "process crash test".into() };
     let oracle = replay_side_log(&side_log_path(dir), blocks_count).map_err(failure)?;
-    let mut run = FileRun::start(factory, &config, dir, StartKind::Open).map_err(failure)?;
+    let mut run = FileRun::start(factory, &config, dir, StartMode::Open).map_err(failure)?;
     for lba in 0..blocks_count {
         let request = Request { id: lba + 1, kind: RequestKind::Read, lba, blocks_count: 1 };
         run.submit(request, vec![0xEE; 4096]);

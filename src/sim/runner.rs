@@ -1,20 +1,28 @@
 //! One seed: the target and the simulated devices pumped in virtual time,
 //! faults fired from the plan, every read checked by the oracle, every
-//! recovery verified block by block.
+//! recovery verified block by block. Restarts and recoveries are in
+//! `runner/recover.rs`, device commands and their buffers in `runner/memory.rs`.
 
 use super::device::SimDevice;
 use super::faults::{Fault, FaultKinds, FaultPlan};
 use super::oracle::{Oracle, Tick, Violation};
-use super::pattern::{decode_block, fill_block, Found, WriteId};
-use super::prng::Prng;
-use super::target::{CacheLossRecovery, Readiness, StartKind, Target, TargetFactory};
+use super::pattern::{decode_block, fill_block, WriteId};
 use super::workload::{Op, Workload};
 use super::Figures;
 use crate::config::{Config, Mutation, Policy};
+use crate::engine::{EngineState, StartMode};
 use crate::io::{
-    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Nanos, Request, RequestCompletion, RequestError, RequestId, RequestKind,
+    DeviceIo, DeviceRole, IoId, IoMachine, Machine, Nanos, Request, RequestCompletion, RequestError, RequestId, RequestKind,
 };
+use crate::simcore::event_queue::EventQueue;
+use crate::simcore::prng::Prng;
+use crate::simcore::TargetFactory;
 use std::collections::{BTreeMap, VecDeque};
+
+mod memory;
+mod recover;
+
+use memory::{contract, describe_io, perform, TargetMemory};
 
 /// Everything that determines a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +58,7 @@ const VERIFY_RETRIES: u32 = 50;
 /// Bytes a read buffer holds before the target fills it: never a valid block.
 const READ_POISON: u8 = 0xEE;
 
-pub fn run_seed(factory: &dyn TargetFactory, spec: RunSpec) -> SeedOutcome {
+pub fn run_seed<F: TargetFactory>(factory: &F, spec: RunSpec) -> SeedOutcome {
     CURRENT_SEED.with(|current| current.set(Some(spec)));
     let mut sim = Sim::new(factory, spec);
     // An assertion in the target is a finding like any other (where panics
@@ -154,113 +162,16 @@ enum Event {
     IdleEnd,
 }
 
-/// Device I/O of whoever is being pumped: the target or a recovery machine.
-trait Memory {
-    /// The bytes of `buffer` for a command of `len_bytes`, or why the
-    /// command may not use them.
-    fn bytes(&mut self, buffer: IoBuffer, len_bytes: u64, device_reads_into_it: bool) -> Result<&mut [u8], String>;
-}
 
-struct TargetMemory<'a> {
-    target: &'a mut dyn Target,
-    requests: &'a mut BTreeMap<RequestId, Outstanding>,
-    /// Requests already completed: kind and completion time (for diagnostics).
-    finished: &'a BTreeMap<RequestId, (RequestKind, Nanos)>,
-}
-
-fn slice_at<'m>(memory: &'m mut [u8], offset_bytes: u64, len_bytes: u64, what: &str) -> Result<&'m mut [u8], String> {
-    let end = offset_bytes.checked_add(len_bytes).filter(|end| *end <= memory.len() as u64);
-    match end {
-        Some(end) => Ok(&mut memory[offset_bytes as usize..end as usize]),
-        None => Err(format!("{what}: bytes {offset_bytes}+{len_bytes} outside its {} bytes", memory.len())),
-    }
-}
-
-impl Memory for TargetMemory<'_> {
-    fn bytes(&mut self, buffer: IoBuffer, len_bytes: u64, device_reads_into_it: bool) -> Result<&mut [u8], String> {
-        match buffer {
-            IoBuffer::None => Err("data command without a buffer".into()),
-            IoBuffer::Request { request, offset_bytes } => {
-                let Some(out) = self.requests.get_mut(&request) else {
-                    let when = match self.finished.get(&request) {
-                        Some((kind, at)) => format!("{kind:?} request completed at {at} ns"),
-                        None => "never submitted".to_string(),
-                    };
-                    return Err(format!("command uses the buffer of request {request}, which is not outstanding ({when})"));
-                };
-                if device_reads_into_it && out.request.kind != RequestKind::Read {
-                    return Err(format!("device read into the data buffer of {:?} request {request}", out.request.kind));
-                }
-                slice_at(&mut out.data, offset_bytes, len_bytes, &format!("request {request} buffer"))
-            }
-            IoBuffer::Engine { region, offset_bytes } => {
-                slice_at(self.target.io_memory_mut(region), offset_bytes as u64, len_bytes, &format!("engine region {region}"))
-            }
-        }
-    }
-}
-
-struct RecoveryMemory<'a>(&'a mut dyn CacheLossRecovery);
-
-impl Memory for RecoveryMemory<'_> {
-    fn bytes(&mut self, buffer: IoBuffer, len_bytes: u64, _device_reads_into_it: bool) -> Result<&mut [u8], String> {
-        match buffer {
-            IoBuffer::Engine { region, offset_bytes } => {
-                slice_at(self.0.io_memory_mut(region), offset_bytes as u64, len_bytes, &format!("recovery region {region}"))
-            }
-            other => Err(format!("recovery command with buffer {other:?}")),
-        }
-    }
-}
-
-fn contract(message: String, now: Nanos) -> Violation {
-    Violation {
-        invariant: "contract (sans-IO boundary)",
-        lba: None,
-        expected: "a well-formed command or completion".into(),
-        found: message,
-        context: format!("at {now} ns"),
-    }
-}
-
-fn describe_io(io: &DeviceIo) -> String {
-    format!("{:?} of {} bytes at byte {} of {}, I/O {}", io.kind, io.len_bytes, io.offset_bytes, io.device, io.id)
-}
-
-/// Carries out one device command at its completion time.
-fn perform(devices: &mut Devices, io: &DeviceIo, memory: &mut dyn Memory) -> Result<IoStatus, String> {
-    let device = devices.get(io.device).ok_or_else(|| format!("command for absent device {}", io.device))?;
-    if device.is_dead() {
-        // A dead device moves no data, so the buffer may already be gone.
-        return Ok(IoStatus::DeviceLost);
-    }
-    match io.kind {
-        IoKind::Flush => Ok(device.complete_flush(io.id)),
-        IoKind::Write => {
-            let data = memory.bytes(io.buffer, io.len_bytes, false)?;
-            Ok(device.complete_write(io.offset_bytes, data))
-        }
-        IoKind::Read => {
-            let mut data = vec![0u8; io.len_bytes as usize];
-            let status = device.complete_read(io.offset_bytes, &mut data);
-            if status == IoStatus::Ok {
-                memory.bytes(io.buffer, io.len_bytes, true)?.copy_from_slice(&data);
-            }
-            Ok(status)
-        }
-    }
-}
-
-struct Sim<'f> {
-    factory: &'f dyn TargetFactory,
+struct Sim<'f, F: TargetFactory> {
+    factory: &'f F,
     spec: RunSpec,
     plan: FaultPlan,
     prng: Prng,
     now: Nanos,
     devices: Devices,
-    target: Option<Box<dyn Target>>,
-    events: BTreeMap<(Nanos, u64), Event>,
-    events_pushed: u64,
+    target: Option<F::Target>,
+    events: EventQueue<Event>,
     in_flight: BTreeMap<IoId, DeviceIo>,
     requests: BTreeMap<RequestId, Outstanding>,
     finished: BTreeMap<RequestId, (RequestKind, Nanos)>,
@@ -286,8 +197,8 @@ struct Sim<'f> {
     figures: Figures,
 }
 
-impl<'f> Sim<'f> {
-    fn new(factory: &'f dyn TargetFactory, spec: RunSpec) -> Sim<'f> {
+impl<'f, F: TargetFactory> Sim<'f, F> {
+    fn new(factory: &'f F, spec: RunSpec) -> Sim<'f, F> {
         let plan = FaultPlan::draw(spec.seed, spec.ops, spec.policy, spec.mutation);
         let mut prng = Prng::new(spec.seed);
         let devices = Devices {
@@ -304,8 +215,7 @@ impl<'f> Sim<'f> {
             now: 0,
             devices,
             target: None,
-            events: BTreeMap::new(),
-            events_pushed: 0,
+            events: EventQueue::new(),
             in_flight: BTreeMap::new(),
             requests: BTreeMap::new(),
             finished: BTreeMap::new(),
@@ -335,7 +245,7 @@ impl<'f> Sim<'f> {
 
     fn run(&mut self) -> Result<(), Violation> {
         self.trace(|| format!("plan {:?}\nconfig {:?}\nworkload {:?}", self.plan.kinds, self.plan.config, self.plan.workload));
-        self.start_target(StartKind::Format)?;
+        self.start_target(StartMode::Format)?;
         self.resume_workload();
         self.run_until(|sim| sim.ended || (sim.ops_submitted >= sim.spec.ops && sim.requests.is_empty()))?;
         if self.ended {
@@ -371,10 +281,10 @@ impl<'f> Sim<'f> {
         let now = self.now;
         self.target_mut().shutdown(now);
         self.recovering = true;
-        let stopped = |sim: &Sim| matches!(sim.target.as_ref().unwrap().readiness(), Readiness::Stopped | Readiness::Failed(_));
+        let stopped = |sim: &Self| matches!(sim.target.as_ref().unwrap().state(), EngineState::Stopped | EngineState::Failed(_));
         self.run_until_within(stopped, PHASE_LIMIT_NS, "a clean shutdown")?;
-        match self.target.as_ref().unwrap().readiness() {
-            Readiness::Failed(reason) => Err(self.violation("5 (errors)", None, "a clean stop", &format!("shutdown failed: {reason}"), "shutdown")),
+        match self.target.as_ref().unwrap().state() {
+            EngineState::Failed(reason) => Err(self.violation("5 (errors)", None, "a clean stop", &format!("shutdown failed: {reason}"), "shutdown")),
             _ => Ok(()),
         }
     }
@@ -386,8 +296,8 @@ impl<'f> Sim<'f> {
         }
     }
 
-    fn target_mut(&mut self) -> &mut dyn Target {
-        self.target.as_deref_mut().expect("no target running")
+    fn target_mut(&mut self) -> &mut F::Target {
+        self.target.as_mut().expect("no target running")
     }
 
     fn violation(&self, invariant: &'static str, lba: Option<u64>, expected: &str, found: &str, context: &str) -> Violation {
@@ -395,20 +305,19 @@ impl<'f> Sim<'f> {
     }
 
     fn push_event(&mut self, at: Nanos, event: Event) {
-        self.events.insert((at, self.events_pushed), event);
-        self.events_pushed += 1;
+        self.events.schedule(at, event);
     }
 
     // ---- the pump ---------------------------------------------------------
 
     /// Pumps target, devices and workload until `done` or a violation.
-    fn run_until(&mut self, done: impl Fn(&Sim) -> bool) -> Result<(), Violation> {
+    fn run_until(&mut self, done: impl Fn(&Self) -> bool) -> Result<(), Violation> {
         self.run_until_within(done, Nanos::MAX, "")
     }
 
     /// `run_until` for a phase that must end within `limit_ns` of virtual
     /// time even with no request outstanding (start, shutdown).
-    fn run_until_within(&mut self, done: impl Fn(&Sim) -> bool, limit_ns: Nanos, phase: &str) -> Result<(), Violation> {
+    fn run_until_within(&mut self, done: impl Fn(&Self) -> bool, limit_ns: Nanos, phase: &str) -> Result<(), Violation> {
         let mut spins = 0u32;
         let deadline = self.now.saturating_add(limit_ns);
         loop {
@@ -443,8 +352,8 @@ impl<'f> Sim<'f> {
 
     /// Runs the earliest event or target timer.
     fn step(&mut self) -> Result<(), Violation> {
-        let timer = self.target.as_ref().and_then(|t| t.next_timer());
-        let event_at = self.events.first_key_value().map(|(k, _)| k.0);
+        let timer = self.target.as_ref().and_then(|t| t.poll_timeout());
+        let event_at = self.events.peek_time();
         match (timer, event_at) {
             (Some(t), e) if e.is_none_or(|e| t <= e) => {
                 // A timer in the past runs now.
@@ -454,7 +363,7 @@ impl<'f> Sim<'f> {
                 Ok(())
             }
             (_, _) if !self.events.is_empty() => {
-                let ((at, _), event) = self.events.pop_first().unwrap();
+                let (at, event) = self.events.pop().unwrap();
                 self.now = self.now.max(at);
                 self.dispatch(event)
             }
@@ -483,7 +392,7 @@ impl<'f> Sim<'f> {
     /// Moves the target's outputs into the device queues and the oracle.
     fn drain_target(&mut self) -> Result<(), Violation> {
         loop {
-            let Some(target) = self.target.as_deref_mut() else { return Ok(()) };
+            let Some(target) = self.target.as_mut() else { return Ok(()) };
             if let Some(io) = target.poll_io() {
                 self.schedule_io(io)?;
             } else if let Some(completion) = target.poll_completion() {
@@ -506,7 +415,7 @@ impl<'f> Sim<'f> {
 
     fn complete_io(&mut self, id: IoId) -> Result<(), Violation> {
         let io = self.in_flight.remove(&id).expect("completion of an unknown command");
-        let target = self.target.as_deref_mut().expect("I/O without a target");
+        let target = self.target.as_mut().expect("I/O without a target");
         let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
         let status = perform(&mut self.devices, &io, &mut memory).map_err(|e| contract(format!("{e} ({})", describe_io(&io)), self.now))?;
         let now = self.now;
@@ -522,7 +431,7 @@ impl<'f> Sim<'f> {
             self.wake_later(requester);
         }
         if let Some(period) = self.plan.workload.periodic_flush_ns {
-            if !self.events.values().any(|e| *e == Event::PeriodicFlush) {
+            if !self.events.iter().any(|e| *e == Event::PeriodicFlush) {
                 self.push_event(self.now + period, Event::PeriodicFlush);
             }
         }
@@ -587,7 +496,7 @@ impl<'f> Sim<'f> {
         };
         let now = self.now;
         let payload: Option<&dyn crate::io::RequestData> = if write.is_some() { Some(&data) } else { None };
-        self.target.as_deref_mut().expect("request without a target").handle_request(now, request, payload);
+        self.target.as_mut().expect("request without a target").handle_request(now, request, payload);
         self.trace(|| format!("submit {request:?} write {write:?}"));
         self.requests.insert(id, Outstanding { request, submitted_at: now, data, origin, write, read_tick });
         if origin != Origin::Verifier {
@@ -691,212 +600,10 @@ impl<'f> Sim<'f> {
                 self.policy = policy;
                 self.log_ever_used |= policy.uses_log();
                 self.figures.policy_switches += 1;
-                self.target_mut().set_policy(now, policy);
+                // The simulator only switches to policies its configuration supports.
+                self.target_mut().set_policy(now, policy).expect("policy switch refused");
                 Ok(())
             }
-        }
-    }
-
-    /// The host loses power: in-flight and volatile writes settle at random,
-    /// the target's memory is gone, everything outstanding ends unanswered.
-    fn power_off(&mut self) {
-        let mut in_flight_writes: BTreeMap<DeviceRole, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
-        if let Some(target) = self.target.as_deref_mut() {
-            let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
-            for io in self.in_flight.values().filter(|io| io.kind == IoKind::Write) {
-                if let Ok(bytes) = memory.bytes(io.buffer, io.len_bytes, false) {
-                    in_flight_writes.entry(io.device).or_default().push((io.offset_bytes, bytes.to_vec()));
-                }
-            }
-        }
-        self.devices.cache.power_loss(in_flight_writes.remove(&DeviceRole::Cache).unwrap_or_default());
-        for (i, mirror) in self.devices.mirrors.iter_mut().enumerate() {
-            mirror.power_loss(in_flight_writes.remove(&DeviceRole::Log(i as u8)).unwrap_or_default());
-        }
-        self.devices.backing.power_loss(in_flight_writes.remove(&DeviceRole::Backing).unwrap_or_default());
-        self.target = None;
-        self.in_flight.clear();
-        self.requests.clear();
-        self.events.retain(|_, e| matches!(e, Event::Fault(_) | Event::PeriodicFlush | Event::IdleEnd));
-        self.wake_pending.fill(false);
-        self.workload.forget_outstanding();
-        self.oracle.crash();
-        self.recovering = true;
-    }
-
-    fn recover_after_power_loss(&mut self, context: &str) -> Result<(), Violation> {
-        if self.devices.cache.is_dead() {
-            // The power went while the host had not yet noticed the dead cache.
-            self.figures.power_losses += 1;
-            return self.recover_after_cache_loss();
-        }
-        self.figures.power_losses += 1;
-        self.power_off();
-        self.start_target(StartKind::Open)?;
-        self.verify_through_target(context)?;
-        self.figures.recoveries += 1;
-        self.resume_workload();
-        Ok(())
-    }
-
-    fn start_target(&mut self, start: StartKind) -> Result<(), Violation> {
-        self.trace(|| format!("start {start:?} with policy {}", self.policy));
-        self.recovering = true;
-        let config = self.config();
-        let target = self.factory.start(&config, start, self.now).map_err(|reason| {
-            self.violation("2 (durability)", None, "the target starts", &format!("{start:?} refused: {reason}"), "start")
-        })?;
-        self.target = Some(target);
-        let started = |sim: &Sim| sim.target.as_ref().unwrap().readiness() != Readiness::Starting;
-        self.run_until_within(started, PHASE_LIMIT_NS, &format!("{start:?}"))?;
-        match self.target.as_ref().unwrap().readiness() {
-            Readiness::Ready => Ok(()),
-            other => Err(self.violation("2 (durability)", None, "Ready", &format!("{other:?}"), &format!("{start:?} after a failure it must survive"))),
-        }
-    }
-
-    /// Reads every block through the target and checks it against what
-    /// may have survived; the found values become the new baseline.
-    fn verify_through_target(&mut self, context: &str) -> Result<(), Violation> {
-        self.verify_queue = (0..self.oracle.blocks_count()).step_by(VERIFY_CHUNK_BLOCKS as usize).map(|lba| (lba, 0)).collect();
-        self.verify_context = context.to_string();
-        self.submit_verify_reads();
-        self.run_until(|sim| sim.verify_queue.is_empty() && sim.requests.is_empty())
-    }
-
-    fn submit_verify_reads(&mut self) {
-        let verifying = self.requests.values().filter(|o| o.origin == Origin::Verifier).count();
-        for _ in verifying..VERIFY_READS_OUTSTANDING {
-            let Some((lba, attempts)) = self.verify_queue.pop_front() else { return };
-            let blocks_count = (self.oracle.blocks_count() - lba).min(VERIFY_CHUNK_BLOCKS as u64) as u32;
-            self.verify_attempts.insert(lba, attempts);
-            self.submit(Op::Read { lba, blocks_count }, Origin::Verifier);
-        }
-    }
-
-    fn verified_read_done(&mut self, out: Outstanding, ok: bool) -> Result<(), Violation> {
-        let lba = out.request.lba;
-        let attempts = self.verify_attempts.remove(&lba).unwrap_or(0);
-        if ok {
-            self.check_recovered_blocks(lba, &out.data)?;
-        } else if attempts + 1 >= VERIFY_RETRIES {
-            let found = format!("{} reads of blocks {lba}..{} failed", attempts + 1, lba + out.request.blocks_count as u64);
-            return Err(self.violation("2 (durability)", Some(lba), "readable blocks", &found, &self.verify_context.clone()));
-        } else {
-            self.verify_queue.push_back((lba, attempts + 1));
-        }
-        self.submit_verify_reads();
-        Ok(())
-    }
-
-    /// Checks blocks recovered from `lba` on, then makes them the baseline.
-    fn check_recovered_blocks(&mut self, lba: u64, data: &[u8]) -> Result<(), Violation> {
-        let block_bytes = self.plan.config.block_size as usize;
-        for (i, block) in data.chunks_exact(block_bytes).enumerate() {
-            let block_lba = lba + i as u64;
-            let found = decode_block(block_lba, block);
-            let context = format!("{}, at {} ns", self.verify_context, self.now);
-            self.oracle.check_recovered(block_lba, found, &context)?;
-            if let Found::Value(write) = found {
-                self.oracle.rebase(block_lba, write);
-            }
-            self.figures.blocks_checked += 1;
-        }
-        Ok(())
-    }
-
-    /// Lets background work (write-back, reclamation, superblock) run with
-    /// no requests, so the final crash finds it mid-way.
-    fn idle_for_ns(&mut self, duration_ns: Nanos) -> Result<(), Violation> {
-        let until = self.now + duration_ns;
-        self.push_event(until, Event::IdleEnd);
-        self.run_until(|sim| sim.ended || sim.now >= until)
-    }
-
-    /// The cache device is gone: replay the log onto the backing device (if
-    /// the policy promises that this is enough), check the backing device
-    /// alone, then start over with new hardware.
-    fn recover_after_cache_loss(&mut self) -> Result<(), Violation> {
-        self.power_off();
-        if !self.cache_loss_survivable() {
-            self.figures.unsurvivable += 1;
-            self.ended = true;
-            self.events.clear();
-            return Ok(());
-        }
-        if self.log_ever_used {
-            self.replay_log()?;
-        }
-        // Whatever the replay wrote must be durable before the log is reused.
-        self.devices.backing.power_loss(Vec::new());
-        self.verify_backing_directly()?;
-        self.figures.recoveries += 1;
-        self.replace_dead_devices();
-        // A format chooses a new identity (docs/format.md; the SPDK module's
-        // `random_instance_id`): the surviving mirrors still hold the old
-        // instance's segments, at the very sequences the new log starts
-        // with, and only the instance id in each segment keeps a scan of
-        // the new log from chaining into them. Derived, not drawn, so the
-        // seed's random stream stays as it was.
-        let id = &mut self.plan.config.instance_id;
-        *id = id.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29) | 1;
-        self.start_target(StartKind::Format)?;
-        self.resume_workload();
-        Ok(())
-    }
-
-    /// DESIGN.md §1.5: cache plus every log device lost loses dirty data.
-    /// A mirror with silent corruption does not count as a good copy.
-    fn cache_loss_survivable(&self) -> bool {
-        if !self.policy.survives_cache_loss() || !self.spec.policy.survives_cache_loss() {
-            return false;
-        }
-        if !self.log_ever_used {
-            return true;
-        }
-        self.devices.mirrors.iter().any(|m| !m.is_dead() && !m.spec().silent.any())
-    }
-
-    fn replay_log(&mut self) -> Result<(), Violation> {
-        let config = self.config();
-        let mut machine = self.factory.cache_loss_recovery(&config, self.now).map_err(|reason| {
-            self.violation("2 (durability)", None, "a log recovery", &format!("recovery refused to start: {reason}"), "cache loss")
-        })?;
-        let mut queue: BTreeMap<(Nanos, IoId), DeviceIo> = BTreeMap::new();
-        loop {
-            while let Some(io) = machine.poll_io() {
-                let device = self.devices.get(io.device).ok_or_else(|| contract(format!("recovery command for absent device {}", io.device), self.now))?;
-                let done_at = device.submit(self.now, &io).map_err(|e| contract(e, self.now))?;
-                queue.insert((done_at, io.id), io);
-            }
-            if let Some(outcome) = machine.outcome(self.now) {
-                self.figures.corruptions_detected += machine.corruptions_detected();
-                return outcome.map_err(|reason| self.violation("2 (durability)", None, "a log recovery", &format!("recovery failed: {reason}"), "cache loss"));
-            }
-            let Some(((at, id), io)) = queue.pop_first() else {
-                return Err(self.violation("5 (errors)", None, "a finished recovery", "recovery waits with no I/O in flight", "cache loss"));
-            };
-            self.now = self.now.max(at);
-            let status = perform(&mut self.devices, &io, &mut RecoveryMemory(machine.as_mut())).map_err(|e| contract(e, self.now))?;
-            machine.handle_io_completion(self.now, id, status);
-        }
-    }
-
-    fn verify_backing_directly(&mut self) -> Result<(), Violation> {
-        let block_bytes = self.plan.config.block_size as usize;
-        let mut block = vec![0u8; block_bytes];
-        self.verify_context = "backing device alone after cache loss and log replay".into();
-        for lba in 0..self.oracle.blocks_count() {
-            self.devices.backing.read_current(lba * block_bytes as u64, &mut block);
-            self.check_recovered_blocks(lba, &block.clone())?;
-        }
-        Ok(())
-    }
-
-    fn replace_dead_devices(&mut self) {
-        self.devices.cache.replace();
-        for mirror in self.devices.mirrors.iter_mut().filter(|m| m.is_dead()) {
-            mirror.replace();
         }
     }
 }

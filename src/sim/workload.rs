@@ -3,7 +3,7 @@
 //! while earlier writes are still in flight, and flushes at random.
 //! Periodic flushes and policy switches are scheduled by the runner.
 
-use super::prng::Prng;
+use crate::simcore::prng::Prng;
 use crate::io::Nanos;
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,48 +5,14 @@
 //! deterministic, so the figures do not depend on the thread count.
 
 use super::profile::Profile;
-use super::runner::{KeptAreas, RunFigures, RunSpec, SimTarget, Simulation};
+use super::runner::{KeptAreas, RunFigures, RunSpec, Simulation};
 use super::workloads::{Workload, WorkloadKind};
 use crate::config::{Config, Policy};
+use crate::engine::{MemoryReport, StartMode};
+use crate::simcore::TargetFactory;
 use crate::io::Nanos;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// Builds the system under test for one point: the engine in production,
-/// a stand-in in the runner's own tests.
-pub trait TargetFactory: Sync {
-    type Target: SimTarget;
-    fn build(&self, config: &Config) -> Result<(Self::Target, KeptAreas), String>;
-    /// The §3.5 figures of a target after its run.
-    fn memory(&self, target: &Self::Target) -> MemoryFigures;
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct MemoryFigures {
-    pub cache_blocks: u64,
-    pub cache_index_bytes: u64,
-    pub log_live_entries: u64,
-    pub log_bookkeeping_bytes: u64,
-    pub other_bookkeeping_bytes: u64,
-    pub io_buffer_bytes: u64,
-}
-
-impl MemoryFigures {
-    pub fn bytes_per_cache_block(&self) -> f64 {
-        self.cache_index_bytes as f64 / self.cache_blocks.max(1) as f64
-    }
-
-    /// Bookkeeping the log adds per live entry (segments, buffers).
-    pub fn log_bytes_per_live_entry(&self) -> f64 {
-        self.log_bookkeeping_bytes as f64 / self.log_live_entries.max(1) as f64
-    }
-
-    /// Index and bookkeeping memory as a share of the cache capacity.
-    pub fn percent_of_cache(&self) -> f64 {
-        let bookkeeping = self.cache_index_bytes + self.log_bookkeeping_bytes + self.other_bookkeeping_bytes;
-        100.0 * bookkeeping as f64 / (self.cache_blocks.max(1) * 4096) as f64
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -109,7 +75,7 @@ pub struct Point {
 pub struct PointResult {
     pub point: Point,
     pub figures: Result<RunFigures, String>,
-    pub memory: Option<MemoryFigures>,
+    pub memory: Option<MemoryReport>,
     /// Wall-clock seconds the point took to simulate (for the progress
     /// lines only: the figures never depend on it).
     pub wall_s: f64,
@@ -224,10 +190,11 @@ pub fn run_point<F: TargetFactory>(factory: &F, point: &Point, settings: &Settin
         measure_ns: secs(measure_s),
         dirty_sample_interval_ns: 100_000_000,
     };
-    let outcome = factory.build(&config).and_then(|(target, areas)| {
-        let mut simulation = Simulation::new(target, &settings.profile, areas, workload);
+    // A fresh machine for every point: no state carries over.
+    let outcome = factory.start(&config, StartMode::Format, 0).and_then(|target| {
+        let mut simulation = Simulation::new(target, &settings.profile, KeptAreas::of(&config), workload);
         let figures = simulation.run(&spec)?;
-        Ok((figures, factory.memory(simulation.target())))
+        Ok((figures, factory.memory_report(simulation.target())))
     });
     let wall_s = started.elapsed().as_secs_f64();
     match outcome {
@@ -268,7 +235,10 @@ pub fn run_points<F: TargetFactory>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timed::test_target::PassthroughFactory;
+    use crate::simcore::toy::{ToyDefect, ToyFactory};
+    use crate::simcore::EngineFactory;
+
+    const RAW: ToyFactory = ToyFactory(ToyDefect::None);
 
     fn tiny_settings(jobs: usize) -> Settings {
         Settings { scale: 0.005, settle_s: 0.5, measure_s: 3.0, jobs, policies: vec![Policy::Passthrough], ..Settings::default() }
@@ -280,8 +250,8 @@ mod tests {
         let key = |results: Vec<PointResult>| -> Vec<(u64, u64)> {
             results.iter().map(|r| r.figures.as_ref().map(|f| (f.reads_count, f.request_latency.percentile_ns(0.99))).unwrap()).collect()
         };
-        let serial = key(run_points(&PassthroughFactory, &points, &tiny_settings(1), &|_| {}));
-        let parallel = key(run_points(&PassthroughFactory, &points, &tiny_settings(3), &|_| {}));
+        let serial = key(run_points(&RAW, &points, &tiny_settings(1), &|_| {}));
+        let parallel = key(run_points(&RAW, &points, &tiny_settings(3), &|_| {}));
         assert_eq!(serial.len(), FIG7_THREADS.len());
         assert_eq!(serial, parallel);
     }
@@ -315,5 +285,50 @@ mod tests {
         let settings = Settings { steady_settle_s: 7.0, steady_measure_s: 9.0, ..Settings::default() };
         assert_eq!(settings.windows_s(&steady_points(&settings)[0]), (7.0, 9.0));
         assert_eq!(settings.windows_s(&fig7_points(&settings)[0]), (settings.settle_s, settings.measure_s));
+    }
+
+    #[test]
+    fn tiny_varmail_run_produces_figures_and_hhc_flushes_faster_than_wb_flush() {
+        let settings = Settings {
+            scale: 0.005,
+            settle_s: 1.0,
+            measure_s: 4.0,
+            jobs: 2,
+            policies: vec![Policy::WriteBackFlush, Policy::Hhc],
+            ..Settings::default()
+        };
+        let points: Vec<_> = fig7_points(&settings).into_iter().filter(|p| p.threads == 16).collect();
+        let results = run_points(&EngineFactory, &points, &settings, &|_| {});
+        let flush_p50 = |policy| {
+            let result = results.iter().find(|r| r.point.policy == policy).unwrap();
+            let figures = result.figures.as_ref().unwrap();
+            assert!(figures.iops() > 0.0 && figures.flush_latency.count() > 0, "{policy}: {figures:?}");
+            figures.flush_latency.percentile_ns(0.5)
+        };
+        let (hhc, wb_flush) = (flush_p50(Policy::Hhc), flush_p50(Policy::WriteBackFlush));
+        assert!(hhc < wb_flush, "HHC flush p50 {hhc} ns vs WB-Flush {wb_flush} ns");
+    }
+
+    #[test]
+    fn the_steady_state_log_wraps_in_the_measured_window_and_the_figures_log_does_not() {
+        let settings = Settings {
+            scale: 0.005,
+            settle_s: 2.0,
+            measure_s: 10.0,
+            steady_settle_s: 2.0,
+            steady_measure_s: 10.0,
+            jobs: 2,
+            policies: vec![Policy::Hhc],
+            ..Settings::default()
+        };
+        let varmail = |points: Vec<crate::timed::experiments::Point>| points.into_iter().find(|p| p.workload.name() == "varmail").unwrap();
+        let points = vec![varmail(steady_points(&settings)), varmail(fig5_points(&settings))];
+        let results = run_points(&EngineFactory, &points, &settings, &|_| {});
+        let figures: Vec<_> = results.iter().map(|r| r.figures.as_ref().unwrap()).collect();
+        let (steady, fig5) = (figures[0], figures[1]);
+        assert!(steady.log_wraps() > 1.0, "steady: {:?}", steady.target_counters);
+        assert!(steady.counter("log_wraps") >= 1);
+        assert!(fig5.log_wraps() < 0.05 && fig5.counter("log_wraps") == 0, "fig5: {:?}", fig5.target_counters);
+        assert!(steady.log_mb_s() > 0.0 && fig5.log_mb_s() > 0.0);
     }
 }

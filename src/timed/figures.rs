@@ -2,9 +2,11 @@
 //! SVG charts, JSON, and the targets (ratios measured in one run against
 //! the paper's bounds).
 
-use super::experiments::{MemoryFigures, PointResult, Settings, FIG6_CACHE_GB, FIG7_THREADS, STEADY};
-use super::report::{markdown_table, svg_bar_panels, svg_lines, Json};
+use super::experiments::{PointResult, Settings, FIG6_CACHE_GB, FIG7_THREADS, STEADY};
+use super::report::{markdown_table, svg_bar_panels, svg_lines};
+use crate::json::Json;
 use crate::config::Policy;
+use crate::engine::MemoryReport;
 
 /// The paper's names for the policies (Fig. 5 legend).
 pub fn paper_name(policy: Policy) -> &'static str {
@@ -112,9 +114,9 @@ pub fn fig7_svg(results: &[PointResult], settings: &Settings) -> String {
     svg_lines(&title, "threads", "IOPS", &xs, &series)
 }
 
-pub fn memory_table(memory: &MemoryFigures) -> String {
+pub fn memory_table(memory: &MemoryReport) -> String {
     let rows = vec![
-        vec!["index bytes per cache block".into(), format!("{:.1}", memory.bytes_per_cache_block()), "~20".into()],
+        vec!["index bytes per cache block".into(), format!("{:.1}", memory.cache_index_bytes_per_block()), "~20".into()],
         vec!["log bytes per live log entry".into(), format!("{:.1}", memory.log_bytes_per_live_entry()), "~10".into()],
         vec!["bookkeeping / cache capacity %".into(), format!("{:.3}", memory.percent_of_cache()), "0.56".into()],
         vec!["cache blocks".into(), memory.cache_blocks.to_string(), "".into()],
@@ -231,11 +233,11 @@ fn figures_json(result: &PointResult) -> Json {
         Err(message) => fields.push(("error".to_string(), Json::text(message.clone()))),
     }
     if let (Some(m), "memory") = (&result.memory, point.experiment) {
-        fields.push(("memory_bytes_per_cache_block".to_string(), Json::Number(m.bytes_per_cache_block())));
+        fields.push(("memory_bytes_per_cache_block".to_string(), Json::Number(m.cache_index_bytes_per_block())));
         fields.push(("memory_log_bytes_per_live_entry".to_string(), Json::Number(m.log_bytes_per_live_entry())));
         fields.push(("memory_percent_of_cache".to_string(), Json::Number(m.percent_of_cache())));
     }
-    Json::Object(fields)
+    Json::object(fields)
 }
 
 pub fn results_json(results: &[PointResult], checks: &[TargetCheck], settings: &Settings) -> Json {
@@ -282,7 +284,7 @@ mod tests {
     fn the_table_shows_how_often_the_log_wrapped() {
         let settings = Settings::default();
         let point = crate::timed::experiments::steady_points(&settings).pop().unwrap();
-        let counters = vec![("log_segments_written", 100), ("log_segments_total_now", 40)];
+        let counters = vec![("log_segments_written", 100), ("log_segments_total", 40)];
         let figures = RunFigures { measured_s: 1.0, target_counters: counters, ..RunFigures::default() };
         assert_eq!(figures.log_wraps(), 2.5);
         let result = PointResult { point, figures: Ok(figures), memory: None, wall_s: 0.0 };

@@ -1,4 +1,4 @@
-//! Output writers: Markdown tables, a minimal JSON encoder, and SVG charts
+//! Output writers: Markdown tables and SVG charts
 //! drawn by hand (bar panels for Fig. 5, line charts for Figs. 6 and 7), so
 //! the figures can be looked at in any browser without a plotting stack.
 
@@ -14,83 +14,6 @@ pub fn markdown_table(headers: &[&str], rows: &[Vec<String>]) -> String {
         let _ = writeln!(text, "| {} |", row.join(" | "));
     }
     text
-}
-
-/// A JSON value; objects keep their key order so output is stable.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Json {
-    Number(f64),
-    Text(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
-}
-
-impl Json {
-    pub fn object<K: Into<String>>(fields: impl IntoIterator<Item = (K, Json)>) -> Json {
-        Json::Object(fields.into_iter().map(|(k, v)| (k.into(), v)).collect())
-    }
-
-    pub fn text(value: impl Into<String>) -> Json {
-        Json::Text(value.into())
-    }
-
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        self.encode_into(&mut out);
-        out
-    }
-
-    fn encode_into(&self, out: &mut String) {
-        match self {
-            // JSON has no NaN or infinity; a missing figure is null.
-            Json::Number(n) if !n.is_finite() => out.push_str("null"),
-            Json::Number(n) if n.fract() == 0.0 && n.abs() < 1e15 => {
-                let _ = write!(out, "{}", *n as i64);
-            }
-            Json::Number(n) => {
-                let _ = write!(out, "{n:.4}");
-            }
-            Json::Text(s) => encode_string(s, out),
-            Json::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.encode_into(out);
-                }
-                out.push(']');
-            }
-            Json::Object(fields) => {
-                out.push('{');
-                for (i, (key, value)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    encode_string(key, out);
-                    out.push(':');
-                    value.encode_into(out);
-                }
-                out.push('}');
-            }
-        }
-    }
-}
-
-fn encode_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 const PALETTE: [&str; 8] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"];
@@ -278,18 +201,6 @@ pub fn svg_lines(title: &str, x_label: &str, y_label: &str, xs: &[f64], series: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_encodes_nested_values_and_escapes() {
-        let value = Json::object([
-            ("name", Json::text("a\"b\n")),
-            ("n", Json::Number(3.0)),
-            ("x", Json::Number(0.125)),
-            ("bad", Json::Number(f64::NAN)),
-            ("list", Json::Array(vec![Json::Number(1.0), Json::object(Vec::<(String, Json)>::new())])),
-        ]);
-        assert_eq!(value.encode(), r#"{"name":"a\"b\n","n":3,"x":0.1250,"bad":null,"list":[1,{}]}"#);
-    }
 
     #[test]
     fn axis_rounds_up_to_nice_steps() {

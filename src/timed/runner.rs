@@ -6,38 +6,19 @@
 //! contents are kept only where the engine reads back what it wrote itself
 //! (superblocks and metadata on the cache device, the log superblock).
 
-use super::event_queue::EventQueue;
 use super::histogram::Histogram;
 use super::journal::{Journal, JournalIo};
 use super::models::{DeviceModel, Hdd, Raid5Iscsi, Ssd};
 use super::profile::Profile;
 use super::workloads::{Op, Workload, EXT4_COMMIT_INTERVAL_NS, HOST_DIRTY_LIMIT_BLOCKS, MAX_REQUEST_BLOCKS};
+use crate::config::Config;
+use crate::engine::{EngineState, Stats};
 use crate::io::{
-    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Nanos, Request, RequestCompletion, RequestData, RequestId,
+    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Machine, Nanos, Request, RequestCompletion, RequestData, RequestId,
     RequestKind,
 };
+use crate::simcore::event_queue::EventQueue;
 use std::collections::HashMap;
-
-/// What the runner needs from the engine; `Engine` implements it (engine_target.rs).
-pub trait SimTarget {
-    fn handle_request(&mut self, now: Nanos, request: Request, data: Option<&dyn RequestData>);
-    fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus);
-    fn handle_timer(&mut self, now: Nanos);
-    fn poll_io(&mut self) -> Option<DeviceIo>;
-    fn poll_completion(&mut self) -> Option<RequestCompletion>;
-    fn next_timer(&self) -> Option<Nanos>;
-    fn io_memory_mut(&mut self, region: u32) -> &mut [u8];
-    /// Whether the target accepts requests (formatting is done).
-    fn is_ready(&self) -> bool;
-    /// Dirty cache blocks and all cache blocks, for the dirty fraction.
-    fn dirty_and_total_blocks(&self) -> (u64, u64);
-    /// Running counters of the target (name, value), reported as their
-    /// change over the measured window to explain the figures; names ending
-    /// in `_now` are gauges, reported as their value at the end.
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-}
 
 /// The write data: the simulator does not check contents, so every write
 /// carries zeros.
@@ -56,6 +37,23 @@ pub struct KeptAreas {
     pub cache_below_bytes: u64,
     /// Log device bytes below this (log superblock copies).
     pub log_below_bytes: u64,
+}
+
+impl KeptAreas {
+    /// The areas of the layouts `config` gives (nothing kept if it is invalid).
+    pub fn of(config: &Config) -> KeptAreas {
+        match config.validate() {
+            Ok((cache, log)) => KeptAreas { cache_below_bytes: cache.data_offset_bytes, log_below_bytes: log.segments_offset_bytes },
+            Err(_) => KeptAreas { cache_below_bytes: 0, log_below_bytes: 0 },
+        }
+    }
+}
+
+/// The engine's counters as changed over a window, then its gauges as they
+/// stand at its end.
+fn window_counters(before: &Stats, after: &Stats) -> Vec<(&'static str, u64)> {
+    let counters = after.counters().into_iter().zip(before.counters()).map(|((name, a), (_, b))| (name, a.saturating_sub(b)));
+    counters.chain(after.gauges()).collect()
 }
 
 const UNIT: u64 = 4096;
@@ -91,7 +89,7 @@ impl KeptContents {
     }
 }
 
-fn engine_slice<'a, T: SimTarget>(target: &'a mut T, io: &DeviceIo) -> Option<&'a mut [u8]> {
+fn engine_slice<'a, T: Machine>(target: &'a mut T, io: &DeviceIo) -> Option<&'a mut [u8]> {
     match io.buffer {
         IoBuffer::Engine { region, offset_bytes } => {
             let start = offset_bytes as usize;
@@ -163,7 +161,7 @@ impl RunFigures {
     /// into / segments of the log (fractional, unlike the engine's
     /// `log_wraps`); 0 for a target without a log.
     pub fn log_wraps(&self) -> f64 {
-        self.counter("log_segments_written") as f64 / self.counter("log_segments_total_now").max(1) as f64
+        self.counter("log_segments_written") as f64 / self.counter("log_segments_total").max(1) as f64
     }
 
     pub fn dirty_fraction(&self) -> f64 {
@@ -194,7 +192,7 @@ const SAME_INSTANT_TIMERS_MAX: u32 = 100_000;
 /// Prefill reads in flight: enough to keep every member disk busy.
 const PREFILL_STREAMS: u64 = 32;
 
-pub struct Simulation<T: SimTarget> {
+pub struct Simulation<T: Machine> {
     target: T,
     now: Nanos,
     events: EventQueue<Event>,
@@ -221,7 +219,7 @@ pub struct Simulation<T: SimTarget> {
     figures: RunFigures,
 }
 
-impl<T: SimTarget> Simulation<T> {
+impl<T: Machine> Simulation<T> {
     pub fn new(target: T, profile: &Profile, kept_areas: KeptAreas, workload: Workload) -> Simulation<T> {
         let threads = workload.threads_count();
         let dirty_limit = if workload.uses_journal() { HOST_DIRTY_LIMIT_BLOCKS } else { u64::MAX };
@@ -264,7 +262,7 @@ impl<T: SimTarget> Simulation<T> {
     /// then measures. Returns the figures of the measured window.
     pub fn run(&mut self, spec: &RunSpec) -> Result<RunFigures, String> {
         self.pump()?;
-        self.run_while(|sim| !sim.target.is_ready(), Nanos::MAX)?;
+        self.run_while(|sim| *sim.target.state() != EngineState::Ready, Nanos::MAX)?;
         if spec.prefill {
             self.start_prefill()?;
             self.run_while(|sim| sim.prefill_outstanding > 0, Nanos::MAX)?;
@@ -277,19 +275,13 @@ impl<T: SimTarget> Simulation<T> {
         self.figures = RunFigures::default();
         self.dirty_sample_interval_ns = spec.dirty_sample_interval_ns.max(1);
         let commits_before = self.journal.commits_count();
-        let counters_before = self.target.counters();
+        let stats_before = self.target.stats();
         let disk_busy_before = self.backing.disk_busy_ns();
         self.events.schedule(self.now, Event::DirtySample);
         let measure_end = self.now + spec.measure_ns;
         self.run_while(|_| true, measure_end)?;
         self.figures.measured_s = spec.measure_ns as f64 / 1e9;
-        self.figures.target_counters = self
-            .target
-            .counters()
-            .into_iter()
-            .zip(counters_before)
-            .map(|((name, after), (_, before))| (name, if name.ends_with("_now") { after } else { after.saturating_sub(before) }))
-            .collect();
+        self.figures.target_counters = window_counters(&stats_before, &self.target.stats());
         let disks = self.backing.disks_count().max(1) as f64;
         self.figures.backing_disk_busy_fraction =
             (self.backing.disk_busy_ns() - disk_busy_before) as f64 / disks / spec.measure_ns as f64;
@@ -358,7 +350,8 @@ impl<T: SimTarget> Simulation<T> {
         if !self.measuring {
             return;
         }
-        let (dirty, total) = self.target.dirty_and_total_blocks();
+        let stats = self.target.stats();
+        let (dirty, total) = (stats.dirty_blocks, stats.cache_blocks);
         if total > 0 {
             self.figures.dirty_fraction_sum += dirty as f64 / total as f64;
             self.figures.dirty_samples_count += 1;
@@ -396,7 +389,7 @@ impl<T: SimTarget> Simulation<T> {
     }
 
     fn arm_timers(&mut self) {
-        if let Some(at) = self.target.next_timer() {
+        if let Some(at) = self.target.poll_timeout() {
             if self.engine_timer.1 != Some(at) {
                 self.engine_timer = (self.engine_timer.0 + 1, Some(at));
                 self.events.schedule(at.max(self.now), Event::EngineTimer(self.engine_timer.0));
@@ -571,12 +564,14 @@ impl<T: SimTarget> Simulation<T> {
 mod tests {
     use super::*;
     use crate::timed::workloads::WorkloadKind;
-    use crate::timed::test_target::Passthrough;
+    use crate::simcore::toy::{ToyDefect, ToyTarget};
 
     fn run_raw(kind: WorkloadKind, threads: usize, seed: u64) -> RunFigures {
         let workload = Workload::new(kind, threads, 0.01, seed);
         let areas = KeptAreas { cache_below_bytes: 0, log_below_bytes: 0 };
-        let mut sim = Simulation::new(Passthrough::new(), &Profile::default(), areas, workload);
+        // The paper's Raw configuration: every request straight to the RAID.
+        let raw = ToyTarget::new(4096, workload.address_space_blocks(), ToyDefect::None);
+        let mut sim = Simulation::new(raw, &Profile::default(), areas, workload);
         let spec = RunSpec { threads, prefill: false, settle_ns: 1_000_000_000, measure_ns: 10_000_000_000, dirty_sample_interval_ns: 100_000_000 };
         sim.run(&spec).unwrap()
     }

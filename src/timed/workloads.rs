@@ -6,7 +6,7 @@
 //! does. `Op::Fsync` is an ext4 fsync: the runner hands it to the journal
 //! model (journal.rs), which turns it into a group commit.
 
-use super::rng::Rng;
+use crate::simcore::prng::Prng;
 
 /// 128 KiB in 4 KiB blocks: the largest request a thread issues.
 pub const MAX_REQUEST_BLOCKS: u32 = 32;
@@ -143,7 +143,7 @@ struct File {
 }
 
 struct ThreadState {
-    rng: Rng,
+    rng: Prng,
     pending: std::collections::VecDeque<Op>,
     writes_since_flush: u32,
     /// Next request slot of a sequential custom job.
@@ -166,7 +166,7 @@ const WEB_LOG_BLOCKS: u64 = 16 * 1024;
 impl Workload {
     pub fn new(kind: WorkloadKind, threads_count: usize, scale: f64, seed: u64) -> Workload {
         let shape = FileSetShape::of(&kind, scale);
-        let mut layout_rng = Rng::fork(seed, u64::MAX);
+        let mut layout_rng = Prng::labelled(seed, u64::MAX);
         let mut next_lba = JOURNAL_AREA_BLOCKS;
         let files: Vec<File> = (0..shape.files_count)
             .map(|_| {
@@ -183,7 +183,7 @@ impl Workload {
         };
         let threads = (0..threads_count)
             .map(|t| ThreadState {
-                rng: Rng::fork(seed, t as u64),
+                rng: Prng::labelled(seed, t as u64),
                 pending: Default::default(),
                 writes_since_flush: 0,
                 // Sequential streams start spread over the working set.

@@ -97,7 +97,7 @@ impl DeviceModel for Hdd {
 mod tests {
     use super::*;
     use crate::timed::profile::Profile;
-    use crate::timed::rng::Rng;
+    use crate::simcore::prng::Prng;
 
     fn hdd() -> Hdd {
         Hdd::new(&Profile::default().log_hdd)
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn random_io_costs_about_ten_ms_and_far_more_than_sequential() {
         let mut disk = hdd();
-        let mut rng = Rng::new(3);
+        let mut rng = Prng::new(3);
         let mut now = 0;
         let random_count = 2_000;
         for _ in 0..random_count {

@@ -1,13 +1,15 @@
 //! A minimal correct target: every request goes straight to the backing
-//! device and a flush flushes it. It proves the simulator and the oracle
-//! without the real engine — a correct target must pass every seed, and its
-//! deliberately broken variants must be caught.
+//! device and a flush flushes it (the paper's Raw configuration). It proves
+//! both simulators without the real engine: the torture oracle (a correct
+//! target must pass every seed, and its deliberately broken variants must be
+//! caught) and the timed runner's own figures.
 
-use super::target::{CacheLossRecovery, Readiness, StartKind, Target, TargetFactory};
-use crate::config::{Config, Policy};
+use super::target::{CacheLossRecovery, TargetFactory};
+use crate::config::{Config, ConfigError, Policy};
+use crate::engine::{EngineState, MemoryReport, StartMode, Stats};
 use crate::io::{
-    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, Nanos, Request, RequestCompletion, RequestData, RequestError,
-    RequestId, RequestKind,
+    DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, Machine, Nanos, Request, RequestCompletion, RequestData,
+    RequestError, RequestId, RequestKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -34,9 +36,32 @@ pub struct ToyTarget {
     pending: BTreeMap<IoId, RequestId>,
     next_io: IoId,
     stopped: bool,
+    state: EngineState,
 }
 
 impl ToyTarget {
+    /// A target over a backing device of `blocks_count` blocks of `block_bytes`.
+    pub fn new(block_bytes: u64, blocks_count: u64, defect: ToyDefect) -> ToyTarget {
+        ToyTarget {
+            block_bytes,
+            blocks_count,
+            defect,
+            ios: VecDeque::new(),
+            completions: VecDeque::new(),
+            pending: BTreeMap::new(),
+            next_io: 1,
+            stopped: false,
+            state: EngineState::Ready,
+        }
+    }
+
+    /// `Stopped` once a shutdown has nothing left in flight.
+    fn settle_state(&mut self) {
+        if self.stopped && self.pending.is_empty() {
+            self.state = EngineState::Stopped;
+        }
+    }
+
     fn issue(&mut self, request: RequestId, kind: IoKind, lba: u64, blocks_count: u32) {
         let id = self.next_io;
         self.next_io += 1;
@@ -52,13 +77,9 @@ impl ToyTarget {
     }
 }
 
-impl Target for ToyTarget {
-    fn readiness(&self) -> Readiness {
-        if self.stopped && self.pending.is_empty() {
-            Readiness::Stopped
-        } else {
-            Readiness::Ready
-        }
+impl Machine for ToyTarget {
+    fn state(&self) -> &EngineState {
+        &self.state
     }
 
     fn handle_request(&mut self, _now: Nanos, request: Request, _data: Option<&dyn RequestData>) {
@@ -83,36 +104,46 @@ impl Target for ToyTarget {
         }
     }
 
-    fn handle_io_completion(&mut self, _now: Nanos, id: IoId, status: IoStatus) {
-        if let Some(request) = self.pending.remove(&id).filter(|r| *r != SHUTDOWN_REQUEST) {
-            let result = if status == IoStatus::Ok { Ok(()) } else { Err(RequestError::Io) };
-            self.complete(request, result);
-        }
-    }
-
     fn handle_timer(&mut self, _now: Nanos) {}
 
     fn handle_device_removed(&mut self, _now: Nanos, _role: DeviceRole) {}
 
-    fn set_policy(&mut self, _now: Nanos, _policy: Policy) {}
+    fn set_policy(&mut self, _now: Nanos, _policy: Policy) -> Result<(), ConfigError> {
+        Ok(())
+    }
 
     fn shutdown(&mut self, _now: Nanos) {
         self.stopped = true;
         if self.defect != ToyDefect::FlushSkipsDevice {
             self.issue(SHUTDOWN_REQUEST, IoKind::Flush, 0, 0);
         }
-    }
-
-    fn poll_io(&mut self) -> Option<DeviceIo> {
-        self.ios.pop_front()
+        self.settle_state();
     }
 
     fn poll_completion(&mut self) -> Option<RequestCompletion> {
         self.completions.pop_front()
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn poll_timeout(&self) -> Option<Nanos> {
         None
+    }
+
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+}
+
+impl IoMachine for ToyTarget {
+    fn poll_io(&mut self) -> Option<DeviceIo> {
+        self.ios.pop_front()
+    }
+
+    fn handle_io_completion(&mut self, _now: Nanos, id: IoId, status: IoStatus) {
+        if let Some(request) = self.pending.remove(&id).filter(|r| *r != SHUTDOWN_REQUEST) {
+            let result = if status == IoStatus::Ok { Ok(()) } else { Err(RequestError::Io) };
+            self.complete(request, result);
+        }
+        self.settle_state();
     }
 
     fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
@@ -134,7 +165,7 @@ impl IoMachine for NoRecovery {
 }
 
 impl CacheLossRecovery for NoRecovery {
-    fn outcome(&mut self, _now: Nanos) -> Option<Result<(), String>> {
+    fn outcome(&mut self) -> Option<Result<(), String>> {
         Some(Ok(()))
     }
 
@@ -146,21 +177,18 @@ impl CacheLossRecovery for NoRecovery {
 pub struct ToyFactory(pub ToyDefect);
 
 impl TargetFactory for ToyFactory {
-    fn start(&self, config: &Config, _start: StartKind, _now: Nanos) -> Result<Box<dyn Target>, String> {
-        Ok(Box::new(ToyTarget {
-            block_bytes: config.block_size as u64,
-            blocks_count: config.backing_blocks(),
-            defect: self.0,
-            ios: VecDeque::new(),
-            completions: VecDeque::new(),
-            pending: BTreeMap::new(),
-            next_io: 1,
-            stopped: false,
-        }))
+    type Target = ToyTarget;
+
+    fn start(&self, config: &Config, _mode: StartMode, _now: Nanos) -> Result<ToyTarget, String> {
+        Ok(ToyTarget::new(config.block_size as u64, config.backing_blocks(), self.0))
     }
 
-    fn cache_loss_recovery(&self, _config: &Config, _now: Nanos) -> Result<Box<dyn CacheLossRecovery>, String> {
+    fn cache_loss_recovery(&self, _config: &Config) -> Result<Box<dyn CacheLossRecovery>, String> {
         Ok(Box::new(NoRecovery))
+    }
+
+    fn memory_report(&self, _target: &ToyTarget) -> MemoryReport {
+        MemoryReport::default()
     }
 }
 

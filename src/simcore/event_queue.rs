@@ -1,4 +1,4 @@
-//! The simulator's clock: a min-heap of events ordered by (time, insertion
+//! The simulators' clock: a min-heap of events ordered by (time, insertion
 //! sequence). The sequence number makes simultaneous events pop in the order
 //! they were scheduled, which keeps runs deterministic.
 
@@ -58,6 +58,21 @@ impl<E> EventQueue<E> {
         self.heap.peek().map(|Reverse(entry)| entry.at)
     }
 
+    /// Keeps only the events `keep` accepts; the order of those left is
+    /// unchanged.
+    pub fn retain(&mut self, mut keep: impl FnMut(&E) -> bool) {
+        self.heap.retain(|Reverse(entry)| keep(&entry.event));
+    }
+
+    /// Every event queued, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &E> {
+        self.heap.iter().map(|Reverse(entry)| &entry.event)
+    }
+
+    pub fn clear(&mut self) {
+        self.heap.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.heap.len()
     }
@@ -80,5 +95,16 @@ mod tests {
         queue.schedule(20, "middle");
         let order: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
         assert_eq!(order, vec![(10, "first"), (10, "second"), (20, "middle"), (30, "late")]);
+    }
+
+    #[test]
+    fn retain_keeps_the_order_of_what_is_left() {
+        let mut queue = EventQueue::new();
+        for (at, event) in [(20, 1), (10, 2), (10, 3), (20, 4), (5, 5)] {
+            queue.schedule(at, event);
+        }
+        queue.retain(|event| event % 2 == 1);
+        let order: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
+        assert_eq!(order, vec![(5, 5), (10, 3), (20, 1)]);
     }
 }
