@@ -1,6 +1,7 @@
 //! After the cache bdev was lost: scan the log mirrors, then replay the log
-//! onto the backing bdev, through the node's bases. The machines are the
-//! offline tool's (`crate::recovery`); this room only drives them.
+//! onto the backing bdev, through the node's bases. The machine is the one
+//! the simulator and `hhc recover` run (`recovery::LogRecovery`); this room
+//! only drives it.
 
 use super::base::{Bases, TAG_RECOVERY};
 use super::iov::region_iovec;
@@ -8,29 +9,18 @@ use super::memory::DmaAllocator;
 use super::owner::now_ns;
 use crate::config::LogLayout;
 use crate::io::{IoBuffer, IoId, IoMachine, IoStatus};
-use crate::recovery::{LogScanner, Replay};
+use crate::recovery::{LogRecovery, Recovered};
 
-pub enum Recovery {
-    Scan { scanner: LogScanner, layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool },
-    Replay(Replay),
-}
+pub struct Recovery(LogRecovery);
 
 impl Recovery {
     pub fn new(layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool) -> Recovery {
-        let scanner = LogScanner::new(layout, mirrors.clone(), &mut DmaAllocator);
-        Recovery::Scan { scanner, layout, mirrors, backing_has_flush }
-    }
-
-    fn machine(&mut self) -> &mut dyn IoMachine {
-        match self {
-            Recovery::Scan { scanner, .. } => scanner,
-            Recovery::Replay(replay) => replay,
-        }
+        Recovery(LogRecovery::new(layout, mirrors, backing_has_flush, Box::new(DmaAllocator)))
     }
 
     /// Starts the machine's device commands; true if there were any.
     pub fn pump(&mut self, bases: &mut Bases) -> bool {
-        let machine = self.machine();
+        let machine = &mut self.0;
         let mut progressed = false;
         while let Some(io) = machine.poll_io() {
             progressed = true;
@@ -48,36 +38,22 @@ impl Recovery {
     }
 
     pub fn io_done(&mut self, id: IoId, status: IoStatus) {
-        self.machine().handle_io_completion(now_ns(), id, status);
+        self.0.handle_io_completion(now_ns(), id, status);
     }
 
-    /// The next step: the replay once the scan is done, None once the
-    /// replay is done or a step failed (both logged, under `name`).
-    pub fn advance(self, name: &str, backing: &str) -> Option<Recovery> {
-        match self {
-            Recovery::Scan { mut scanner, layout, mirrors, backing_has_flush } if scanner.is_done() => {
-                match scanner.take_result() {
-                    Some(Ok(scanned)) => {
-                        Some(Recovery::Replay(Replay::new(layout, scanned, mirrors, backing_has_flush, &mut DmaAllocator)))
-                    }
-                    other => {
-                        log::error!("{name}: log scan failed: {:?}", other.map(|r| r.err()));
-                        None
-                    }
-                }
-            }
-            Recovery::Replay(replay) if replay.is_done() => {
-                match replay.result() {
-                    Some(Ok(report)) => log::warn!(
-                        "{name}: replayed {} blocks from {} log parts onto {backing}; the HHC bdev goes away",
-                        report.blocks_replayed,
-                        report.segments_replayed
-                    ),
-                    other => log::error!("{name}: replay failed: {:?}", other),
-                }
-                None
-            }
-            unfinished => Some(unfinished),
+    /// Itself while it runs; None once the replay is done or a step failed
+    /// (both logged, under `name`).
+    pub fn advance(mut self, name: &str, backing: &str) -> Option<Recovery> {
+        match self.0.result() {
+            None => return Some(self),
+            Some(Ok(Recovered::Replayed(report))) => log::warn!(
+                "{name}: replayed {} blocks from {} log parts onto {backing}; the HHC bdev goes away",
+                report.blocks_replayed,
+                report.segments_replayed
+            ),
+            Some(Ok(Recovered::Scanned(_))) => log::error!("{name}: the recovery stopped after its scan"),
+            Some(Err(error)) => log::error!("{name}: {error}"),
         }
+        None
     }
 }
