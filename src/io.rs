@@ -133,16 +133,6 @@ pub enum RequestError {
     NotReady,
 }
 
-impl RequestError {
-    /// Negative errno for the FFI boundary.
-    pub fn errno(self) -> i32 {
-        match self {
-            RequestError::Io => -libc::EIO,
-            RequestError::OutOfRange => -libc::EINVAL,
-            RequestError::NotReady => -libc::ENODEV,
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestCompletion {

@@ -20,5 +20,6 @@ pub mod recovery;
 pub mod sim;
 #[cfg(feature = "tools")]
 pub mod simcore;
+pub(crate) mod slab;
 #[cfg(feature = "tools")]
 pub mod timed;

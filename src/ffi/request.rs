@@ -8,6 +8,7 @@ use super::iov::sub_range;
 use super::owner::Thread;
 use super::sys;
 use crate::io::{RequestCompletion, RequestKind};
+use crate::slab::Slab;
 use crossbeam_queue::ArrayQueue;
 use libc::iovec;
 use std::cell::Cell;
@@ -167,33 +168,19 @@ struct RequestSlot {
 /// RESETs waiting for them.
 #[derive(Default)]
 pub struct Requests {
-    slots: Vec<Option<RequestSlot>>,
-    free: Vec<u32>,
+    slots: Slab<RequestSlot>,
     /// RESETs waiting for the table to drain.
     resets: Vec<Submission>,
-    /// Requests in the table.
-    live: usize,
 }
 
 impl Requests {
     /// A new request; its key is the engine request id.
     pub fn insert(&mut self, submission: &Submission) -> u32 {
-        let slot = RequestSlot { io: submission.io, channel: submission.channel, device_ios: 0, status: None };
-        self.live += 1;
-        match self.free.pop() {
-            Some(key) => {
-                self.slots[key as usize] = Some(slot);
-                key
-            }
-            None => {
-                self.slots.push(Some(slot));
-                (self.slots.len() - 1) as u32
-            }
-        }
+        self.slots.insert(RequestSlot { io: submission.io, channel: submission.channel, device_ios: 0, status: None })
     }
 
     fn slot(&mut self, key: u32) -> &mut RequestSlot {
-        self.slots[key as usize].as_mut().expect("live request slot")
+        self.slots.get_mut(key).expect("live request slot")
     }
 
     /// The buffers of request `key` from `offset_bytes` on, lent to a device
@@ -228,9 +215,7 @@ impl Requests {
     }
 
     fn deliver(&mut self, key: u32) {
-        self.free.push(key);
-        let slot = self.slots[key as usize].take().expect("live request slot");
-        self.live -= 1;
+        let slot = self.slots.remove(key).expect("live request slot");
         // SAFETY: the slot held an outstanding request of a live channel; it
         // is completed once (the slot is gone) on the owner thread.
         unsafe { finish_request(slot.io, slot.channel, slot.status.expect("completed request")) };
@@ -247,11 +232,11 @@ impl Requests {
 
     /// Requests the engine holds now.
     pub fn live(&self) -> usize {
-        self.live
+        self.slots.len()
     }
 
     fn finish_resets(&mut self) {
-        if self.live > 0 {
+        if !self.slots.is_empty() {
             return;
         }
         for reset in std::mem::take(&mut self.resets) {

@@ -1,10 +1,17 @@
-//! A slab of slots reused through a free list: in-flight operations and
-//! requests live here so the hot path does not allocate once warmed up.
+//! A slab of slots reused through a free list: the engine's in-flight
+//! operations and requests, and the SPDK module's request table, live here
+//! so the hot path does not allocate once warmed up.
 
 pub struct Slab<T> {
     slots: Vec<Option<T>>,
     free: Vec<u32>,
     len: usize,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab::with_capacity(0)
+    }
 }
 
 impl<T> Slab<T> {
