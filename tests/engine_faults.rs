@@ -212,7 +212,10 @@ fn a_warm_restart_whose_flush_keeps_failing_stops_and_loses_nothing() {
     restarted.set_failing(DeviceRole::Backing, IoStatus::Error);
     restarted.run_until_quiet();
     match restarted.state() {
-        EngineState::Failed(reason) => assert!(reason.contains("after a warm restart failed 16 times"), "{reason}"),
+        EngineState::Failed(reason) => {
+            assert_eq!(reason.kind, hhc::engine::FailKind::DeviceError);
+            assert!(reason.detail.contains("after a warm restart failed 16 times"), "{reason}");
+        }
         other => panic!("a restart whose flush keeps failing must stop, not {other:?}"),
     }
     let mut again = Harness::start(config, restarted.devices.clone(), StartMode::Open, 5);

@@ -17,7 +17,7 @@
 //!    its LBA's newer mapping is durable, and on restart the newer version
 //!    wins (32-bit serial numbers), so an LBA never goes back in time.
 
-use super::{Engine, Op, META_POOL_PAGES};
+use super::{Engine, FailKind, FailReason, Op, META_POOL_PAGES};
 use crate::config::Mutation;
 use crate::format::{MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
@@ -217,7 +217,7 @@ impl Engine {
 
     pub(super) fn commit_flush_done(&mut self, second: bool, status: IoStatus) {
         match status {
-            IoStatus::DeviceLost => self.fail("cache device lost".into()),
+            IoStatus::DeviceLost => self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost")),
             IoStatus::Error => self.abort_commit(),
             IoStatus::Ok if !second => self.write_commit_pages(),
             IoStatus::Ok => self.finish_commit_round(),
@@ -226,7 +226,7 @@ impl Engine {
 
     pub(super) fn meta_write_done(&mut self, _pool_slot: u32, status: IoStatus) {
         if status == IoStatus::DeviceLost {
-            return self.fail("cache device lost".into());
+            return self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
         let in_flight = self.commit.in_flight.as_mut().expect("page write without commit");
         in_flight.writes_pending -= 1;

@@ -9,7 +9,7 @@
 //!   segment on every healthy mirror, and the cache metadata is committed. It
 //!   cleans nothing. With no healthy mirror it falls back to wb-flush.
 
-use super::{Engine, Op};
+use super::{Engine, FailKind, FailReason, Op};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, RequestError};
 
@@ -298,7 +298,7 @@ impl Engine {
             }
         }
         if status == IoStatus::DeviceLost {
-            self.fail("backing device lost".into());
+            self.fail(FailReason::new(FailKind::DeviceLost, "backing device lost"));
             return;
         }
         self.finish_durable_writebacks();

@@ -4,7 +4,7 @@
 //! to every mirror, revokes, active reclamation, the log superblock, and
 //! mirror failure and attachment.
 
-use super::{Engine, Op};
+use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::format::{LogSuperblock, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
@@ -282,7 +282,7 @@ impl Engine {
         }
         self.cache.unpin(block);
         if status == IoStatus::DeviceLost {
-            self.fail("cache device lost".into());
+            self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
     }
 

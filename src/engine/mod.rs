@@ -54,7 +54,37 @@ pub enum EngineState {
     Stopping,
     Stopped,
     /// Unusable (e.g. the cache device was lost); the reason says why.
-    Failed(String),
+    Failed(FailReason),
+}
+
+/// Why the engine failed: the kind is what a driver reports (the SPDK
+/// module's errno), the detail is for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailReason {
+    pub kind: FailKind,
+    pub detail: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailKind {
+    /// The cache or the backing device is gone.
+    DeviceLost,
+    /// A device kept failing commands the engine cannot do without.
+    DeviceError,
+    /// What a device holds is not an HHC cache this engine can open.
+    Format,
+}
+
+impl FailReason {
+    pub fn new(kind: FailKind, detail: impl Into<String>) -> FailReason {
+        FailReason { kind, detail: detail.into() }
+    }
+}
+
+impl std::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
 }
 
 /// What a device command was for; decides what its completion does.
@@ -368,9 +398,9 @@ impl Engine {
                 self.restart_flush_failures += 1;
                 if self.restart_flush_failures >= RESTART_FLUSH_ATTEMPTS {
                     let attempts = self.restart_flush_failures;
-                    return self.fail(format!(
+                    return self.fail(FailReason::new(FailKind::DeviceError, format!(
                         "the flush after a warm restart failed {attempts} times (last: {error:?}); dirty data stays in the cache and the log"
-                    ));
+                    )));
                 }
                 log::warn!("hhc: the flush after a warm restart failed: {error:?}; trying again");
                 // What a warm restart serves counts as durable once it is
@@ -450,9 +480,9 @@ impl Engine {
 
     fn device_lost(&mut self, role: DeviceRole) {
         match role {
-            DeviceRole::Cache => self.fail("cache device lost".into()),
+            DeviceRole::Cache => self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost")),
             DeviceRole::Log(mirror) => self.mirror_failed(mirror),
-            DeviceRole::Backing => self.fail("backing device lost".into()),
+            DeviceRole::Backing => self.fail(FailReason::new(FailKind::DeviceLost, "backing device lost")),
         }
     }
 
@@ -460,7 +490,7 @@ impl Engine {
     /// it is durable (cache metadata and the log) for recovery. A request
     /// with device commands in flight into its buffer completes only when
     /// they have (`drain_failed`), so the buffer is never freed under them.
-    fn fail(&mut self, reason: String) {
+    fn fail(&mut self, reason: FailReason) {
         if matches!(self.state, EngineState::Failed(_)) {
             return;
         }

@@ -2,7 +2,7 @@
 //! write-through and passthrough, and requests waiting for a block.
 
 use super::held::HELD_NONE;
-use super::{Engine, EngineState, Op};
+use super::{Engine, EngineState, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Request, RequestData, RequestError, RequestId, RequestKind};
@@ -543,7 +543,7 @@ impl Engine {
     /// A device of one of `key`'s commands is gone: the engine fails, and
     /// that command's share of the request is accounted for.
     fn lost_during(&mut self, key: u32, reason: &str) {
-        self.fail(reason.into());
+        self.fail(FailReason::new(FailKind::DeviceLost, reason));
         self.sub_done(key, 1, Some(RequestError::NotReady));
     }
 

@@ -5,7 +5,7 @@
 //! parts of the previous run may have landed out of order — a later scan
 //! must never chain into them.
 
-use super::{Engine, EngineState, Op, StartMode, META_POOL_PAGES};
+use super::{Engine, EngineState, FailKind, FailReason, Op, StartMode, META_POOL_PAGES};
 use crate::cache::{flag, BlockState, DurableEntry, Through};
 use crate::format::{CacheSuperblock, MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, HeapAllocator};
@@ -35,7 +35,7 @@ enum Phase {
 pub(super) struct Startup {
     phase: Phase,
     pending: u32,
-    failed: Option<String>,
+    failed: Option<FailReason>,
     scanner: Option<LogScanner>,
     /// Engine I/O id -> scanner I/O id.
     scanner_ids: HashMap<IoId, IoId>,
@@ -115,7 +115,7 @@ impl Engine {
         }
         startup.pending -= 1;
         if status != IoStatus::Ok && startup.failed.is_none() {
-            startup.failed = Some(format!("device error during {:?}", startup.phase));
+            startup.failed = Some(FailReason::new(FailKind::DeviceError, format!("device error during {:?}", startup.phase)));
         }
         if startup.pending == 0 {
             self.phase_done();
@@ -142,7 +142,7 @@ impl Engine {
                 Ok(()) => Phase::ReadPages { first_page: 0 },
                 Err(reason) => {
                     self.startup = None;
-                    self.state = EngineState::Failed(reason);
+                    self.state = EngineState::Failed(FailReason::new(FailKind::Format, reason));
                     return;
                 }
             },

@@ -8,7 +8,7 @@
 
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
-use super::{Engine, Op};
+use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
@@ -433,7 +433,7 @@ impl Engine {
 
     pub(super) fn writeback_read_done(&mut self, extent: u32, status: IoStatus) {
         if status == IoStatus::DeviceLost {
-            return self.fail("cache device lost".into());
+            return self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
         let e = &mut self.writeback.extents[extent as usize];
         e.reads_pending -= 1;

@@ -3,6 +3,7 @@
 //! bdev I/O completion. This is the one place that picks those numbers.
 
 use crate::config::ConfigError;
+use crate::engine::{FailKind, FailReason};
 use crate::io::RequestError;
 
 /// JSON-RPC "invalid params".
@@ -22,7 +23,7 @@ pub enum Error {
     NoDevice(String),
     /// The bdev is claimed by another module.
     Claimed(String),
-    /// The engine failed (its reason is a string today: `EngineState::Failed`).
+    /// A device failed commands the HHC bdev cannot do without.
     Failed(String),
     /// SPDK returned this negative errno.
     Os(i32, String),
@@ -62,6 +63,35 @@ impl Error {
             | Error::Claimed(m)
             | Error::Failed(m)
             | Error::Os(_, m) => m,
+        }
+    }
+}
+
+impl Error {
+    /// The same kind of error, said with `message`.
+    pub fn with_message(&self, message: String) -> Error {
+        match self {
+            Error::InvalidParams(_) => Error::InvalidParams(message),
+            Error::Exists(_) => Error::Exists(message),
+            Error::Busy(_) => Error::Busy(message),
+            Error::NoDevice(_) => Error::NoDevice(message),
+            Error::Claimed(_) => Error::Claimed(message),
+            Error::Failed(_) => Error::Failed(message),
+            Error::Os(rc, _) => Error::Os(*rc, message),
+        }
+    }
+}
+
+/// An engine failure by kind: a device gone is ENODEV, a device error EIO,
+/// a cache device holding something else than an HHC cache it can open
+/// invalid parameters.
+impl From<&FailReason> for Error {
+    fn from(reason: &FailReason) -> Error {
+        let detail = reason.detail.clone();
+        match reason.kind {
+            FailKind::DeviceLost => Error::NoDevice(detail),
+            FailKind::DeviceError => Error::Failed(detail),
+            FailKind::Format => Error::InvalidParams(detail),
         }
     }
 }

@@ -103,7 +103,7 @@ impl Core {
         let iov = super::iov::region_iovec(region.as_mut_slice(), 0, UNIT_BYTES as u64);
         self.probe = Some(region);
         if let Err(status) = self.submit_probe(iov, UNIT_BYTES as u64) {
-            self.fail(format!("cannot read the cache bdev's superblock ({status:?})"));
+            self.fail(Error::Failed(format!("cannot read the cache bdev's superblock ({status:?})")));
         }
     }
 
@@ -113,16 +113,16 @@ impl Core {
             return;
         }
         if status != IoStatus::Ok {
-            return self.fail(format!("reading unit 0 of cache bdev '{}' failed", self.params.cache));
+            return self.fail(Error::Failed(format!("reading unit 0 of cache bdev '{}' failed", self.params.cache)));
         }
         let mut region = self.probe.take().expect("probe buffer");
         let mode = match CacheSuperblock::decode(region.as_mut_slice()) {
             Ok(superblock) => {
                 if superblock.block_size != self.config.block_size {
-                    return self.fail(format!(
+                    return self.fail(Error::InvalidParams(format!(
                         "block_size {}: cache bdev '{}' holds an HHC cache with block size {}",
                         self.config.block_size, self.params.cache, superblock.block_size
-                    ));
+                    )));
                 }
                 log::info!("{}: warm start from cache bdev {} (instance {:#x})", self.params.name, self.params.cache, superblock.instance_id);
                 self.config.instance_id = superblock.instance_id;
@@ -139,7 +139,7 @@ impl Core {
                 self.engine = Some(engine);
                 self.phase = Phase::Starting;
             }
-            Err(error) => self.fail(error.0),
+            Err(error) => self.fail(error.into()),
         }
     }
 
@@ -149,7 +149,7 @@ impl Core {
         match (self.phase, state) {
             (Phase::Starting, Some(EngineState::Ready)) => self.register(),
             (Phase::Starting | Phase::Running | Phase::Stopping, Some(EngineState::Failed(reason))) => {
-                self.fail(reason)
+                self.fail(Error::from(&reason))
             }
             (Phase::Stopping, Some(EngineState::Stopped)) => {
                 log::info!("{}: stopped cleanly", self.params.name);
@@ -213,14 +213,17 @@ impl Core {
         }
     }
 
-    pub(super) fn fail(&mut self, reason: String) {
+    /// The node fails with `error` (its kind answers a create RPC still
+    /// waiting).
+    pub(super) fn fail(&mut self, error: Error) {
         if matches!(self.phase, Phase::Failed | Phase::Recovering | Phase::Done) {
             return;
         }
+        let reason = error.message().to_string();
         log::error!("{}: {reason}", self.params.name);
         let creating = matches!(self.phase, Phase::Probing | Phase::Starting);
         if creating {
-            self.reply(Err(&Error::Failed(format!("cannot create '{}': {reason}", self.params.name))));
+            self.reply(Err(&error.with_message(format!("cannot create '{}': {reason}", self.params.name))));
             self.destructing = true;
         }
         self.failure = Some(reason);

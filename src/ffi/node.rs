@@ -7,7 +7,7 @@
 //! other methods of `Core`.
 
 use super::base::{Bases, TAG_PROBE, TAG_RECOVERY};
-use super::errno::Refusal;
+use super::errno::{Error, Refusal};
 use super::iov::{region_iovec, IovecData};
 use super::owner::{now_ns, OwnerCell, Thread};
 use super::params::CreateParams;
@@ -321,7 +321,7 @@ impl Core {
         log::warn!("{}: {role} bdev {} was removed", self.params.name, base.name);
         self.cache_lost |= role == DeviceRole::Cache;
         match self.phase {
-            Phase::Probing => self.fail(format!("{role} bdev removed during creation")),
+            Phase::Probing => self.fail(Error::NoDevice(format!("{role} bdev removed during creation"))),
             Phase::Starting | Phase::Running | Phase::Stopping => {
                 let engine = self.engine.as_mut().expect("engine");
                 engine.handle_device_removed(now_ns(), role);
