@@ -229,6 +229,7 @@ impl Engine {
             return self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
         let in_flight = self.commit.in_flight.as_mut().expect("page write without commit");
+        assert!(in_flight.writes_pending > 0, "metadata page write done with none pending");
         in_flight.writes_pending -= 1;
         in_flight.failed |= status != IoStatus::Ok;
         if in_flight.writes_pending > 0 {

@@ -61,7 +61,7 @@ impl Engine {
     pub(super) fn start_flush(&mut self, key: u32) {
         self.stats.flushes += 1;
         self.ordered_flush();
-        self.requests.get_mut(key).unwrap().pending += 1;
+        self.request_mut(key).pending += 1;
         let tag = self.next_flush_tag();
         let mut flush = FlushState {
             request: key,

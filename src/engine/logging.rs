@@ -611,6 +611,7 @@ impl Engine {
         if status != IoStatus::Ok {
             self.mirror_failed(mirror);
         }
+        assert!(self.logging.superblock_ops_pending > 0, "superblock write done with none pending");
         self.logging.superblock_ops_pending -= 1;
         if self.logging.superblock_ops_pending > 0 {
             return;

@@ -97,9 +97,19 @@ impl Engine {
         self.complete_request(request.id, request.error.map_or(Ok(()), Err));
     }
 
+    /// Request `key`, which must be live: a completion or a waiting entry
+    /// for a request already completed is an engine bug.
+    pub(super) fn request(&self, key: u32) -> &RequestState {
+        self.requests.get(key).unwrap_or_else(|| panic!("request {key} is not live"))
+    }
+
+    pub(super) fn request_mut(&mut self, key: u32) -> &mut RequestState {
+        self.requests.get_mut(key).unwrap_or_else(|| panic!("request {key} is not live"))
+    }
+
     /// A request's first LBA and block count.
     fn request_range(&self, key: u32) -> (u64, u32) {
-        let r = self.requests.get(key).unwrap();
+        let r = self.request(key);
         (r.lba, r.blocks_count)
     }
 
@@ -115,11 +125,11 @@ impl Engine {
         let (lba, count) = self.request_range(key);
         if !self.config.policy.uses_cache() {
             // One backing read; like every backing read it stands for its blocks.
-            self.requests.get_mut(key).unwrap().pending += count;
+            self.request_mut(key).pending += count;
             self.submit_backing_read(key, lba, count, 0);
             return;
         }
-        self.requests.get_mut(key).unwrap().pending += count;
+        self.request_mut(key).pending += count;
         let mut run: Option<(u64, u32, u32)> = None; // (first lba, blocks, first index) of misses
         for i in 0..count {
             let block_lba = lba + i as u64;
@@ -150,7 +160,7 @@ impl Engine {
 
     /// Starts one block of a read; false if it must wait (block being written).
     fn try_start_block_read(&mut self, key: u32, i: u32) -> bool {
-        let lba = self.requests.get(key).unwrap().lba + i as u64;
+        let lba = self.request(key).lba + i as u64;
         match self.cache.lookup(lba as u32) {
             Some(block) if self.cache.has(block, flag::BUSY) => false,
             Some(block) => {
@@ -211,7 +221,7 @@ impl Engine {
             IoStatus::DeviceLost => self.lost_during(key, "cache device lost"),
             IoStatus::Error if clean => {
                 // The backing device holds the same data: serve it from there.
-                let lba = self.requests.get(key).unwrap().lba + i as u64;
+                let lba = self.request(key).lba + i as u64;
                 self.submit_backing_read(key, lba, 1, i);
             }
             IoStatus::Error => self.sub_done(key, 1, Some(RequestError::Io)),
@@ -283,9 +293,9 @@ impl Engine {
 
     fn start_write(&mut self, key: u32, data: Option<&dyn RequestData>) {
         self.stats.writes += 1;
-        let count = self.requests.get(key).unwrap().blocks_count;
+        let count = self.request(key).blocks_count;
         if self.write_mode() != WriteMode::Back {
-            self.requests.get_mut(key).unwrap().pending += 1;
+            self.request_mut(key).pending += 1;
             let (lba, _) = self.request_range(key);
             // Ordering: a write-back block write still waiting for a free
             // block (queued before a switch away from write-back) is older
@@ -304,7 +314,7 @@ impl Engine {
             }
             return;
         }
-        self.requests.get_mut(key).unwrap().pending += count;
+        self.request_mut(key).pending += count;
         for i in 0..count {
             let epoch = self.ordered_reserve();
             if !self.waiting.is_empty() || !self.try_start_block_write(key, i, data, epoch, true) {
@@ -375,7 +385,7 @@ impl Engine {
             }
             return true;
         }
-        self.requests.get_mut(key).unwrap().pending += count;
+        self.request_mut(key).pending += count;
         for i in 0..count {
             if !self.try_start_block_write(key, i, None, 0, false) {
                 self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: false, epoch: 0, held: HELD_NONE });
@@ -421,7 +431,7 @@ impl Engine {
     /// Writes one block into a fresh cache block (copy-on-write) and, for
     /// `hhc`, copies it into the log. False if no free block is available.
     fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
-        let lba = (self.requests.get(key).unwrap().lba + i as u64) as u32;
+        let lba = (self.request(key).lba + i as u64) as u32;
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
@@ -621,8 +631,8 @@ impl Engine {
     /// backing device before its copy's entry is committed, behind a clean
     /// entry of a newer write that a restart under write-back trusts.
     fn restart_write_as_back(&mut self, key: u32) {
-        let count = self.requests.get(key).unwrap().blocks_count;
-        self.requests.get_mut(key).unwrap().pending += count;
+        let count = self.request(key).blocks_count;
+        self.request_mut(key).pending += count;
         for i in 0..count {
             let epoch = self.ordered_reserve();
             if !self.try_start_block_write(key, i, None, epoch, true) {

@@ -113,6 +113,7 @@ impl Engine {
             self.pump_scanner();
             return;
         }
+        assert!(startup.pending > 0, "start-up command done with none pending");
         startup.pending -= 1;
         if status != IoStatus::Ok && startup.failed.is_none() {
             startup.failed = Some(FailReason::new(FailKind::DeviceError, format!("device error during {:?}", startup.phase)));

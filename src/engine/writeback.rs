@@ -436,6 +436,7 @@ impl Engine {
             return self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
         let e = &mut self.writeback.extents[extent as usize];
+        assert!(e.reads_pending > 0, "write-back read done for extent {extent} with none pending");
         e.reads_pending -= 1;
         e.failed |= status != IoStatus::Ok;
         if e.reads_pending > 0 {

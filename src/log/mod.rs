@@ -557,6 +557,7 @@ impl LogManager {
 
     /// A cache read into a slot of `buffer` finished.
     pub fn slot_read_done(&mut self, buffer: usize) {
+        assert!(self.buffers[buffer].slot_reads_in_flight > 0, "slot read done for buffer {buffer} with none in flight");
         self.buffers[buffer].slot_reads_in_flight -= 1;
         self.release_if_idle(buffer);
     }
