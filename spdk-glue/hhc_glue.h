@@ -105,9 +105,10 @@ void hhc_glue_base_close(struct hhc_glue_base *base);
 /* Registers the HHC bdev and its io_device. `rs_node` comes back in every
  * hhc_rs_* call about it. The bdev's UUID derives from `instance_id` (the
  * cache device's), so it stays the same across restarts. */
+/* max_rw_blocks: the bdev layer splits longer reads and writes. */
 int hhc_glue_node_register(const char *name, uint32_t block_size, uint64_t blocks_count,
-			   uint32_t required_alignment_log2, uint64_t instance_id, void *rs_node,
-			   struct hhc_glue_node **out);
+			   uint32_t required_alignment_log2, uint32_t max_rw_blocks, uint64_t instance_id,
+			   void *rs_node, struct hhc_glue_node **out);
 /* Starts unregistration; hhc_rs_node_destruct follows. */
 void hhc_glue_node_unregister(struct hhc_glue_node *node);
 /* Ends an asynchronous destruct; frees the node once the io_device is gone. */

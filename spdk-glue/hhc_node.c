@@ -157,8 +157,8 @@ channel_destroy_cb(void *io_device, void *ctx_buf)
 
 int
 hhc_glue_node_register(const char *name, uint32_t block_size, uint64_t blocks_count,
-		       uint32_t required_alignment_log2, uint64_t instance_id, void *rs_node,
-		       struct hhc_glue_node **out)
+		       uint32_t required_alignment_log2, uint32_t max_rw_blocks, uint64_t instance_id,
+		       void *rs_node, struct hhc_glue_node **out)
 {
 	struct hhc_glue_node *node = calloc(1, sizeof(*node));
 	struct spdk_uuid namespace_uuid;
@@ -178,6 +178,8 @@ hhc_glue_node_register(const char *name, uint32_t block_size, uint64_t blocks_co
 	node->bdev.blocklen = block_size;
 	node->bdev.blockcnt = blocks_count;
 	node->bdev.required_alignment = required_alignment_log2;
+	/* The engine takes requests of a bounded length (Config::request_blocks_max). */
+	node->bdev.max_rw_size = max_rw_blocks;
 	/* A FLUSH is meaningful: it is the barrier the HDD log serves. */
 	node->bdev.write_cache = 1;
 	/* Hosts (NVMe-oF NGUID, vhost serials) see the same disk after a restart. */

@@ -114,6 +114,13 @@ pub struct Config {
     pub dirty_threshold_percent: u8,
     /// Write-backs in flight at most (bounded staging pool).
     pub writeback_parallelism: u32,
+    /// Requests the engine holds at most, and blocks they may span together:
+    /// its tables and queues are sized for them at creation, and a request
+    /// beyond either completes with `RequestError::Busy` (the SPDK module's
+    /// -ENOMEM: the bdev layer sends it again once others complete). A
+    /// request longer than `request_blocks_max` on its own is out of range.
+    pub requests_max: u32,
+    pub request_blocks_max: u32,
     /// The device counts as idle after this long without a request.
     pub idle_after_ns: Nanos,
     /// The log superblock is rewritten at most this often (and when space needs it).
@@ -176,6 +183,8 @@ impl Default for Config {
             log_buffers_count: 0,
             dirty_threshold_percent: 30,
             writeback_parallelism: 64,
+            requests_max: 4096,
+            request_blocks_max: 8192,
             idle_after_ns: 50_000_000,
             superblock_interval_ns: 5_000_000_000,
             backing_has_flush: true,
@@ -248,6 +257,12 @@ impl Config {
         }
         if self.log_buffers_count == 1 {
             return Err(ConfigError(format!("buffer_count {} must be 0 (automatic) or at least 2", self.log_buffers_count)));
+        }
+        if self.requests_max == 0 || self.request_blocks_max == 0 {
+            return Err(ConfigError(format!(
+                "requests_max {} and request_blocks_max {} must be at least 1",
+                self.requests_max, self.request_blocks_max
+            )));
         }
         if self.writeback_parallelism == 0 {
             return Err(ConfigError("writeback parallelism must be at least 1".into()));

@@ -131,6 +131,9 @@ pub enum RequestError {
     OutOfRange,
     /// The engine is stopping or failed and accepts no new work.
     NotReady,
+    /// The engine holds as many requests (or blocks) as it was sized for
+    /// (`Config::requests_max`): send it again once others complete.
+    Busy,
 }
 
 

@@ -223,3 +223,39 @@ fn a_warm_restart_whose_flush_keeps_failing_stops_and_loses_nothing() {
     let blocks = read_all(&mut again, LBAS);
     workload.check_recovered(&format!("{policy} after a failed restart"), |lba| blocks[lba as usize].clone());
 }
+
+#[test]
+fn requests_beyond_the_engines_capacity_come_back_busy_and_lose_nothing() {
+    for policy in [Policy::Hhc, Policy::WriteBack, Policy::WriteThrough] {
+        let config = Config { requests_max: 4, request_blocks_max: 6, ..common::config(policy, 7) };
+        let mut harness = Harness::format(config, 7);
+        // Stall the cache device so that requests stay in the engine.
+        harness.set_stalled(DeviceRole::Cache, true);
+        harness.set_stalled(DeviceRole::Backing, true);
+        let held: Vec<_> = (0..4).map(|i| harness.write(i, block_data(i, 1))).collect();
+        let busy_count = harness.write(10, block_data(10, 1));
+        let too_many_blocks = harness.submit(hhc::io::RequestKind::Read, 20, 3, None);
+        let too_long = harness.submit(hhc::io::RequestKind::Read, 30, 7, None);
+        assert_eq!(harness.take_result(busy_count).map(|r| r.0), Some(Err(hhc::io::RequestError::Busy)), "{policy}");
+        assert_eq!(harness.take_result(too_many_blocks).map(|r| r.0), Some(Err(hhc::io::RequestError::Busy)), "{policy}");
+        assert_eq!(harness.take_result(too_long).map(|r| r.0), Some(Err(hhc::io::RequestError::OutOfRange)), "{policy}");
+        harness.set_stalled(DeviceRole::Cache, false);
+        harness.set_stalled(DeviceRole::Backing, false);
+        for id in held {
+            assert_eq!(harness.wait(id).0, Ok(()), "{policy}");
+        }
+        // Sent again, the busy write goes through; every write reads back.
+        let retried = harness.write(10, block_data(10, 2));
+        assert_eq!(harness.wait(retried).0, Ok(()), "{policy}");
+        let flush = harness.flush();
+        assert_eq!(harness.wait(flush).0, Ok(()), "{policy}");
+        for lba in [0u64, 1, 2, 3, 10] {
+            let read = harness.read(lba, 1);
+            let (result, data) = harness.wait(read);
+            assert_eq!(result, Ok(()), "{policy}");
+            let expected = if lba == 10 { 2 } else { 1 };
+            assert_eq!(decode_block(lba, &data), Some(expected), "{policy}: lba {lba}");
+        }
+        assert_eq!(harness.engine.stats().requests_busy, 2, "{policy}");
+    }
+}

@@ -140,7 +140,12 @@ pub struct Engine {
     cache: CacheIndex,
     log: LogManager,
     ops: Slab<Op>,
+    /// Device commands in flight at most (`Engine::new`): what the table of
+    /// operations and the output queue are sized for.
+    ops_capacity: usize,
     requests: Slab<RequestState>,
+    /// Blocks the live requests span (at most `Config::request_blocks_max`).
+    request_blocks_live: u32,
     waiting: VecDeque<Waiting>,
     /// Data of waiting block writes, for their log copy (held.rs).
     held: held::HeldData,
@@ -193,15 +198,25 @@ impl Engine {
         let regions = Regions { all, staging, meta_pool, superblock, log_scratch };
         let first_sequence = log_layout.segments_count as u64;
         let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
+        // Every command a request block can have in flight at once (a miss
+        // read and its fill), plus the background's own bounded pools.
+        let ops_capacity = 2 * config.request_blocks_max as usize
+            + config.requests_max as usize
+            + config.writeback_parallelism as usize * (writeback::RUN_BYTES_MAX as usize / bs + 1)
+            + buffers_count as usize * (log_layout.segment.blocks() as usize + 2 * config.mirrors_count as usize)
+            + META_POOL_PAGES as usize
+            + 64;
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),
             log,
-            ops: Slab::with_capacity(1024),
-            requests: Slab::with_capacity(256),
-            waiting: VecDeque::with_capacity(256),
+            ops: Slab::with_capacity(ops_capacity),
+            ops_capacity,
+            requests: Slab::with_capacity(config.requests_max as usize),
+            request_blocks_live: 0,
+            waiting: VecDeque::with_capacity((config.request_blocks_max + config.requests_max) as usize),
             held: held::HeldData::new(config.block_size, config.mirrors_count > 0),
-            io_out: VecDeque::with_capacity(1024),
-            completions_out: VecDeque::with_capacity(256),
+            io_out: VecDeque::with_capacity(ops_capacity),
+            completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
             flushes: Vec::with_capacity(16),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(config.writeback_parallelism, config.block_size),
@@ -384,6 +399,7 @@ impl Engine {
     // ---- internal plumbing ----
 
     fn submit(&mut self, op: Op, device: DeviceRole, kind: IoKind, offset_bytes: u64, len_bytes: u64, buffer: IoBuffer) {
+        debug_assert!(self.ops.len() < self.ops_capacity, "{} device commands in flight: more than the engine was sized for", self.ops.len());
         let id = self.ops.insert(op) as IoId;
         self.io_out.push_back(DeviceIo { id, device, kind, offset_bytes, len_bytes, buffer });
     }

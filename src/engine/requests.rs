@@ -56,6 +56,19 @@ impl Engine {
             self.complete_request(request.id, Err(RequestError::OutOfRange));
             return;
         }
+        if io && request.blocks_count > self.config.request_blocks_max {
+            self.stats.request_errors += 1;
+            self.complete_request(request.id, Err(RequestError::OutOfRange));
+            return;
+        }
+        let full = self.requests.len() >= self.config.requests_max as usize
+            || self.request_blocks_live + request.blocks_count > self.config.request_blocks_max;
+        if full {
+            self.stats.requests_busy += 1;
+            self.complete_request(request.id, Err(RequestError::Busy));
+            return;
+        }
+        self.request_blocks_live += request.blocks_count;
         let key = self.requests.insert(RequestState {
             id: request.id,
             lba: request.lba,
@@ -91,6 +104,8 @@ impl Engine {
             return;
         }
         let request = self.requests.remove(key).expect("request vanished");
+        assert!(self.request_blocks_live >= request.blocks_count, "request blocks accounted twice");
+        self.request_blocks_live -= request.blocks_count;
         if request.error.is_some() {
             self.stats.request_errors += 1;
         }

@@ -32,6 +32,9 @@ pub struct Stats {
     pub evictions: u64,
     pub device_errors: u64,
     pub request_errors: u64,
+    /// Requests sent back because the engine held as many as it was sized
+    /// for (`Config::requests_max`, `request_blocks_max`).
+    pub requests_busy: u64,
     pub flush_fallbacks: u64,
     pub mirror_failures: u64,
     /// Cache blocks visited by background scans and commit encoding: engine
@@ -62,7 +65,7 @@ impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 27] {
+    pub fn counters(&self) -> [(&'static str, u64); 28] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -86,6 +89,7 @@ impl Stats {
             ("evictions", self.evictions),
             ("device_errors", self.device_errors),
             ("request_errors", self.request_errors),
+            ("requests_busy", self.requests_busy),
             ("flush_fallbacks", self.flush_fallbacks),
             ("mirror_failures", self.mirror_failures),
             ("blocks_visited", self.blocks_visited),

@@ -109,6 +109,8 @@ pub fn request_status(result: Result<(), RequestError>) -> i32 {
         Err(RequestError::Io) => -libc::EIO,
         Err(RequestError::OutOfRange) => -libc::EINVAL,
         Err(RequestError::NotReady) => -libc::ENODEV,
+        // The bdev layer queues it and sends it again (SPDK_BDEV_IO_STATUS_NOMEM).
+        Err(RequestError::Busy) => -libc::ENOMEM,
     }
 }
 

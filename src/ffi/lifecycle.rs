@@ -187,6 +187,12 @@ impl Core {
         self.destructing = true;
     }
 
+    /// Reads and writes longer than this are split by the bdev layer: 1 MiB,
+    /// within what one engine request may span.
+    fn max_rw_blocks(&self) -> u32 {
+        ((1u32 << 20) / self.config.block_size).clamp(1, self.config.request_blocks_max)
+    }
+
     fn register_bdev(&mut self, name: &CString) -> Result<*mut sys::hhc_glue_node, Error> {
         let alignment_log2 = self.bases.all().iter().map(|b| b.info.required_alignment_log2).max().unwrap_or(0);
         let blocks_count = self.engine.as_ref().expect("engine").blocks_count();
@@ -199,6 +205,7 @@ impl Core {
                 self.config.block_size,
                 blocks_count,
                 alignment_log2,
+                self.max_rw_blocks(),
                 self.config.instance_id,
                 self.node as *mut c_void,
                 &mut glue,

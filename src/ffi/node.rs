@@ -92,7 +92,7 @@ impl Node {
             bases: Bases::default(),
             node: std::ptr::null(),
             owner: Thread::current(),
-            requests: Requests::default(),
+            requests: Requests::with_capacity(Config::default().requests_max as usize),
             glue: std::ptr::null_mut(),
             poller: std::ptr::null_mut(),
             rpc: None,

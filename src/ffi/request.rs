@@ -174,6 +174,13 @@ pub struct Requests {
 }
 
 impl Requests {
+    /// A table sized for `capacity` requests (the engine's `requests_max`):
+    /// it grows past that only by requests the engine has completed (or
+    /// sent back as busy) whose buffers a device command still uses.
+    pub fn with_capacity(capacity: usize) -> Requests {
+        Requests { slots: Slab::with_capacity(capacity), resets: Vec::new() }
+    }
+
     /// A new request; its key is the engine request id.
     pub fn insert(&mut self, submission: &Submission) -> u32 {
         self.slots.insert(RequestSlot { io: submission.io, channel: submission.channel, device_ios: 0, status: None })

@@ -154,6 +154,7 @@ fn draw_config(prng: &mut Prng, policy: Policy, mutation: Mutation, mirrors_coun
         instance_id: prng.next_u64() | 1,
         mutation,
         owner_record: Vec::new(),
+        ..Config::default()
     }
 }
 

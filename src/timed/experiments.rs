@@ -170,6 +170,9 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         // The engine refuses a log too small for its buffers.
         log_device_bytes: (log_mib * (1u64 << 20) as f64) as u64,
         backing_device_bytes: backing_bytes,
+        // Every thread's largest request (a custom job's up to 1 MiB) and
+        // the journal's at once: the simulated host has no retry on Busy.
+        request_blocks_max: Config::default().request_blocks_max.max(point.threads as u32 * 256 + 1024),
         ..Config::default()
     }
 }
