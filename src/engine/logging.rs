@@ -529,7 +529,7 @@ impl Engine {
             if relog {
                 self.logging.relog_queue.push_back((block, loc));
             } else {
-                self.writeback.queue.push_back((lba, None));
+                self.writeback.reclaim_queue.push_back(lba);
             }
         }
         self.logging.reclaim_entries = entries;

@@ -624,10 +624,10 @@ impl Engine {
         let flushes: Vec<String> = self
             .flushes
             .iter()
-            .map(|f| format!("{:?} wb_left {} commit {:?}", f.log, f.writebacks_remaining, f.commit_target))
+            .map(|f| format!("tag {} {:?} wb_left {} commit {:?}", f.tag, f.log, f.writebacks_remaining, f.commit_target))
             .collect();
         format!(
-            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
+            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (for flushes: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
             self.state,
             self.requests.len(),
             self.waiting.len(),
@@ -636,6 +636,15 @@ impl Engine {
             self.commit.completed(),
             self.log.describe(),
             self.writeback.queue.len(),
+            {
+                let mut per_tag: std::collections::BTreeMap<u32, u32> = Default::default();
+                for (_, tag) in &self.writeback.queue {
+                    if let Some(tag) = tag {
+                        *per_tag.entry(*tag).or_default() += 1;
+                    }
+                }
+                per_tag
+            },
             self.writeback.in_flight(),
             self.writeback.revoke_wait.len(),
             self.cache.free_count(),

@@ -47,6 +47,9 @@ pub(super) struct Writeback {
     /// LBAs that must be written back (flushes, policy switches), with the
     /// tag of the flush waiting for them.
     pub queue: VecDeque<(u32, Option<u32>)>,
+    /// LBAs reclamation wants written back (their entries hold up the log's
+    /// head): background work, at the paced depth like the rest.
+    pub reclaim_queue: VecDeque<u32>,
     extents: Vec<Extent>,
     extents_free: Vec<u32>,
     pub run_blocks_max: u32,
@@ -101,6 +104,7 @@ impl Writeback {
         };
         Writeback {
             queue: VecDeque::with_capacity(1024),
+            reclaim_queue: VecDeque::with_capacity(256),
             extents: (0..parallelism).map(|_| extent()).collect(),
             extents_free: (0..parallelism).rev().collect(),
             run_blocks_max,
@@ -172,7 +176,7 @@ impl Engine {
         // no free block left, writes wait for write-back: full depth.
         if idle || starved {
             full
-        } else if over || log_tight {
+        } else if over || log_tight || !self.writeback.reclaim_queue.is_empty() {
             self.writeback.pacer.depth().min(full)
         } else {
             0
@@ -206,11 +210,12 @@ impl Engine {
         self.issue_backing_flush();
         let wanted = self.writeback_parallelism_wanted();
         // Bounded: queued items whose block is busy go back to the queue.
-        let mut attempts = self.writeback.queue.len() + wanted as usize;
+        let mut attempts = self.writeback.queue.len() + self.writeback.reclaim_queue.len() + wanted as usize;
         // Each queued item is tried once per call, then background candidates
         // get their turn: a queued block that cannot start yet (pinned while
         // its revoke waits, say) must not starve the others.
         let mut queued = self.writeback.queue.len();
+        let mut reclaim_queued = self.writeback.reclaim_queue.len();
         while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
             attempts -= 1;
             if let Some(block) = self.ordered_next_retained() {
@@ -225,9 +230,23 @@ impl Engine {
             }
             let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
             queued = queued.saturating_sub(1);
-            let next = from_queue.or_else(|| self.next_background_candidate().map(|lba| (lba, None)));
-            let Some((lba, tag)) = next else { break };
-            self.start_writeback(lba, tag);
+            if let Some((lba, tag)) = from_queue {
+                if !self.start_writeback(lba, tag) {
+                    // Busy, or not committed yet: try again later.
+                    self.writeback.queue.push_back((lba, tag));
+                }
+                continue;
+            }
+            let from_reclaim = if reclaim_queued > 0 { self.writeback.reclaim_queue.pop_front() } else { None };
+            reclaim_queued = reclaim_queued.saturating_sub(1);
+            if let Some(lba) = from_reclaim {
+                if !self.start_writeback(lba, None) {
+                    self.writeback.reclaim_queue.push_back(lba);
+                }
+                continue;
+            }
+            let Some(lba) = self.next_background_candidate() else { break };
+            self.start_writeback(lba, None);
         }
         self.issue_backing_flush();
     }
@@ -352,23 +371,22 @@ impl Engine {
     }
 
     /// Starts writing back `lba`'s current block, with the dirty blocks that
-    /// follow it, or puts it back in the queue if the block is busy.
-    fn start_writeback(&mut self, lba: u32, tag: Option<u32>) {
+    /// follow it; false if the block cannot go yet (busy, or waiting for a
+    /// commit), for the caller to try again later.
+    fn start_writeback(&mut self, lba: u32, tag: Option<u32>) -> bool {
         let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
         if !dirty {
             // Already clean (or gone): nothing older than its current value is dirty.
             if let Some(tag) = tag {
                 self.flush_writeback_done(tag, true);
             }
-            return;
+            return true;
         }
         let Some(mut block) = self.writeback_ready(lba) else {
             if let Some(current) = self.cache.lookup(lba) {
                 self.held_for_commit(current);
             }
-            // Being written, already being written back or not committed: try again later.
-            self.writeback.queue.push_back((lba, tag));
-            return;
+            return false;
         };
         // Start the run at the first of the ready blocks just before this one.
         let mut first = lba;
@@ -378,6 +396,7 @@ impl Engine {
             block = previous;
         }
         self.start_writeback_run(block, tag, true);
+        true
     }
 
     /// Writes back `first` (a current block, or a block retained for its
