@@ -10,6 +10,9 @@
 //! - a superseded block's entry is invalidated only after its LBA's newer
 //!   mapping is durable, and an LBA is evicted only when no superseded entry
 //!   of it is still valid on disk.
+//!
+//! Over 600 lines on purpose: every block-state transition lives here, so
+//! that the invariants above are enforced (and asserted) in one place.
 
 mod block_set;
 mod lba_map;

@@ -17,7 +17,7 @@ pub(super) struct RequestState {
 }
 
 /// `Waiting::block_in_request` of a write-through request waiting as a whole.
-const WHOLE_REQUEST: u32 = u32::MAX;
+pub(super) const WHOLE_REQUEST: u32 = u32::MAX;
 
 /// A block of a request that could not start yet.
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +37,7 @@ pub(super) struct Waiting {
 /// How writes behave right now (a switch away from write-back writes
 /// through while the dirty data drains).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WriteMode {
+pub(super) enum WriteMode {
     Passthrough,
     Through,
     Back,
@@ -84,7 +84,7 @@ impl Engine {
         self.sub_done(key, 1, None);
     }
 
-    fn write_mode(&self) -> WriteMode {
+    pub(super) fn write_mode(&self) -> WriteMode {
         match (self.config.policy, self.policy_target) {
             (Policy::Passthrough, _) => WriteMode::Passthrough,
             (_, Some(Policy::Passthrough | Policy::WriteThrough)) | (Policy::WriteThrough, _) => WriteMode::Through,
@@ -123,7 +123,7 @@ impl Engine {
     }
 
     /// A request's first LBA and block count.
-    fn request_range(&self, key: u32) -> (u64, u32) {
+    pub(super) fn request_range(&self, key: u32) -> (u64, u32) {
         let r = self.request(key);
         (r.lba, r.blocks_count)
     }
@@ -174,7 +174,7 @@ impl Engine {
     }
 
     /// Starts one block of a read; false if it must wait (block being written).
-    fn try_start_block_read(&mut self, key: u32, i: u32) -> bool {
+    pub(super) fn try_start_block_read(&mut self, key: u32, i: u32) -> bool {
         let lba = self.request(key).lba + i as u64;
         match self.cache.lookup(lba as u32) {
             Some(block) if self.cache.has(block, flag::BUSY) => false,
@@ -350,7 +350,7 @@ impl Engine {
     /// for write-through, a clean copy of each block in the cache). False if
     /// a backing write of one of its blocks is in flight: two backing writes
     /// of one block must never race, or the older could land last.
-    fn try_start_write_through(&mut self, key: u32) -> bool {
+    pub(super) fn try_start_write_through(&mut self, key: u32) -> bool {
         let (lba, count) = self.request_range(key);
         let lbas = (lba..lba + count as u64).map(|l| l as u32);
         if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(&l)) {
@@ -445,7 +445,7 @@ impl Engine {
 
     /// Writes one block into a fresh cache block (copy-on-write) and, for
     /// `hhc`, copies it into the log. False if no free block is available.
-    fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
+    pub(super) fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
         let lba = (self.request(key).lba + i as u64) as u32;
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
@@ -570,101 +570,5 @@ impl Engine {
     fn lost_during(&mut self, key: u32, reason: &str) {
         self.fail(FailReason::new(FailKind::DeviceLost, reason));
         self.sub_done(key, 1, Some(RequestError::NotReady));
-    }
-
-    /// A write-through that has to wait keeps its place: later writes of any
-    /// of its blocks wait behind it. Otherwise a stream of writes to one hot
-    /// block starves a longer request that needs all of its blocks free of
-    /// backing writes at once (torture seed 2085, passthrough).
-    fn waiting_through_overlaps(&self, lba: u64, count: u32) -> bool {
-        self.waiting.iter().any(|w| {
-            w.block_in_request == WHOLE_REQUEST
-                && self.requests.get(w.request).is_some_and(|r| r.lba < lba + count as u64 && lba < r.lba + r.blocks_count as u64)
-        })
-    }
-
-    /// Whether a write-back block write waiting in the queue is of one of
-    /// these LBAs.
-    fn waiting_back_overlaps(&self, lba: u64, count: u32) -> bool {
-        self.waiting.iter().any(|w| {
-            w.write
-                && w.back
-                && w.block_in_request != WHOLE_REQUEST
-                && self.requests.get(w.request).is_some_and(|r| (lba..lba + count as u64).contains(&(r.lba + w.block_in_request as u64)))
-        })
-    }
-
-    /// Starts waiting blocks that can start now, in arrival order.
-    pub(super) fn retry_waiting(&mut self) {
-        self.through_blocked.clear();
-        let mut remaining = self.waiting.len();
-        while remaining > 0 {
-            remaining -= 1;
-            let Some(waiting) = self.waiting.pop_front() else { break };
-            if self.requests.get(waiting.request).is_none() {
-                self.held.release(waiting.held);
-                continue;
-            }
-            let started = if waiting.block_in_request == WHOLE_REQUEST && self.write_mode() == WriteMode::Back {
-                self.restart_write_as_back(waiting.request);
-                true
-            } else if waiting.block_in_request == WHOLE_REQUEST {
-                let (lba, count) = self.request_range(waiting.request);
-                let behind = self.through_blocked.iter().any(|&(l, c)| l < lba + count as u64 && lba < l + c as u64);
-                let started = !behind && self.try_start_write_through(waiting.request);
-                if !started {
-                    self.through_blocked.push((lba, count));
-                }
-                started
-            } else if waiting.write {
-                // Writes keep their order: stop at the first one that cannot start.
-                let held = std::mem::take(&mut self.held);
-                let offset = waiting.block_in_request as u64 * self.config.block_size as u64;
-                let started = held.with_block(waiting.held, offset, |data| {
-                    self.try_start_block_write(waiting.request, waiting.block_in_request, data, waiting.epoch, waiting.back)
-                });
-                self.held = held;
-                if started {
-                    self.held.release(waiting.held);
-                } else {
-                    self.waiting.push_front(waiting);
-                    self.requeue_reads_behind(remaining);
-                    return;
-                }
-                started
-            } else {
-                self.try_start_block_read(waiting.request, waiting.block_in_request)
-            };
-            if !started {
-                self.waiting.push_back(waiting);
-            }
-        }
-    }
-
-    /// A write-through that waited until the policy switched to write-back
-    /// becomes a write-back write: going through now, it could land on the
-    /// backing device before its copy's entry is committed, behind a clean
-    /// entry of a newer write that a restart under write-back trusts.
-    fn restart_write_as_back(&mut self, key: u32) {
-        let count = self.request(key).blocks_count;
-        self.request_mut(key).pending += count;
-        for i in 0..count {
-            let epoch = self.ordered_reserve();
-            if !self.try_start_block_write(key, i, None, epoch, true) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held: HELD_NONE });
-            }
-        }
-        self.sub_done(key, 1, None);
-    }
-
-    /// Lets reads queued behind a stuck write start if they can.
-    fn requeue_reads_behind(&mut self, count: usize) {
-        for _ in 0..count {
-            let Some(waiting) = self.waiting.remove(1) else { return };
-            let read = !waiting.write && waiting.block_in_request != WHOLE_REQUEST;
-            if !read || !self.try_start_block_read(waiting.request, waiting.block_in_request) {
-                self.waiting.push_back(waiting);
-            }
-        }
     }
 }

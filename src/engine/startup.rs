@@ -4,6 +4,9 @@
 //! segment on the mirrors and invalidates the segments just past it, where
 //! parts of the previous run may have landed out of order — a later scan
 //! must never chain into them.
+//!
+//! Over 600 lines because the start-up is one state machine (format, load,
+//! scan, repair, tail, restart flush) whose phases share its state.
 
 use super::{Engine, EngineState, FailKind, FailReason, Op, StartMode, META_POOL_PAGES};
 use crate::cache::{flag, BlockState, DurableEntry, Through};

@@ -1,18 +1,18 @@
 //! Background write-back: keeps dirty blocks under the threshold and, under
 //! `hhc`, the segments near the log head empty (writing back the blocks
-//! whose entries are oldest first), at full parallelism whenever it runs,
-//! and not at all under load when neither needs it; serves flushes
-//! and policy switches that need everything written back, and turns blocks
-//! clean — with a revoke in the log — only once the backing write is durable
-//! (DESIGN.md §2, invariant 4).
+//! whose entries are oldest first), at the depth the backing device takes
+//! (pacing.rs) while requests arrive and not at all when neither needs it;
+//! serves flushes and policy switches that need everything written back
+//! (switch.rs), and turns blocks clean — with a revoke in the log
+//! (revokes.rs) — only once the backing write is durable (DESIGN.md §2,
+//! invariant 4).
 
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
 use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
-use crate::config::{Mutation, Policy};
+use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
-use crate::log::OpenFor;
 use super::lba_hash::{LbaSet, LbaTable};
 use std::collections::VecDeque;
 
@@ -85,7 +85,7 @@ pub(super) struct Writeback {
     pub flush_tag_counter: u32,
     /// The commit a switch to wt or passthrough waits for once nothing is
     /// dirty: until then the metadata may still record blocks dirty.
-    switch_commit: Option<u64>,
+    pub switch_commit: Option<u64>,
     /// The commit that must complete before a write-through write starts:
     /// it rewrites committed entries of clean copies as write-through copies
     /// (`Engine::distrust_clean_entries`).
@@ -545,169 +545,5 @@ impl Engine {
         if let Some(tag) = tag {
             self.flush_writeback_done(tag, true);
         }
-    }
-
-    /// Marks a written-back block clean, revoking its log entries first.
-    /// False if the revoke cannot be recorded now (no log buffer).
-    fn clean_block(&mut self, block: u32) -> bool {
-        if self.log_revocable() && self.needs_revoke(block) && !self.revoke(block) {
-            return false;
-        }
-        self.cache.mark_clean(block);
-        self.commit.mark_block(block);
-        true
-    }
-
-    /// Whether turning `block` clean needs a revoke record: it has a live log
-    /// entry, or older entries of its LBA that no revoke covers may still be
-    /// replayed.
-    fn needs_revoke(&mut self, block: u32) -> bool {
-        let lba = self.cache.lba(block);
-        let durable_head = self.log.durable_head_sequence;
-        if self.writeback.revoke_debts.get(&lba).is_some_and(|&sequence| sequence < durable_head) {
-            self.writeback.revoke_debts.remove(&lba);
-        }
-        self.cache.log_loc(block) != LOC_NONE || self.writeback.revoke_debts.contains_key(&lba)
-    }
-
-    /// A log found full at a warm restart has no room for the revokes of its
-    /// entries whose blocks are clean, and those entries keep the head from
-    /// ever freeing a segment: they are dropped from the index instead, with
-    /// debts, as write-backs do when their revoke finds no room.
-    fn drop_startup_revokes(&mut self) {
-        while let Some((lba, loc)) = self.startup_revokes.pop() {
-            let sequence = self.log.loc_sequence(loc);
-            self.log.kill(loc, None);
-            if let Ok(lba) = u32::try_from(lba) {
-                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
-                *debt = (*debt).max(sequence);
-            }
-        }
-    }
-
-    /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
-    pub(super) fn apply_pending_revokes(&mut self) {
-        while let Some(&(lba, loc)) = self.startup_revokes.last() {
-            if !self.log_revocable() {
-                break;
-            }
-            let Some(buffer) = self.open_buffer_with_revoke_room() else {
-                if self.log.segments_free() < OpenFor::Revoke.min_free() {
-                    self.drop_startup_revokes();
-                }
-                break;
-            };
-            let region = self.log.buffers[buffer].region;
-            self.log.kill(loc, None);
-            self.log.record_revoke(self.regions.all[region as usize].as_mut_slice(), lba);
-            self.stats.revokes += 1;
-            self.startup_revokes.pop();
-        }
-        for _ in 0..self.writeback.revoke_wait.len() {
-            let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
-            let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
-            let passed = self.log.durable_head_sequence > sequence;
-            if passed {
-                let lba = self.cache.lba(block);
-                if self.writeback.revoke_debts.get(&lba).is_some_and(|&debt| debt <= sequence) {
-                    self.writeback.revoke_debts.remove(&lba);
-                }
-            }
-            // Its entry is out of the index: only a revoke record or the head
-            // passing it keeps a replay from using it. A log no longer written
-            // (every mirror failed; restarted) is never replayed, as
-            // `clean_block` assumes too: waiting for it would never end.
-            let revoke_needed = current && !passed && self.log_revocable();
-            if revoke_needed && !self.revoke(block) {
-                self.writeback.revoke_wait.push_back((block, sequence));
-                continue;
-            }
-            if current {
-                self.cache.mark_clean(block);
-                self.commit.mark_block(block);
-            }
-            self.cache.unpin(block);
-        }
-    }
-
-    // ---- policy switches ----
-
-    pub(super) fn begin_policy_switch(&mut self, policy: Policy) {
-        let from = self.config.policy;
-        self.writeback.switch_commit = None;
-        if from == policy {
-            self.policy_target = None;
-            if policy.uses_log() {
-                // A switch away from `hhc` called off: its log, kept
-                // consistent by revokes while retiring, is used again.
-                self.logging.retiring = false;
-            }
-            return;
-        }
-        if from == Policy::WriteBackOrdered {
-            self.ordered_stop();
-        }
-        if policy.uses_log() && self.logging.retiring {
-            // The log `hhc` left is still consistent (revoked while retiring)
-            // and may hold the only durable copy of dirty blocks: used again.
-            self.logging.retiring = false;
-        } else if policy.uses_log() {
-            self.restart_log_for_switch(policy);
-        } else if from.uses_log() {
-            // Flushed dirty blocks may be durable only in the log: it stays
-            // until a flush has written them back (`retire_log`).
-            self.logging.retiring = true;
-            self.flushes_leave_log();
-        }
-        if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
-            self.policy_target = Some(policy);
-            self.enqueue_all_dirty(None);
-        } else {
-            self.config.policy = policy;
-            self.policy_target = None;
-            if policy == Policy::WriteBackOrdered {
-                self.ordered_start();
-            }
-        }
-    }
-
-    /// A switch to wt or passthrough completes once nothing is dirty.
-    pub(super) fn progress_policy_switch(&mut self) {
-        let Some(target) = self.policy_target else { return };
-        if self.cache.dirty_count() > 0 {
-            self.writeback.switch_commit = None;
-            if self.writeback.queue.is_empty() && self.writeback.in_flight() == 0 {
-                self.enqueue_all_dirty(None);
-            }
-            return;
-        }
-        // A warm restart under the new policy writes back every block the
-        // metadata records dirty, which must not overwrite what later
-        // write-through writes put on the backing device.
-        let commit = match self.writeback.switch_commit {
-            Some(commit) => commit,
-            None => *self.writeback.switch_commit.insert(self.commit.request()),
-        };
-        if self.commit.completed() < commit {
-            return;
-        }
-        if target == Policy::Passthrough {
-            // Passthrough never updates the cache: drop every clean copy.
-            let lbas: Vec<u32> = (0..self.cache.blocks_count())
-                .filter(|&b| self.cache.state(b) == BlockState::Mapped)
-                .map(|b| self.cache.lba(b))
-                .collect();
-            // Every copy is tried, even after one that cannot go yet.
-            let kept = lbas.into_iter().filter(|&lba| !self.cache.invalidate_clean(lba)).count();
-            let all_dropped = kept == 0;
-            self.commit.mark_all();
-            self.commit.request();
-            if !all_dropped {
-                return;
-            }
-        }
-        self.config.policy = target;
-        self.policy_target = None;
-        self.writeback.switch_commit = None;
     }
 }

@@ -5,6 +5,8 @@
 //! the data slots it holds, one cache block each. A barrier seals the open
 //! part, not the segment, so log space follows the bytes written rather than
 //! the number of barriers (docs/format.md says why this design).
+//!
+//! (About half of the file is its tests: the decoders against garbage.)
 
 use super::codec::{
     check_block_size, check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,

@@ -17,6 +17,10 @@
 //! i.e. revoked (its value is durable on the backing device) or superseded by
 //! an entry in a part at or before the last durable barrier, which a
 //! recovery that stops at that barrier replays.
+//!
+//! Over 600 lines on purpose: the ring, the live counts, the buffers and the
+//! FIFO of part writes change together, and the head's rule above reads all
+//! four.
 
 use crate::config::LogLayout;
 use crate::format::segment::{self, PartFlags, PartPlace};

@@ -6,6 +6,8 @@
 //! The log is re-initialised only after the backing device holds the data
 //! durably (DESIGN.md §2, invariant 4): until then the log stays the only
 //! copy and a failed replay can simply be run again.
+//!
+//! (Its last 280 lines are tests.)
 
 use super::scan::ScannedLog;
 use crate::config::LogLayout;

@@ -4,6 +4,8 @@
 //!
 //! Part reads are sequential and one at a time: the log sits on HDDs, and
 //! the scan needs each header before it knows how much to read.
+//!
+//! (Its last 200 lines are tests.)
 
 use crate::config::LogLayout;
 use crate::format::{sealed_len, LogSuperblock, SegmentHeader, LOG_SUPERBLOCK_COPIES, UNIT_BYTES};

@@ -1,0 +1,99 @@
+//! The log superblock: which segment the head is in, written to every
+//! writable mirror (rarely: when space is short, periodically, when idle),
+//! in two alternating copies so that a torn write leaves the other.
+
+use super::{Engine, Op};
+use crate::format::{LogSuperblock, UNIT_BYTES};
+use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
+use crate::log::MirrorHealth;
+
+impl Engine {
+    pub(super) fn maybe_write_superblock(&mut self) {
+        if self.config.mirrors_count == 0 || self.logging.superblock_ops_pending > 0 {
+            return;
+        }
+        let behind = self.log.head_sequence > self.log.durable_head_sequence;
+        let periodic = self.now.saturating_sub(self.logging.last_superblock_at) >= self.config.superblock_interval_ns;
+        let syncing = self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. }));
+        if behind && (self.log_space_low() || periodic || self.is_idle() || syncing) {
+            self.write_superblock(self.log.head_sequence, false);
+        }
+    }
+
+    /// Writes the superblock (recording `head`) to every writable mirror;
+    /// `both_copies` for a fresh or restarted log.
+    pub(super) fn write_superblock(&mut self, head: u64, both_copies: bool) {
+        if self.logging.superblock_ops_pending > 0 && !both_copies {
+            return;
+        }
+        let copies: u64 = if both_copies { 2 } else { 1 };
+        for _ in 0..copies {
+            self.log.superblock_write_seq += 1;
+            let write_seq = self.log.superblock_write_seq;
+            for mirror in 0..self.log.mirrors_count() {
+                if !self.log.mirror_writable(mirror) {
+                    continue;
+                }
+                let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
+                self.logging.superblock_ops_pending += 1;
+                let op = Op::SuperblockWrite { mirror };
+                self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+            }
+        }
+        self.stats.superblock_writes += 1;
+        self.logging.superblock_head = head;
+        self.logging.last_superblock_at = self.now;
+    }
+
+    /// Encodes mirror `mirror`'s superblock for `write_seq`; returns the
+    /// device offset of the copy it goes to and the buffer holding it.
+    pub(super) fn encode_superblock(&mut self, mirror: u8, write_seq: u64, head: u64) -> (u64, IoBuffer) {
+        let copy = write_seq % 2;
+        let superblock = LogSuperblock {
+            instance_id: self.config.instance_id,
+            write_seq,
+            block_size: self.config.block_size,
+            segment_bytes: self.config.segment_bytes,
+            segments_count: self.log_layout.segments_count,
+            head_segment: self.log.segment_index(head),
+            head_sequence: head,
+            mirrors_count: self.config.mirrors_count,
+            mirror_index: mirror,
+            backing_blocks: self.config.backing_blocks(),
+            run: self.log.run,
+        };
+        let unit = mirror as usize * 2 + copy as usize;
+        let region = self.regions.superblock;
+        superblock.encode(&mut self.region(region)[unit * UNIT_BYTES..(unit + 1) * UNIT_BYTES]);
+        (copy * UNIT_BYTES as u64, IoBuffer::Engine { region, offset_bytes: (unit * UNIT_BYTES) as u32 })
+    }
+
+    pub(super) fn superblock_write_done(&mut self, mirror: u8, status: IoStatus) {
+        if status == IoStatus::Ok {
+            self.submit(Op::SuperblockFlush { mirror }, DeviceRole::Log(mirror), IoKind::Flush, 0, 0, IoBuffer::None);
+            return;
+        }
+        self.superblock_flush_done(mirror, status);
+    }
+
+    pub(super) fn superblock_flush_done(&mut self, mirror: u8, status: IoStatus) {
+        if status != IoStatus::Ok {
+            self.mirror_failed(mirror);
+        }
+        assert!(self.logging.superblock_ops_pending > 0, "superblock write done with none pending");
+        self.logging.superblock_ops_pending -= 1;
+        if self.logging.superblock_ops_pending > 0 {
+            return;
+        }
+        let head = self.logging.superblock_head;
+        self.log.superblock_durable(head);
+        self.logging.superblock_durable_head = head;
+        for health in &mut self.log.mirrors {
+            if let MirrorHealth::Syncing { from_sequence } = *health {
+                if head >= from_sequence {
+                    *health = MirrorHealth::Healthy;
+                }
+            }
+        }
+    }
+}

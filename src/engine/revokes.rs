@@ -1,0 +1,92 @@
+//! Written-back blocks turn clean only with their log entries revoked (a
+//! revoke record in the log, or the durable head past the entry): a replay
+//! must never take a block back over what the backing device holds since.
+
+use super::Engine;
+use crate::cache::{flag, BlockState, LOC_NONE};
+use crate::log::OpenFor;
+
+impl Engine {
+    /// Marks a written-back block clean, revoking its log entries first.
+    /// False if the revoke cannot be recorded now (no log buffer).
+    pub(super) fn clean_block(&mut self, block: u32) -> bool {
+        if self.log_revocable() && self.needs_revoke(block) && !self.revoke(block) {
+            return false;
+        }
+        self.cache.mark_clean(block);
+        self.commit.mark_block(block);
+        true
+    }
+
+    /// Whether turning `block` clean needs a revoke record: it has a live log
+    /// entry, or older entries of its LBA that no revoke covers may still be
+    /// replayed.
+    fn needs_revoke(&mut self, block: u32) -> bool {
+        let lba = self.cache.lba(block);
+        let durable_head = self.log.durable_head_sequence;
+        if self.writeback.revoke_debts.get(&lba).is_some_and(|&sequence| sequence < durable_head) {
+            self.writeback.revoke_debts.remove(&lba);
+        }
+        self.cache.log_loc(block) != LOC_NONE || self.writeback.revoke_debts.contains_key(&lba)
+    }
+
+    /// A log found full at a warm restart has no room for the revokes of its
+    /// entries whose blocks are clean, and those entries keep the head from
+    /// ever freeing a segment: they are dropped from the index instead, with
+    /// debts, as write-backs do when their revoke finds no room.
+    fn drop_startup_revokes(&mut self) {
+        while let Some((lba, loc)) = self.startup_revokes.pop() {
+            let sequence = self.log.loc_sequence(loc);
+            self.log.kill(loc, None);
+            if let Ok(lba) = u32::try_from(lba) {
+                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
+                *debt = (*debt).max(sequence);
+            }
+        }
+    }
+
+    /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
+    pub(super) fn apply_pending_revokes(&mut self) {
+        while let Some(&(lba, loc)) = self.startup_revokes.last() {
+            if !self.log_revocable() {
+                break;
+            }
+            let Some(buffer) = self.open_buffer_with_revoke_room() else {
+                if self.log.segments_free() < OpenFor::Revoke.min_free() {
+                    self.drop_startup_revokes();
+                }
+                break;
+            };
+            let region = self.log.buffers[buffer].region;
+            self.log.kill(loc, None);
+            self.log.record_revoke(self.regions.all[region as usize].as_mut_slice(), lba);
+            self.stats.revokes += 1;
+            self.startup_revokes.pop();
+        }
+        for _ in 0..self.writeback.revoke_wait.len() {
+            let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
+            let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
+            let passed = self.log.durable_head_sequence > sequence;
+            if passed {
+                let lba = self.cache.lba(block);
+                if self.writeback.revoke_debts.get(&lba).is_some_and(|&debt| debt <= sequence) {
+                    self.writeback.revoke_debts.remove(&lba);
+                }
+            }
+            // Its entry is out of the index: only a revoke record or the head
+            // passing it keeps a replay from using it. A log no longer written
+            // (every mirror failed; restarted) is never replayed, as
+            // `clean_block` assumes too: waiting for it would never end.
+            let revoke_needed = current && !passed && self.log_revocable();
+            if revoke_needed && !self.revoke(block) {
+                self.writeback.revoke_wait.push_back((block, sequence));
+                continue;
+            }
+            if current {
+                self.cache.mark_clean(block);
+                self.commit.mark_block(block);
+            }
+            self.cache.unpin(block);
+        }
+    }
+}

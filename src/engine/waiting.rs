@@ -1,0 +1,105 @@
+//! Request blocks that could not start (no free cache block, a busy block,
+//! a write-through behind a backing write of the same block): they wait in
+//! arrival order and are retried after every input.
+
+use super::held::HELD_NONE;
+use super::requests::{WriteMode, WHOLE_REQUEST};
+use super::Engine;
+
+impl Engine {
+    /// A write-through that has to wait keeps its place: later writes of any
+    /// of its blocks wait behind it. Otherwise a stream of writes to one hot
+    /// block starves a longer request that needs all of its blocks free of
+    /// backing writes at once (torture seed 2085, passthrough).
+    pub(super) fn waiting_through_overlaps(&self, lba: u64, count: u32) -> bool {
+        self.waiting.iter().any(|w| {
+            w.block_in_request == WHOLE_REQUEST
+                && self.requests.get(w.request).is_some_and(|r| r.lba < lba + count as u64 && lba < r.lba + r.blocks_count as u64)
+        })
+    }
+
+    /// Whether a write-back block write waiting in the queue is of one of
+    /// these LBAs.
+    pub(super) fn waiting_back_overlaps(&self, lba: u64, count: u32) -> bool {
+        self.waiting.iter().any(|w| {
+            w.write
+                && w.back
+                && w.block_in_request != WHOLE_REQUEST
+                && self.requests.get(w.request).is_some_and(|r| (lba..lba + count as u64).contains(&(r.lba + w.block_in_request as u64)))
+        })
+    }
+
+    /// Starts waiting blocks that can start now, in arrival order.
+    pub(super) fn retry_waiting(&mut self) {
+        self.through_blocked.clear();
+        let mut remaining = self.waiting.len();
+        while remaining > 0 {
+            remaining -= 1;
+            let Some(waiting) = self.waiting.pop_front() else { break };
+            if self.requests.get(waiting.request).is_none() {
+                self.held.release(waiting.held);
+                continue;
+            }
+            let started = if waiting.block_in_request == WHOLE_REQUEST && self.write_mode() == WriteMode::Back {
+                self.restart_write_as_back(waiting.request);
+                true
+            } else if waiting.block_in_request == WHOLE_REQUEST {
+                let (lba, count) = self.request_range(waiting.request);
+                let behind = self.through_blocked.iter().any(|&(l, c)| l < lba + count as u64 && lba < l + c as u64);
+                let started = !behind && self.try_start_write_through(waiting.request);
+                if !started {
+                    self.through_blocked.push((lba, count));
+                }
+                started
+            } else if waiting.write {
+                // Writes keep their order: stop at the first one that cannot start.
+                let held = std::mem::take(&mut self.held);
+                let offset = waiting.block_in_request as u64 * self.config.block_size as u64;
+                let started = held.with_block(waiting.held, offset, |data| {
+                    self.try_start_block_write(waiting.request, waiting.block_in_request, data, waiting.epoch, waiting.back)
+                });
+                self.held = held;
+                if started {
+                    self.held.release(waiting.held);
+                } else {
+                    self.waiting.push_front(waiting);
+                    self.requeue_reads_behind(remaining);
+                    return;
+                }
+                started
+            } else {
+                self.try_start_block_read(waiting.request, waiting.block_in_request)
+            };
+            if !started {
+                self.waiting.push_back(waiting);
+            }
+        }
+    }
+
+    /// A write-through that waited until the policy switched to write-back
+    /// becomes a write-back write: going through now, it could land on the
+    /// backing device before its copy's entry is committed, behind a clean
+    /// entry of a newer write that a restart under write-back trusts.
+    pub(super) fn restart_write_as_back(&mut self, key: u32) {
+        let count = self.request(key).blocks_count;
+        self.request_mut(key).pending += count;
+        for i in 0..count {
+            let epoch = self.ordered_reserve();
+            if !self.try_start_block_write(key, i, None, epoch, true) {
+                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held: HELD_NONE });
+            }
+        }
+        self.sub_done(key, 1, None);
+    }
+
+    /// Lets reads queued behind a stuck write start if they can.
+    pub(super) fn requeue_reads_behind(&mut self, count: usize) {
+        for _ in 0..count {
+            let Some(waiting) = self.waiting.remove(1) else { return };
+            let read = !waiting.write && waiting.block_in_request != WHOLE_REQUEST;
+            if !read || !self.try_start_block_read(waiting.request, waiting.block_in_request) {
+                self.waiting.push_back(waiting);
+            }
+        }
+    }
+}
