@@ -28,6 +28,8 @@ pub struct Base {
     _ctx: Box<BaseCtx>,
     pub info: sys::hhc_glue_base_info,
     outstanding: u32,
+    /// I/Os that completed with an error, since the node started.
+    pub errors: u64,
     pub removed: bool,
     closed: bool,
 }
@@ -62,7 +64,7 @@ impl Base {
         };
         // SAFETY: glue is open; info is a valid out structure.
         unsafe { sys::hhc_glue_base_get_info(glue, &mut info) };
-        Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, removed: false, closed: false })
+        Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, errors: 0, removed: false, closed: false })
     }
 
     pub fn facts(&self) -> BaseFacts {
@@ -191,6 +193,7 @@ impl Bases {
     pub fn done(&mut self, role: DeviceRole, status: i32) -> IoStatus {
         let base = &mut self.bases[role_index(role)];
         base.outstanding -= 1;
+        base.errors += u64::from(status != 0);
         let io_status = match (status, base.removed) {
             (0, _) => IoStatus::Ok,
             (_, true) => IoStatus::DeviceLost,

@@ -6,6 +6,7 @@ use super::base::Base;
 use super::errno::Error;
 use super::json::{self, JsonObject};
 use super::node::{Core, Node};
+use super::report::stat_fields;
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
 use std::ffi::{c_char, CStr};
@@ -15,7 +16,7 @@ impl Core {
         let base = |b: &Base| JsonObject::new().string("name", &b.name).string("health", b.health()).finish();
         let mut object = JsonObject::new()
             .string("name", &self.params.name)
-            .string("policy", self.config.policy.name())
+            .string("policy", self.policy().name())
             .string("state", &format!("{:?}", self.phase).to_lowercase())
             .number("block_size", self.config.block_size as u64)
             .raw("backing", &base(self.bases.backing()))
@@ -25,34 +26,9 @@ impl Core {
             object = object.string("failure", reason);
         }
         if let Some(engine) = &self.engine {
-            let s = engine.stats();
-            let stats = JsonObject::new()
-                .number("reads", s.reads)
-                .number("writes", s.writes)
-                .number("flushes", s.flushes)
-                .number("read_hits", s.read_hits)
-                .number("read_misses", s.read_misses)
-                .number("writebacks", s.writebacks)
-                .number("dirty_blocks", s.dirty_blocks)
-                .number("free_blocks", s.free_blocks)
-                .number("cache_blocks", s.cache_blocks)
-                .number("revokes", s.revokes)
-                .number("log_segments_written", s.log_segments_written)
-                .number("log_parts_written", s.log_parts_written)
-                .number("log_bytes_written", s.log_bytes_written)
-                .number("log_segments_reclaimed", s.log_segments_reclaimed)
-                .number("log_blocks_from_cache", s.log_blocks_from_cache)
-                .number("writes_waited_unheld", s.writes_waited_unheld)
-                .number("log_segments_in_use", s.log_segments_in_use)
-                .number("log_segments_total", s.log_segments_total)
-                .number("log_wraps", s.log_wraps)
-                .number("unlogged_dirty_blocks", s.unlogged_dirty_blocks)
-                .number("writeback_depth", s.writeback_depth)
-                .number("writeback_depth_halvings", s.writeback_depth_halvings)
-                .number("healthy_mirrors", s.healthy_mirrors)
-                .number("device_errors", s.device_errors)
-                .finish();
-            object = object.raw("stats", &stats);
+            let fields = stat_fields(&engine.stats());
+            let stats = fields.into_iter().fold(JsonObject::new(), |o, (name, value)| o.number(name, value));
+            object = object.raw("stats", &stats.finish());
         }
         object.finish()
     }

@@ -228,12 +228,13 @@ impl Core {
     }
 
     fn after_failure_drained(&mut self) {
-        let recoverable = self.cache_lost && self.config.policy.uses_log() && self.engine.is_some();
+        let recoverable = self.cache_lost && self.policy().uses_log() && self.engine.is_some();
         if recoverable && self.start_recovery() {
             return;
         }
-        if self.cache_lost && self.config.policy.is_write_back() && !self.config.policy.uses_log() {
-            log::error!("{}: cache lost under policy {}: dirty data is gone", self.params.name, self.config.policy);
+        let policy = self.policy();
+        if self.cache_lost && policy.is_write_back() && !policy.uses_log() {
+            log::error!("{}: cache lost under policy {policy}: dirty data is gone", self.params.name);
         }
         self.phase = Phase::Done;
         self.unregister();

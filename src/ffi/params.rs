@@ -201,7 +201,7 @@ impl CreateParams {
 
 /// A bdev name becomes a C string and a log line: no NUL or other control
 /// character, and a length any SPDK component takes.
-fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
+pub fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
     if name.len() > NAME_BYTES_MAX {
         return Err(ConfigError(format!("{role}: a bdev name of {} bytes; at most {NAME_BYTES_MAX}", name.len())));
     }

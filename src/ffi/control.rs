@@ -1,0 +1,181 @@
+//! The operator RPCs: `bdev_hhc_get_stats`, `bdev_hhc_reset_stats`,
+//! `bdev_hhc_set_policy` and `bdev_hhc_flush_all`. Each answers at once: a
+//! policy switch or a flush_all goes on in the background and shows its
+//! progress in the stats.
+
+use super::errno::Error;
+use super::json::{self, JsonObject};
+use super::node::{Core, Phase};
+use super::owner::now_ns;
+use super::params::check_name;
+use super::report::stat_fields;
+use super::rpc::{text, Rpc};
+use super::{registry, sys};
+use crate::config::{ConfigError, Policy};
+use crate::engine::{ControlError, Engine, EngineState, MirrorState};
+use crate::io::DeviceRole;
+use std::ffi::c_char;
+
+/// Counter names of each base's I/O errors, by role index (backing, cache,
+/// then the log mirrors; HHC_GLUE_MAX_LOGS of those).
+const BASE_ERRORS: [&str; 10] = [
+    "backing_errors",
+    "cache_errors",
+    "log0_errors",
+    "log1_errors",
+    "log2_errors",
+    "log3_errors",
+    "log4_errors",
+    "log5_errors",
+    "log6_errors",
+    "log7_errors",
+];
+
+fn policy_json(policy: Option<Policy>) -> String {
+    policy.map_or_else(|| "null".to_string(), |p| json::string(p.name()))
+}
+
+impl Core {
+    /// The policy in force: the engine's once it runs (a switch changes it).
+    pub(super) fn policy(&self) -> Policy {
+        self.engine.as_ref().map_or(self.config.policy, Engine::policy)
+    }
+
+    fn not_running(&self) -> Error {
+        let state = format!("{:?}", self.phase).to_lowercase();
+        Error::Busy(format!("name: HHC bdev '{}' is not running (state {state})", self.params.name))
+    }
+
+    /// The engine, if it serves requests.
+    fn running_engine(&mut self) -> Result<&mut Engine, Error> {
+        let ready = self.phase == Phase::Running && self.engine.as_ref().is_some_and(|e| *e.state() == EngineState::Ready);
+        if !ready {
+            return Err(self.not_running());
+        }
+        Ok(self.engine.as_mut().expect("running engine"))
+    }
+
+    /// Every counter and gauge: the engine's, flush_all's and each base's errors.
+    fn counter_fields(&self, engine: &Engine) -> Vec<(&'static str, u64)> {
+        let mut fields = stat_fields(&engine.stats());
+        let progress = engine.flush_all_progress();
+        fields.push(("flush_alls_completed", progress.completed));
+        fields.push(("flush_all_errors", progress.errors));
+        fields.extend(BASE_ERRORS.iter().zip(self.bases.all()).map(|(&name, base)| (name, base.errors)));
+        fields
+    }
+
+    fn devices_json(&self) -> String {
+        let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
+        let device = |role: DeviceRole| {
+            let base = self.bases.get(role);
+            let object =
+                JsonObject::new().string("role", &role.to_string()).string("name", &base.name).string("health", base.health());
+            let DeviceRole::Log(i) = role else { return object.finish() };
+            let Some(&mirror) = mirrors.get(i as usize) else { return object.finish() };
+            let behind = match mirror {
+                MirrorState::Syncing { segments_behind } => segments_behind,
+                _ => 0,
+            };
+            object.number("index", i as u64).string("mirror", mirror.name()).number("segments_behind", behind).finish()
+        };
+        let mut roles = vec![DeviceRole::Backing, DeviceRole::Cache];
+        roles.extend((0..self.bases.logs().len() as u8).map(DeviceRole::Log));
+        json::array(roles.into_iter().map(device))
+    }
+
+    fn get_stats(&mut self) -> Result<String, Error> {
+        let mut object = JsonObject::new()
+            .string("name", &self.params.name)
+            .string("state", &format!("{:?}", self.phase).to_lowercase())
+            .string("policy", self.policy().name())
+            .raw("policy_target", &policy_json(self.engine.as_ref().and_then(Engine::policy_target)));
+        if let Some(reason) = &self.failure {
+            object = object.string("failure", reason);
+        }
+        if let Some(engine) = &self.engine {
+            let progress = engine.flush_all_progress();
+            let fields = self.counter_fields(engine);
+            object = object
+                .boolean("flush_all_in_progress", progress.in_progress)
+                .number("flush_all_blocks_remaining", progress.blocks_remaining)
+                .raw("flush_latency_us", &self.requests.flush_latency.to_json());
+            object = self.baseline.report(now_ns(), fields, object);
+        }
+        Ok(object.raw("devices", &self.devices_json()).finish())
+    }
+
+    fn reset_stats(&mut self) -> Result<String, Error> {
+        let Some(engine) = &self.engine else { return Err(self.not_running()) };
+        let fields = self.counter_fields(engine);
+        self.baseline.reset(now_ns(), fields);
+        self.requests.flush_latency.clear();
+        log::info!("{}: stats reset", self.params.name);
+        Ok("true".to_string())
+    }
+
+    fn set_policy(&mut self, policy: Option<&str>) -> Result<String, Error> {
+        let invalid = |e: ConfigError| Error::InvalidParams(format!("policy: {e}"));
+        let policy: Policy = policy.unwrap_or_default().parse().map_err(invalid)?;
+        let name = self.params.name.clone();
+        let engine = self.running_engine()?;
+        let from = engine.policy();
+        engine.set_policy(now_ns(), policy).map_err(invalid)?;
+        let target = engine.policy_target();
+        let how = if target.is_some() { "started (writing back every dirty block first)" } else { "done" };
+        log::info!("{name}: policy switch {from} -> {policy} {how}");
+        Ok(JsonObject::new()
+            .string("policy", engine.policy().name())
+            .raw("policy_target", &policy_json(target))
+            .boolean("complete", target.is_none())
+            .finish())
+    }
+
+    fn flush_all(&mut self) -> Result<String, Error> {
+        let not_running = self.not_running();
+        let engine = self.running_engine()?;
+        let progress = engine.flush_all(now_ns()).map_err(|ControlError::NotReady| not_running)?;
+        Ok(JsonObject::new()
+            .boolean("in_progress", progress.in_progress)
+            .number("blocks_remaining", progress.blocks_remaining)
+            .finish())
+    }
+}
+
+/// bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all.
+///
+/// # Safety
+/// `name` and `arg` are NULL or C strings valid for this call; `rpc` is a
+/// pending request.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_control(
+    op: sys::hhc_glue_control,
+    name: *const c_char,
+    arg: *const c_char,
+    rpc: *mut sys::hhc_glue_rpc,
+) {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let (name, arg) = unsafe { (text(name).unwrap_or_default(), text(arg)) };
+    if let Err(error) = check_name("name", &name) {
+        return rpc.reply_error(&error.into());
+    }
+    let Some(node) = registry::find(&name) else {
+        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
+    };
+    use sys::hhc_glue_control as Op;
+    let answer = node.core.try_enter(|core| match op {
+        Op::HHC_GLUE_CONTROL_GET_STATS => core.get_stats(),
+        Op::HHC_GLUE_CONTROL_RESET_STATS => core.reset_stats(),
+        Op::HHC_GLUE_CONTROL_SET_POLICY => core.set_policy(arg.as_deref()),
+        Op::HHC_GLUE_CONTROL_FLUSH_ALL => core.flush_all(),
+    });
+    let answer =
+        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
+    if node.core.on_owner_thread() {
+        // Carries out the device commands the engine was just asked for.
+        node.run();
+    }
+    rpc.reply(answer.as_ref().map(String::as_str));
+}
