@@ -366,6 +366,12 @@ replayed_then_backing_verifies() { # seed
     grep "replayed\|cache lost" "$WORK/tgt.log"
     grep -q "replayed [1-9][0-9]* blocks" "$WORK/tgt.log" || return 1
     stop_tgt
+    backing_verifies "$1"
+}
+
+# fio without HHC over the backing bdev alone: it holds what the fio pass
+# with seed $1 wrote.
+backing_verifies() { # seed
     bdev_json unused back | sed '/bdev_hhc_create/,+1d;/bdev_delay_create/,+1d' >"$WORK/back-only.json"
     timeout -k 5 120 "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$WORK/back-only.json" \
         --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=back --direct=1 \
@@ -450,6 +456,68 @@ hostile_owner_record() {
         grep -q "warm start from cache bdev ssd" "$WORK/tgt.log"
 }
 
+# The operator RPCs' checks (tests/spdk/ops_checks.py) on the target.
+ops() { timeout 200 python3 "$REPO/tests/spdk/ops_checks.py" "$SOCK" "$@"; }
+
+# bdev_hhc_get_stats / reset_stats: counters, flush latency and rates move
+# under I/O; a reset zeroes the counters, not the gauges; unknown names and
+# bad parameters are refused; reading back warm counts hits only.
+ops_stats() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops check-moved 2048 &&
+        $RPC bdev_hhc_get_stats -b hhc0 >"$WORK/get_stats.json" && grep -q '"flush_latency_us"' "$WORK/get_stats.json" &&
+        $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null && ops check-reset && ops check-errors &&
+        remote_fio randwrite --verify_only=1 >/dev/null && ops read-misses-zero
+}
+
+# bdev_hhc_set_policy hhc -> wt -> wb -> hhc, each waited for, while fio
+# passes write and verify 8 MiB each (a new seed a pass); the last pass is
+# verified once more afterwards.
+ops_policy_switch() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf || return 1
+    rm -f "$WORK/switched" "$WORK/switch-seed"
+    (
+        for seed in $(seq 201 260); do
+            remote_fio randwrite --randseed="$seed" --fsync=8 --do_verify=1 >"$WORK/switch-fio.log" 2>&1 ||
+                { echo "fio pass $seed failed"; tail -20 "$WORK/switch-fio.log"; exit 1; }
+            echo "$seed" >"$WORK/switch-seed"
+            [ -e "$WORK/switched" ] && exit 0
+        done
+        exit 1
+    ) &
+    local load=$! rc=0
+    ops wait-writes || rc=1
+    $RPC bdev_hhc_set_policy -b hhc0 -p hhc >/dev/null && ops switch-policies wt wb hhc || rc=1
+    touch "$WORK/switched"
+    wait "$load" || rc=1
+    echo "fio passes: $(( $(cat "$WORK/switch-seed" 2>/dev/null || echo 200) - 200 ))"
+    [ "$rc" -eq 0 ] && remote_fio randwrite --randseed="$(cat "$WORK/switch-seed")" --verify_only=1
+}
+
+# bdev_hhc_flush_all behind a backing bdev with 0.5 s writes, while reads
+# elsewhere keep the bdev busy (no idle write-back): progress falls to
+# zero, nothing is dirty and nothing evicted; read back, every block hits
+# the cache; after kill -9 the backing bdev alone holds every block.
+ops_flush_all() {
+    start_tgt && tgt_bases && $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 500000 -n 500000 &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --dirty-threshold 100 &&
+        export_nvmf || return 1
+    remote_fio randread --offset=16m --time_based=1 --runtime=60 --verify=0 >/dev/null 2>&1 &
+    local load=$! rc=0
+    remote_fio randwrite --randseed=11 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null && ops flush-all || rc=1
+    kill "$load" 2>/dev/null
+    wait "$load"
+    [ "$rc" -eq 0 ] && $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
+        remote_fio randwrite --randseed=11 --verify_only=1 >/dev/null && ops read-misses-zero || return 1
+    stop_tgt KILL
+    backing_verifies 11
+}
+
 main() {
     spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
     log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
@@ -498,6 +566,15 @@ main() {
     stop_tgt
     make_files
     check "log mirror hot-removed: degraded, still serving; backing hot-removed: unregistered, warm again when re-created" hot_remove
+    stop_tgt
+    make_files
+    check "bdev_hhc_get_stats/reset_stats: counters move under I/O, reset zeroes them, bad names refused" ops_stats
+    stop_tgt
+    make_files
+    check "bdev_hhc_set_policy hhc -> wt -> wb -> hhc under fio write+verify passes; data verifies" ops_policy_switch
+    stop_tgt
+    make_files
+    check "bdev_hhc_flush_all: every dirty block written back, cache warm, backing alone verifies after kill -9" ops_flush_all
     stop_tgt
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
