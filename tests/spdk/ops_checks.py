@@ -24,10 +24,46 @@ def expect(condition, what, seen=None):
     print("ok:", what)
 
 
+def raw_call(method, params):
+    """One request whose params need not be an object (SPDK's client only
+    sends objects), on a connection of its own; returns the result or
+    raises JSONRPCException with the error."""
+    import socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(sys.argv[1])
+    request = {"jsonrpc": "2.0", "method": method, "id": 1}
+    if params is not None:
+        request["params"] = params
+    sock.sendall(json.dumps(request).encode())
+    sock.settimeout(50)
+    buffer = b""
+    decoder = json.JSONDecoder()
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise JSONRPCException("Connection closed without an answer")
+        buffer += chunk
+        try:
+            answer, _ = decoder.raw_decode(buffer.decode())
+            break
+        except ValueError:
+            continue
+    sock.close()
+    if "error" in answer:
+        raise JSONRPCException(json.dumps(answer["error"]))
+    return answer["result"]
+
+
+def call(client, method, params):
+    if isinstance(params, dict):
+        return client.call(method, params)
+    return raw_call(method, params)
+
+
 def expect_error(client, method, params, text):
     """The call fails with a JSON-RPC error whose message holds `text`."""
     try:
-        result = client.call(method, params)
+        result = call(client, method, params)
     except JSONRPCException as e:
         expect(text in str(e), f"{method} {json.dumps(params)[:80]} refused with '{text}'", str(e))
         return
@@ -139,6 +175,250 @@ def flush_all(client):
 def read_misses_zero(client):
     c = stats(client)["counters"]
     expect(c["reads"] > 0 and c["read_misses"] == 0, f"{c['read_hits']} read hits, no miss: warm", c)
+
+
+def claims(client):
+    return sorted((b["name"], b["claimed"]) for b in client.call("bdev_get_bdevs"))
+
+
+def hhc_names(client):
+    return sorted(b["name"] for b in client.call("bdev_hhc_get_bdevs"))
+
+
+# Bases for the hostile requests (run.sh `hostile_rpcs` creates them): hhc0
+# over back, ssd and hdd0; spare (malloc, 4 KiB blocks), sparelog (malloc,
+# 16 MiB), m8k (8 KiB blocks), tinylog (1 MiB: no room for one segment),
+# pt0base (claimed by passthru pt0).
+LONG = "h" * 300
+GOOD = {"name": "h1", "backing": "spare", "cache": "sparecache", "logs": ["sparelog"]}
+
+
+def create(**changes):
+    params = dict(GOOD)
+    params.update(changes)
+    return {k: v for k, v in params.items() if v is not None}
+
+
+HOSTILE = [
+    ("bdev_hhc_create", None, "invalid parameters"),
+    ("bdev_hhc_create", [1, 2], "invalid parameters"),
+    ("bdev_hhc_create", create(name=5), "invalid parameters"),
+    ("bdev_hhc_create", create(color="red"), "invalid parameters"),
+    ("bdev_hhc_create", create(logs="sparelog"), "invalid parameters"),
+    ("bdev_hhc_create", create(logs=[1]), "invalid parameters"),
+    ("bdev_hhc_create", create(logs=["l%d" % i for i in range(9)]), "invalid parameters"),
+    ("bdev_hhc_create", create(block_size=-1), "invalid parameters"),
+    ("bdev_hhc_create", create(block_size=1 << 32), "invalid parameters"),
+    ("bdev_hhc_create", create(block_size=4096.5), "invalid parameters"),
+    ("bdev_hhc_create", create(block_size="4k"), "invalid parameters"),
+    ("bdev_hhc_create", create(policy=7), "invalid parameters"),
+    ("bdev_hhc_create", create(name="h\u0000x"), "invalid parameters"),
+    ("bdev_hhc_create", create(block_size=0), "block_size 0 must be"),
+    ("bdev_hhc_create", create(block_size=3000), "block_size 3000"),
+    ("bdev_hhc_create", create(segment_size=12345), "segment_size 12345"),
+    ("bdev_hhc_create", create(buffer_count=1), "buffer_count 1"),
+    ("bdev_hhc_create", create(dirty_threshold=0), "dirty_threshold 0"),
+    ("bdev_hhc_create", create(dirty_threshold=101), "dirty_threshold 101"),
+    ("bdev_hhc_create", create(policy="HHC"), "unknown policy 'HHC'"),
+    ("bdev_hhc_create", create(logs=None), "policy hhc needs at least one log"),
+    ("bdev_hhc_create", create(name=""), "name must not be empty"),
+    ("bdev_hhc_create", create(name="h\u0001x"), "control character"),
+    ("bdev_hhc_create", create(backing="sp\nare"), "backing: bdev name"),
+    ("bdev_hhc_create", create(name=LONG), "a bdev name of 300 bytes; at most 255"),
+    ("bdev_hhc_create", create(logs=[LONG]), "logs: a bdev name of 300 bytes"),
+    ("bdev_hhc_create", create(name="hhc0"), "already exists with other devices"),
+    ("bdev_hhc_create", create(name="spare", backing="sparecache", cache="m8k"), "a bdev named 'spare' already exists"),
+    ("bdev_hhc_create", create(cache="spare"), "given both as backing and as cache"),
+    ("bdev_hhc_create", create(logs=["sparelog", "sparelog"]), "logs: bdev 'sparelog' is given twice"),
+    ("bdev_hhc_create", create(name="spare"), "is the name of the HHC bdev itself"),
+    ("bdev_hhc_create", create(cache="ssd"), "cache: bdev 'ssd' is already claimed"),
+    ("bdev_hhc_create", create(logs=["pt0base"]), "logs: bdev 'pt0base' is already claimed"),
+    ("bdev_hhc_create", create(backing="m8k"), "backing bdev 'm8k' has block size 8192"),
+    ("bdev_hhc_create", create(cache="m8k"), "cache bdev 'm8k' has block size 8192"),
+    ("bdev_hhc_create", create(logs=["tinylog"]), "log device of 1048576 bytes holds 0 segments"),
+    ("bdev_hhc_create", create(cache="nope"), "cache: no bdev named 'nope'"),
+    ("bdev_hhc_delete", None, "invalid parameters"),
+    ("bdev_hhc_delete", {"name": 5}, "invalid parameters"),
+    ("bdev_hhc_delete", {"name": "hhc0", "force": True}, "invalid parameters"),
+    ("bdev_hhc_delete", {"name": "nope"}, "no HHC bdev named 'nope'"),
+    ("bdev_hhc_delete", {"name": "spare"}, "no HHC bdev named 'spare'"),
+    ("bdev_hhc_get_bdevs", {"name": 5}, "invalid parameters"),
+    ("bdev_hhc_get_bdevs", {"name": "nope"}, "no HHC bdev named 'nope'"),
+]
+for method in ("bdev_hhc_get_stats", "bdev_hhc_reset_stats", "bdev_hhc_flush_all"):
+    HOSTILE += [
+        (method, None, "invalid parameters"),
+        (method, {"name": ["hhc0"]}, "invalid parameters"),
+        (method, {"name": "hhc0", "all": 1}, "invalid parameters"),
+        (method, {"name": "nope"}, "no HHC bdev named 'nope'"),
+        (method, {"name": "spare"}, "no HHC bdev named 'spare'"),
+        (method, {"name": "x\u0002"}, "control character"),
+        (method, {"name": LONG}, "at most 255"),
+    ]
+HOSTILE += [
+    ("bdev_hhc_set_policy", {"name": "hhc0"}, "invalid parameters"),
+    ("bdev_hhc_set_policy", {"name": "hhc0", "policy": 7}, "invalid parameters"),
+    ("bdev_hhc_set_policy", {"name": "hhc0", "policy": "wt", "now": True}, "invalid parameters"),
+    ("bdev_hhc_set_policy", {"name": "hhc0", "policy": "lru"}, "unknown policy 'lru'"),
+    ("bdev_hhc_set_policy", {"name": "hhc0", "policy": ""}, "unknown policy ''"),
+    ("bdev_hhc_set_policy", {"name": "nope", "policy": "wt"}, "no HHC bdev named 'nope'"),
+]
+
+
+def hostile(client):
+    """Every request of HOSTILE is refused with an error naming the problem;
+    no HHC bdev appears, no claim changes; then a bdev made without logs
+    refuses a switch to hhc."""
+    before = (claims(client), hhc_names(client))
+    for method, params, text in HOSTILE:
+        expect_error(client, method, params, text)
+        after = (claims(client), hhc_names(client))
+        expect(after == before, "nothing created or claimed", {"before": before, "after": after})
+    nolog = create(name="nolog", logs=None, policy="wb")
+    expect(client.call("bdev_hhc_create", nolog) == "nolog", "a bdev without logs")
+    expect_error(client, "bdev_hhc_set_policy", {"name": "nolog", "policy": "hhc"}, "needs at least one log")
+    expect(client.call("bdev_hhc_delete", {"name": "nolog"}) is True, "deleted again")
+    expect((claims(client), hhc_names(client)) == before, "back as before")
+    print(len(HOSTILE) + 1, "hostile requests refused")
+
+
+def random_value(rng, depth=0):
+    kind = rng.randrange(12 if depth < 2 else 9)
+    if kind == 0:
+        return rng.choice(["hhc0", "spare", "sparecache", "sparelog", "ssd", "back", "hdd0", "m8k", "tinylog",
+                           "pt0", "pt0base", "nope", "", "h1", "fz"])
+    if kind == 1:
+        return "".join(chr(rng.choice([rng.randrange(0, 32), rng.randrange(32, 127), rng.randrange(128, 0x3000)]))
+                       for _ in range(rng.choice([1, 5, 40, 254, 255, 256, 600])))
+    if kind == 2:
+        return rng.choice(["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc", "HHC", "lru"])
+    if kind == 3:
+        return rng.choice([0, 1, -1, 2, 7, 100, 101, 512, 3000, 4096, 65536, 131072, 1 << 20, 1 << 31,
+                           (1 << 32) - 1, 1 << 32, 1 << 63, 1 << 64, -(1 << 63)])
+    if kind == 4:
+        return rng.choice([0.5, -0.0, 1e300, 4096.0])
+    if kind == 5:
+        return rng.choice([None, True, False])
+    if kind == 6:
+        return rng.randrange(1 << 33)
+    if kind == 7:
+        return "fz%d" % rng.randrange(4)
+    if kind == 8:
+        return ""
+    if kind in (9, 10):
+        return [random_value(rng, depth + 1) for _ in range(rng.choice([0, 1, 2, 8, 9, 50]))]
+    return {random_key(rng): random_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+KEYS = ["name", "backing", "cache", "logs", "policy", "block_size", "segment_size", "buffer_count",
+        "dirty_threshold"]
+
+
+def random_key(rng):
+    return rng.choice(KEYS + ["", "Name", "x", "name\u0000", "log"])
+
+
+METHODS = ["bdev_hhc_create", "bdev_hhc_delete", "bdev_hhc_get_bdevs", "bdev_hhc_get_stats",
+           "bdev_hhc_reset_stats", "bdev_hhc_set_policy", "bdev_hhc_flush_all"]
+
+
+POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
+
+
+def valid_request(rng, method):
+    """A request that works (or names a bdev that may not exist yet)."""
+    fz = "fz%d" % rng.randrange(3)
+    if method == "bdev_hhc_create":
+        return create(name=fz, policy=rng.choice(POLICIES))
+    if method == "bdev_hhc_set_policy":
+        return {"name": rng.choice(["hhc0", fz]), "policy": rng.choice(POLICIES)}
+    if method == "bdev_hhc_delete":
+        return {"name": fz}
+    return {"name": rng.choice(["hhc0", fz])}
+
+
+def random_request(rng):
+    method = rng.choice(METHODS)
+    near = rng.randrange(10)
+    if near < 3:
+        # Valid, or valid but for one key changed, dropped or added.
+        params = valid_request(rng, method)
+        if near > 0:
+            key = rng.choice(list(params) + [random_key(rng)])
+            if rng.randrange(3) == 0:
+                params.pop(key, None)
+            else:
+                params[key] = random_value(rng)
+        return method, params
+    if near == 3:
+        return method, random_value(rng)
+    params = {}
+    if rng.randrange(8):
+        params["name"] = random_value(rng) if rng.randrange(3) else rng.choice(["hhc0", "fz0", "nope"])
+    for _ in range(rng.randrange(6)):
+        key = random_key(rng)
+        params[key] = random_value(rng)
+    return method, params
+
+
+def guard(method, params):
+    # The valid requests the load must not see: deleting hhc0, or using it
+    # as another HHC bdev's device (a cache is formatted).
+    if method == "bdev_hhc_delete" and params.get("name") == "hhc0":
+        params["name"] = "fz0"
+    if method == "bdev_hhc_create" and "hhc0" in json.dumps([params.get(k) for k in ("backing", "cache", "logs")]):
+        params["backing"] = "nope"
+    return params
+
+
+def fuzz(client, count, seed="1"):
+    """`count` generated requests, most malformed; then every HHC bdev but
+    hhc0 is deleted, and hhc0 still answers."""
+    import random
+    rng = random.Random(int(seed))
+    outcomes = {"ok": 0, "error": 0, "dropped": 0}
+    for i in range(int(count)):
+        method, params = random_request(rng)
+        if isinstance(params, dict):
+            params = guard(method, params)
+        size = len(json.dumps(params))
+        try:
+            call(client, method, params)
+            outcomes["ok"] += 1
+        except (JSONRPCException, OSError) as e:
+            lost = isinstance(e, OSError) or "Connection" in str(e) or "Timeout" in str(e)
+            if not lost:
+                outcomes["error"] += 1
+                continue
+            # SPDK's server drops a connection whose request exceeds its
+            # 32 KiB receive buffer; anything else lost is the target's fault.
+            expect(size > 30000, f"request {i} {method} {json.dumps(params)[:300]} broke the target: {e}")
+            outcomes["dropped"] += 1
+            client = JSONRPCClient(sys.argv[1], timeout=50)
+        if rng.randrange(500) == 0:
+            raw_garbage(client, rng)
+    print("outcomes", outcomes)
+    for name in hhc_names(client):
+        if name != "hhc0":
+            client.call("bdev_hhc_delete", {"name": name})
+    s = stats(client)
+    expect(hhc_names(client) == ["hhc0"] and s["state"] == "running", f"hhc0 alone and running ({s['policy']})")
+
+
+def raw_garbage(client, rng):
+    """Bytes that are not JSON-RPC, on a connection of their own."""
+    import socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(sys.argv[1])
+    sock.sendall(rng.choice([b"{", b"[]", b"{\"jsonrpc\":\"2.0\",\"method\":5,\"id\":1}", b"\x00\xff" * 64,
+                             b"{\"jsonrpc\":\"2.0\",\"method\":\"bdev_hhc_get_stats\",\"params\":{\"name\":\"hhc0\"}",
+                             b"{\"jsonrpc\":\"1.0\",\"method\":\"bdev_hhc_flush_all\",\"id\":2,\"params\":[]}"]))
+    sock.settimeout(0.5)
+    try:
+        sock.recv(4096)
+    except OSError:
+        pass
+    sock.close()
 
 
 def main():

@@ -472,30 +472,72 @@ ops_stats() {
         remote_fio randwrite --verify_only=1 >/dev/null && ops read-misses-zero
 }
 
-# bdev_hhc_set_policy hhc -> wt -> wb -> hhc, each waited for, while fio
-# passes write and verify 8 MiB each (a new seed a pass); the last pass is
-# verified once more afterwards.
+# fio passes over NVMe-oF that write and verify 8 MiB each, a new seed a
+# pass (from 201), until $WORK/load-done exists (at most 60 passes); the
+# last finished pass's seed goes to $WORK/load-seed. Run in the background.
+fio_passes() {
+    local seed
+    rm -f "$WORK/load-done" "$WORK/load-seed"
+    for seed in $(seq 201 260); do
+        remote_fio randwrite --randseed="$seed" --fsync=8 --do_verify=1 >"$WORK/load-fio.log" 2>&1 ||
+            { echo "fio pass $seed failed"; tail -20 "$WORK/load-fio.log"; return 1; }
+        echo "$seed" >"$WORK/load-seed"
+        [ -e "$WORK/load-done" ] && return 0
+    done
+    return 1
+}
+
+# Ends fio_passes (PID $1) after its current pass, then verifies that pass
+# once more; fails if any pass failed.
+end_fio_passes() { # pid
+    touch "$WORK/load-done"
+    wait "$1" || return 1
+    echo "fio passes: $(( $(cat "$WORK/load-seed") - 200 ))"
+    remote_fio randwrite --randseed="$(cat "$WORK/load-seed")" --verify_only=1
+}
+
+# bdev_hhc_set_policy hhc -> wt -> wb -> hhc, each waited for, under
+# fio_passes.
 ops_policy_switch() {
     start_tgt && tgt_bases &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         export_nvmf || return 1
-    rm -f "$WORK/switched" "$WORK/switch-seed"
-    (
-        for seed in $(seq 201 260); do
-            remote_fio randwrite --randseed="$seed" --fsync=8 --do_verify=1 >"$WORK/switch-fio.log" 2>&1 ||
-                { echo "fio pass $seed failed"; tail -20 "$WORK/switch-fio.log"; exit 1; }
-            echo "$seed" >"$WORK/switch-seed"
-            [ -e "$WORK/switched" ] && exit 0
-        done
-        exit 1
-    ) &
+    fio_passes &
     local load=$! rc=0
     ops wait-writes || rc=1
     $RPC bdev_hhc_set_policy -b hhc0 -p hhc >/dev/null && ops switch-policies wt wb hhc || rc=1
-    touch "$WORK/switched"
-    wait "$load" || rc=1
-    echo "fio passes: $(( $(cat "$WORK/switch-seed" 2>/dev/null || echo 200) - 200 ))"
-    [ "$rc" -eq 0 ] && remote_fio randwrite --randseed="$(cat "$WORK/switch-seed")" --verify_only=1
+    end_fio_passes "$load" && [ "$rc" -eq 0 ]
+}
+
+# The bases of the hostile requests besides hhc0's (tests/spdk/ops_checks.py).
+hostile_bases() {
+    $RPC bdev_malloc_create -b spare 64 4096 && $RPC bdev_malloc_create -b sparecache 16 4096 &&
+        $RPC bdev_malloc_create -b sparelog 16 512 && $RPC bdev_malloc_create -b m8k 8 8192 &&
+        $RPC bdev_malloc_create -b tinylog 1 4096 && $RPC bdev_malloc_create -b pt0base 8 4096 &&
+        $RPC bdev_passthru_create -b pt0base -p pt0
+}
+
+hostile_target() {
+    start_tgt && tgt_bases && hostile_bases >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf
+}
+
+# Every RPC of the module, given each malformed or impossible request of
+# ops_checks.py's HOSTILE list: an error naming the problem, nothing
+# created or claimed; then hhc0 still serves fio write+verify.
+hostile_rpcs() {
+    hostile_target && ops hostile && remote_fio randwrite --fsync=16 --do_verify=1 >/dev/null
+}
+
+# 3000 generated requests (a tenth valid, a fifth near misses of valid ones, the rest malformed) to every RPC of the module
+# during fio_passes; then hhc0 alone is left and the last pass verifies.
+fuzz_rpcs() {
+    hostile_target || return 1
+    fio_passes &
+    local load=$! rc=0
+    ops wait-writes && ops fuzz "${FUZZ_REQUESTS:-3000}" "${FUZZ_SEED:-1}" || rc=1
+    end_fio_passes "$load" && [ "$rc" -eq 0 ]
 }
 
 # bdev_hhc_flush_all behind a backing bdev with 0.5 s writes, while reads
@@ -575,6 +617,12 @@ main() {
     stop_tgt
     make_files
     check "bdev_hhc_flush_all: every dirty block written back, cache warm, backing alone verifies after kill -9" ops_flush_all
+    stop_tgt
+    make_files
+    check "hostile requests to every RPC: each refused naming the problem, nothing created; hhc0 serves on" hostile_rpcs
+    stop_tgt
+    make_files
+    check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
     stop_tgt
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
