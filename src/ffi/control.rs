@@ -41,6 +41,39 @@ impl Core {
         self.engine.as_ref().map_or(self.config.policy, Engine::policy)
     }
 
+    /// The policy in force or, while a switch goes on or waits for the
+    /// bdev to run, the one it leads to.
+    pub(super) fn policy_wanted(&self) -> Policy {
+        let target = self.engine.as_ref().and_then(Engine::policy_target);
+        self.policy_on_start.or(target).unwrap_or_else(|| self.policy())
+    }
+
+    /// A create call for this bdev named another policy (a saved config
+    /// after a switch, examine having assembled the bdev under the policy it
+    /// was created with): switched to once the bdev runs.
+    pub(super) fn want_policy(&mut self, policy: Policy) {
+        if self.policy_wanted() == policy {
+            return;
+        }
+        log::info!("{}: policy {policy} asked for by a create call", self.params.name);
+        self.policy_on_start = Some(policy);
+        self.start_wanted_policy();
+    }
+
+    /// Starts the switch `want_policy` asked for, if the bdev runs.
+    pub(super) fn start_wanted_policy(&mut self) {
+        let Some(policy) = self.policy_on_start else { return };
+        let name = self.params.name.clone();
+        if self.running_engine().is_err() {
+            return;
+        }
+        self.policy_on_start = None;
+        let engine = self.engine.as_mut().expect("running engine");
+        if let Err(error) = engine.set_policy(now_ns(), policy) {
+            log::warn!("{name}: cannot switch to policy {policy}: {error}");
+        }
+    }
+
     fn not_running(&self) -> Error {
         let state = format!("{:?}", self.phase).to_lowercase();
         Error::Busy(format!("name: HHC bdev '{}' is not running (state {state})", self.params.name))

@@ -6,6 +6,7 @@ use super::base::Base;
 use super::errno::Error;
 use super::json::{self, JsonObject};
 use super::node::{Core, Node};
+use super::params::CreateParams;
 use super::report::stat_fields;
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
@@ -40,8 +41,12 @@ fn node_info(node: &Node) -> Option<String> {
     node.core.try_enter(|core| core.info_json())
 }
 
+/// The create call that brings the bdev back: its create parameters with
+/// the policy it has been switched to, if any (the owner thread knows).
 fn config_json(node: &Node) -> String {
-    JsonObject::new().string("method", "bdev_hhc_create").raw("params", &node.params.to_json()).finish()
+    let policy = node.core.try_enter(|core| core.policy_wanted()).unwrap_or(node.params.policy);
+    let params = CreateParams { policy, ..node.params.clone() };
+    JsonObject::new().string("method", "bdev_hhc_create").raw("params", &params.to_json()).finish()
 }
 
 /// bdev_hhc_get_bdevs.

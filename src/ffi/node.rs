@@ -81,6 +81,8 @@ pub struct Core {
     pub(super) failure: Option<String>,
     /// Counters at the last stats reset and report (control.rs).
     pub(super) baseline: Baseline,
+    /// A policy a create call asked for before the bdev ran (control.rs).
+    pub(super) policy_on_start: Option<crate::config::Policy>,
 }
 
 impl Node {
@@ -109,6 +111,7 @@ impl Node {
             destructing: false,
             failure: None,
             baseline: Baseline::new(now_ns()),
+            policy_on_start: None,
         };
         let node = Box::new(Node {
             params,

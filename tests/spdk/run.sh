@@ -142,9 +142,9 @@ test_policies() {
     done
 }
 
-start_tgt() {
+start_tgt() { # [hhc_tgt options...]
     rm -f "$SOCK"
-    "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks >>"$WORK/tgt.log" 2>&1 &
+    "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks "$@" >>"$WORK/tgt.log" 2>&1 &
     TGT_PID=$!
     for _ in $(seq 100); do
         [ -S "$SOCK" ] && $RPC spdk_get_version >/dev/null 2>&1 && return 0
@@ -560,6 +560,40 @@ ops_flush_all() {
     backing_verifies 11
 }
 
+# The bdev_hhc_create call of a save_config output, as one line.
+hhc_create_call() { # config.json
+    python3 -c 'import json,sys
+for s in json.load(open(sys.argv[1]))["subsystems"]:
+    for c in s.get("config") or []:
+        if c["method"] == "bdev_hhc_create": print(json.dumps(c, sort_keys=True))' "$1"
+}
+
+# save_config after a policy switch, then a restart with that JSON: the
+# HHC bdev comes back warm with the same options and the switched policy
+# (examine assembles it under the policy it was created with; the saved
+# create call switches it), and every block verifies.
+save_config_restart() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --buffer-count 4 --dirty-threshold 50 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_hhc_set_policy -b hhc0 -p wb >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved.json" || return 1
+    hhc_create_call "$WORK/saved.json" | tee "$WORK/saved-create"
+    grep -q '"policy": "wb"' "$WORK/saved-create" && grep -q '"dirty_threshold": 50' "$WORK/saved-create" || return 1
+    stop_tgt
+    local mark
+    mark=$(wc -l <"$WORK/tgt.log")
+    start_tgt --json "$WORK/saved.json" || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev ssd" &&
+        ops wait-switched wb 30 &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved-again.json" &&
+        hhc_create_call "$WORK/saved-again.json" >"$WORK/saved-again-create" &&
+        cmp "$WORK/saved-create" "$WORK/saved-again-create" &&
+        remote_fio randwrite --verify_only=1 >/dev/null
+}
+
 main() {
     spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
     log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
@@ -620,6 +654,9 @@ main() {
     stop_tgt
     make_files
     check "hostile requests to every RPC: each refused naming the problem, nothing created; hhc0 serves on" hostile_rpcs
+    stop_tgt
+    make_files
+    check "save_config after a policy switch, restart with it: warm, same options and policy, data verifies" save_config_restart
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
