@@ -49,6 +49,16 @@ def bdev_hhc_flush_all(client, name):
     return client.call("bdev_hhc_flush_all", {"name": name})
 
 
+def bdev_hhc_attach_log(client, name, log):
+    """Attach a log mirror in a slot whose bdev is gone; it re-syncs."""
+    return client.call("bdev_hhc_attach_log", {"name": name, "log": log})
+
+
+def bdev_hhc_detach_log(client, name, log):
+    """Stop using a log mirror and release its bdev."""
+    return client.call("bdev_hhc_detach_log", {"name": name, "log": log})
+
+
 def _print(result):
     import json
     print(json.dumps(result, indent=2))
@@ -132,3 +142,24 @@ def spdk_rpc_plugin_initialize(subparsers):
                               "flush_all_in_progress and flush_all_blocks_remaining")
     p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
     p.set_defaults(func=flush_all)
+
+    def attach_log(args):
+        _print(bdev_hhc_attach_log(args.client, name=args.name, log=args.log))
+
+    p = subparsers.add_parser("bdev_hhc_attach_log", help="Attach a bdev as a log mirror of an HHC bdev, in the "
+                              "first slot whose bdev was removed or detached (the number of mirrors is fixed at "
+                              "create). It is formatted and re-synced: bdev_hhc_get_stats shows its mirror "
+                              "'syncing' and segments_behind until it is 'healthy'")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.add_argument("-l", "--log", required=True, help="the log bdev (at least as large as the log)")
+    p.set_defaults(func=attach_log)
+
+    def detach_log(args):
+        _print(bdev_hhc_detach_log(args.client, name=args.name, log=args.log))
+
+    p = subparsers.add_parser("bdev_hhc_detach_log", help="Stop using a log mirror of an HHC bdev and release "
+                              "its bdev; the last healthy mirror under policy hhc is refused (switch the policy "
+                              "first)")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.add_argument("-l", "--log", required=True, help="the log bdev to detach")
+    p.set_defaults(func=detach_log)

@@ -53,6 +53,9 @@ enum hhc_glue_control {
 	/* arg: the policy name. */
 	HHC_GLUE_CONTROL_SET_POLICY = 2,
 	HHC_GLUE_CONTROL_FLUSH_ALL = 3,
+	/* arg: the log bdev's name. */
+	HHC_GLUE_CONTROL_ATTACH_LOG = 4,
+	HHC_GLUE_CONTROL_DETACH_LOG = 5,
 };
 
 enum hhc_glue_log_level {
@@ -164,7 +167,8 @@ int hhc_glue_anchor(void);
 void hhc_rs_create(const struct hhc_glue_create_params *params, struct hhc_glue_rpc *rpc);
 /* bdev_hhc_get_bdevs (name may be NULL: all). bdev_hhc_delete is handled in C. */
 void hhc_rs_get_bdevs(const char *name, struct hhc_glue_rpc *rpc);
-/* bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all: `name` and
+/* bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all, _attach_log,
+ * _detach_log: `name` and
  * `arg` (NULL unless the RPC has one) are valid for this call only; `rpc`
  * is answered exactly once, maybe later. */
 void hhc_rs_control(enum hhc_glue_control op, const char *name, const char *arg, struct hhc_glue_rpc *rpc);

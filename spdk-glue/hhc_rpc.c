@@ -2,7 +2,7 @@
  *
  * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete,
  * bdev_hhc_get_bdevs and the operator RPCs (get_stats, reset_stats,
- * set_policy, flush_all), their parameter decoders, and the answers Rust
+ * set_policy, flush_all, attach_log, detach_log), their parameter decoders, and the answers Rust
  * sends.
  */
 
@@ -200,6 +200,11 @@ static const struct spdk_json_object_decoder g_rpc_control_policy_decoders[] = {
 	{"policy", offsetof(struct rpc_control, arg), spdk_json_decode_string},
 };
 
+static const struct spdk_json_object_decoder g_rpc_control_log_decoders[] = {
+	{"name", offsetof(struct rpc_control, name), spdk_json_decode_string},
+	{"log", offsetof(struct rpc_control, arg), spdk_json_decode_string},
+};
+
 static void
 rpc_control(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params,
 	    enum hhc_glue_control op, const struct spdk_json_object_decoder *decoders, size_t count,
@@ -237,6 +242,18 @@ rpc_bdev_hhc_set_policy(struct spdk_jsonrpc_request *request, const struct spdk_
 		    SPDK_COUNTOF(g_rpc_control_policy_decoders), "name, policy (strings)");
 }
 SPDK_RPC_REGISTER("bdev_hhc_set_policy", rpc_bdev_hhc_set_policy, SPDK_RPC_RUNTIME)
+
+#define RPC_CONTROL_LOG(method, op)								\
+	static void										\
+	rpc_##method(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)	\
+	{											\
+		rpc_control(request, params, op, g_rpc_control_log_decoders,			\
+			    SPDK_COUNTOF(g_rpc_control_log_decoders), "name, log (strings)");	\
+	}											\
+	SPDK_RPC_REGISTER(#method, rpc_##method, SPDK_RPC_RUNTIME)
+
+RPC_CONTROL_LOG(bdev_hhc_attach_log, HHC_GLUE_CONTROL_ATTACH_LOG)
+RPC_CONTROL_LOG(bdev_hhc_detach_log, HHC_GLUE_CONTROL_DETACH_LOG)
 
 int
 hhc_rpc_linked(void)

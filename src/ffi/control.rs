@@ -1,18 +1,21 @@
 //! The operator RPCs: `bdev_hhc_get_stats`, `bdev_hhc_reset_stats`,
-//! `bdev_hhc_set_policy` and `bdev_hhc_flush_all`. Each answers at once: a
-//! policy switch or a flush_all goes on in the background and shows its
+//! `bdev_hhc_set_policy`, `bdev_hhc_flush_all`, `bdev_hhc_attach_log` and
+//! `bdev_hhc_detach_log`. Each answers at once: a policy switch, a
+//! flush_all or a mirror's re-sync goes on in the background and shows its
 //! progress in the stats.
 
 use super::errno::Error;
 use super::json::{self, JsonObject};
 use super::node::{Core, Phase};
 use super::owner::now_ns;
-use super::params::check_name;
+use super::base::Base;
+use super::params::{check_base_block_size, check_name};
 use super::report::stat_fields;
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
 use crate::config::{ConfigError, Policy};
 use crate::engine::{ControlError, Engine, EngineState, MirrorState};
+use crate::format::UNIT_BYTES;
 use crate::io::DeviceRole;
 use std::ffi::c_char;
 
@@ -151,6 +154,10 @@ impl Core {
         let invalid = |e: ConfigError| Error::InvalidParams(format!("policy: {e}"));
         let policy: Policy = policy.unwrap_or_default().parse().map_err(invalid)?;
         let name = self.params.name.clone();
+        // (Without any log mirror the engine refuses it, saying so.)
+        if policy.uses_log() && !self.bases.logs().is_empty() && self.healthy_log_mirrors().is_empty() {
+            return Err(Error::InvalidParams(format!("policy: {policy} needs a healthy log mirror; attach one first")));
+        }
         let engine = self.running_engine()?;
         let from = engine.policy();
         engine.set_policy(now_ns(), policy).map_err(invalid)?;
@@ -162,6 +169,71 @@ impl Core {
             .raw("policy_target", &policy_json(target))
             .boolean("complete", target.is_none())
             .finish())
+    }
+
+    /// Indexes of the log mirrors the engine counts healthy.
+    fn healthy_log_mirrors(&self) -> Vec<u8> {
+        let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
+        (0..mirrors.len() as u8).filter(|&i| mirrors[i as usize] == MirrorState::Healthy).collect()
+    }
+
+    /// A new log mirror in the first slot whose bdev is gone (removed or
+    /// detached): the engine formats it and re-syncs it (`mirror` shows
+    /// `syncing` until every live entry lies in segments written to it).
+    /// The mirror count is fixed at creation.
+    fn attach_log(&mut self, log: Option<&str>) -> Result<String, Error> {
+        let log = log.unwrap_or_default();
+        check_name("log", log)?;
+        self.running_engine()?;
+        if self.bases.all().iter().any(|b| b.name == log && !b.removed) || log == self.params.name {
+            return Err(Error::InvalidParams(format!("log: bdev '{log}' is already a device of '{}'", self.params.name)));
+        }
+        let slots = self.bases.logs().len() as u8;
+        let Some(index) = (0..slots).find(|&i| self.bases.slot_free(DeviceRole::Log(i))) else {
+            let busy = self.bases.logs().iter().any(|b| b.removed);
+            let why = if busy { "a removed log mirror still drains its I/O; try again" } else { "detach one first" };
+            return Err(Error::Busy(format!("log: all {slots} log mirror slots of '{}' are in use ({why})", self.params.name)));
+        };
+        let role = DeviceRole::Log(index);
+        let base = Base::open(self.node.cast(), role, log)?;
+        let (facts, needed) = (base.facts(), self.config.log_device_bytes);
+        let mut fits = check_base_block_size("log", log, facts, UNIT_BYTES as u32).map_err(Error::from);
+        if fits.is_ok() && facts.bytes() < needed {
+            fits = Err(Error::InvalidParams(format!("log: bdev '{log}' holds {} bytes; the log needs {needed}", facts.bytes())));
+        }
+        let mut base = base;
+        if let Err(error) = fits {
+            base.close_now();
+            return Err(error);
+        }
+        self.bases.replace(role, base)?;
+        self.params.logs[index as usize] = log.to_string();
+        self.engine.as_mut().expect("running engine").handle_mirror_attached(now_ns(), index);
+        log::info!("{}: log mirror {index} is bdev {log} now; re-syncing", self.params.name);
+        Ok(JsonObject::new().number("index", index as u64).string("mirror", "syncing").finish())
+    }
+
+    /// Stops using a log mirror and releases its bdev. The last healthy
+    /// mirror of a policy that logs is kept: switch the policy first.
+    fn detach_log(&mut self, log: Option<&str>) -> Result<String, Error> {
+        let log = log.unwrap_or_default();
+        check_name("log", log)?;
+        self.running_engine()?;
+        let found = self.bases.logs().iter().position(|b| b.name == log && !b.removed);
+        let Some(index) = found.map(|i| i as u8) else {
+            return Err(Error::NoDevice(format!("log: '{}' has no attached log mirror '{log}'", self.params.name)));
+        };
+        let healthy = self.healthy_log_mirrors();
+        let policy = self.policy_wanted();
+        if policy.uses_log() && healthy.iter().all(|&i| i == index) {
+            let message = format!("log: '{log}' is the last healthy log mirror under policy {policy}; switch the policy first");
+            return Err(Error::Busy(message));
+        }
+        let role = DeviceRole::Log(index);
+        self.engine.as_mut().expect("running engine").handle_device_removed(now_ns(), role);
+        self.bases.detach(role);
+        log::info!("{}: log mirror {index} (bdev {log}) detached", self.params.name);
+        Ok("true".to_string())
     }
 
     fn flush_all(&mut self) -> Result<String, Error> {
@@ -203,6 +275,8 @@ pub unsafe extern "C" fn hhc_rs_control(
         Op::HHC_GLUE_CONTROL_RESET_STATS => core.reset_stats(),
         Op::HHC_GLUE_CONTROL_SET_POLICY => core.set_policy(arg.as_deref()),
         Op::HHC_GLUE_CONTROL_FLUSH_ALL => core.flush_all(),
+        Op::HHC_GLUE_CONTROL_ATTACH_LOG => core.attach_log(arg.as_deref()),
+        Op::HHC_GLUE_CONTROL_DETACH_LOG => core.detach_log(arg.as_deref()),
     });
     let answer =
         answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));

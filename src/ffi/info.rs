@@ -42,10 +42,11 @@ fn node_info(node: &Node) -> Option<String> {
 }
 
 /// The create call that brings the bdev back: its create parameters with
-/// the policy it has been switched to, if any (the owner thread knows).
+/// the policy it has been switched to and the log mirrors attached since,
+/// if any (the owner thread knows).
 fn config_json(node: &Node) -> String {
-    let policy = node.core.try_enter(|core| core.policy_wanted()).unwrap_or(node.params.policy);
-    let params = CreateParams { policy, ..node.params.clone() };
+    let current = node.core.try_enter(|core| CreateParams { policy: core.policy_wanted(), ..core.params.clone() });
+    let params = current.unwrap_or_else(|| node.params.clone());
     JsonObject::new().string("method", "bdev_hhc_create").raw("params", &params.to_json()).finish()
 }
 

@@ -218,7 +218,7 @@ pub fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
 
 /// Device commands address bytes in units of `unit_bytes`; the base bdev's
 /// blocks must tile them.
-fn check_base_block_size(role: &str, name: &str, facts: BaseFacts, unit_bytes: u32) -> Result<(), ConfigError> {
+pub fn check_base_block_size(role: &str, name: &str, facts: BaseFacts, unit_bytes: u32) -> Result<(), ConfigError> {
     if !facts.block_size.is_power_of_two() || facts.block_size > unit_bytes.min(UNIT_BYTES as u32) {
         return Err(ConfigError(format!(
             "{role} bdev '{name}' has block size {} bytes; HHC needs a power of two of at most {} bytes",

@@ -268,6 +268,19 @@ HOSTILE += [
     ("bdev_hhc_set_policy", {"name": "hhc0", "policy": ""}, "unknown policy ''"),
     ("bdev_hhc_set_policy", {"name": "nope", "policy": "wt"}, "no HHC bdev named 'nope'"),
 ]
+for method in ("bdev_hhc_attach_log", "bdev_hhc_detach_log"):
+    HOSTILE += [
+        (method, {"name": "hhc0"}, "invalid parameters"),
+        (method, {"name": "hhc0", "log": ["hdd0"]}, "invalid parameters"),
+        (method, {"name": "nope", "log": "sparelog"}, "no HHC bdev named 'nope'"),
+        (method, {"name": "hhc0", "log": "x\u0003"}, "control character"),
+    ]
+HOSTILE += [
+    ("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'"),
+    ("bdev_hhc_attach_log", {"name": "hhc0", "log": "sparelog"}, "log mirror slots of 'hhc0' are in use"),
+    ("bdev_hhc_detach_log", {"name": "hhc0", "log": "sparelog"}, "no attached log mirror 'sparelog'"),
+    ("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd0"}, "last healthy log mirror under policy hhc"),
+]
 
 
 def hostile(client):
@@ -324,7 +337,8 @@ def random_key(rng):
 
 
 METHODS = ["bdev_hhc_create", "bdev_hhc_delete", "bdev_hhc_get_bdevs", "bdev_hhc_get_stats",
-           "bdev_hhc_reset_stats", "bdev_hhc_set_policy", "bdev_hhc_flush_all"]
+           "bdev_hhc_reset_stats", "bdev_hhc_set_policy", "bdev_hhc_flush_all", "bdev_hhc_attach_log",
+           "bdev_hhc_detach_log"]
 
 
 POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
@@ -339,6 +353,8 @@ def valid_request(rng, method):
         return {"name": rng.choice(["hhc0", fz]), "policy": rng.choice(POLICIES)}
     if method == "bdev_hhc_delete":
         return {"name": fz}
+    if method in ("bdev_hhc_attach_log", "bdev_hhc_detach_log"):
+        return {"name": rng.choice(["hhc0", fz]), "log": rng.choice(["hdd0", "sparelog", "tinylog", "m8k"])}
     return {"name": rng.choice(["hhc0", fz])}
 
 
@@ -424,6 +440,45 @@ def raw_garbage(client, rng):
     except OSError:
         pass
     sock.close()
+
+
+def device(client, name):
+    return next(d for d in stats(client)["devices"] if d["name"] == name)
+
+
+def claimed(client, name):
+    return client.call("bdev_get_bdevs", {"name": name})[0]["claimed"]
+
+
+def log_mirrors(client):
+    """hhc0 over logs hdd0 and hdd1: hdd1 detached; hdd0, the last one, is
+    kept; a log too small, a device of hhc0 and no bdev are refused; hdd2
+    attached in hdd1's slot re-syncs until healthy; then hdd0 may go."""
+    expect(client.call("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd1"}) is True, "hdd1 detached")
+    d = device(client, "hdd1")
+    expect(d["health"] == "detached" and d["mirror"] == "failed", "hdd1 detached, its mirror failed", d)
+    expect(not claimed(client, "hdd1"), "hdd1 released")
+    expect_error(client, "bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd0"}, "last healthy log mirror under policy hhc")
+    expect_error(client, "bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd1"}, "no attached log mirror 'hdd1'")
+    expect_error(client, "bdev_hhc_set_policy", {"name": "hhc0", "policy": "wt", "log": "x"}, "invalid parameters")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "smalllog"}, "the log needs")
+    expect(not claimed(client, "smalllog"), "smalllog left unclaimed")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "ssd"}, "already a device of 'hhc0'")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "nope"}, "no bdev named 'nope'")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": 5}, "invalid parameters")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0"}, "invalid parameters")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "nope", "log": "hdd2"}, "no HHC bdev named 'nope'")
+    answer = client.call("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd2"})
+    expect(answer == {"index": 1, "mirror": "syncing"}, f"hdd2 attached in slot 1: {answer}")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd1"}, "log mirror slots of 'hhc0' are in use")
+    deadline = time.time() + 60
+    while time.time() < deadline and device(client, "hdd2")["mirror"] != "healthy":
+        time.sleep(0.2)
+    d = device(client, "hdd2")
+    expect(d["mirror"] == "healthy" and d["segments_behind"] == 0, "hdd2 re-synced and healthy", d)
+    expect(stats(client)["gauges"]["healthy_mirrors"] == 2, "two healthy mirrors")
+    expect(client.call("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd0"}) is True, "hdd0 may go now")
 
 
 def main():

@@ -594,6 +594,29 @@ save_config_restart() {
         remote_fio randwrite --verify_only=1 >/dev/null
 }
 
+# Log mirrors detached and attached online (ops_checks.py log_mirrors):
+# hdd1 detached, hdd2 attached and re-synced, then hdd0 detached; flushed
+# writes made after that must be on hdd2 alone: the cache bdev is deleted
+# (behind a backing bdev with 2 s writes, so the data is still dirty) and
+# the replay from hdd2 puts them on the backing bdev.
+log_mirrors() {
+    truncate -s 128M "$WORK/hdd1.img" "$WORK/hdd2.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 &&
+        $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 && $RPC bdev_malloc_create -b smalllog 16 512 &&
+        $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 2000000 -n 2000000 &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs hdd0,hdd1 --policy hhc \
+            --segment-size 262144 --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops log-mirrors &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/mirrors.json" &&
+        hhc_create_call "$WORK/mirrors.json" | grep -q '"logs": \["hdd0", "hdd2"\]' &&
+        remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null || return 1
+    raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
+        bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
+        bdev_aio_delete '{"name":"ssd"}' || return 1
+    replayed_then_backing_verifies 8
+}
+
 main() {
     spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
     log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
@@ -657,6 +680,9 @@ main() {
     stop_tgt
     make_files
     check "save_config after a policy switch, restart with it: warm, same options and policy, data verifies" save_config_restart
+    stop_tgt
+    make_files
+    check "log mirrors detached and attached online; the re-synced mirror alone brings flushed data back" log_mirrors
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
