@@ -130,14 +130,19 @@ def wait_switched(client, policy, timeout_s=60):
     expect(False, f"switch to {policy} complete within {timeout_s} s", stats(client))
 
 
-def wait_writes(client, timeout_s=60):
-    """Until writes arrive (fio has started)."""
+def wait_counter(client, name, minimum=1, timeout_s=60):
+    """Until counter `name` reaches `minimum` (fio has started; examine
+    by other modules reads a few blocks of a new bdev)."""
     deadline = time.time() + float(timeout_s)
     while time.time() < deadline:
-        if stats(client)["counters"]["writes"] > 0:
+        if stats(client)["counters"][name] >= int(minimum):
             return
         time.sleep(0.05)
-    expect(False, "writes arrived")
+    expect(False, f"{minimum} {name}")
+
+
+def wait_writes(client, timeout_s=60):
+    wait_counter(client, "writes", 1, timeout_s)
 
 
 def switch_policies(client, *policies):

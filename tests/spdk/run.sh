@@ -551,7 +551,9 @@ ops_flush_all() {
         export_nvmf || return 1
     remote_fio randread --offset=16m --time_based=1 --runtime=60 --verify=0 >/dev/null 2>&1 &
     local load=$! rc=0
-    remote_fio randwrite --randseed=11 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null && ops flush-all || rc=1
+    # The reads first: a bdev idle for 50 ms writes back on its own.
+    ops wait-counter reads 1000 || rc=1
+    [ "$rc" -eq 0 ] && remote_fio randwrite --randseed=11 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null && ops flush-all || rc=1
     kill "$load" 2>/dev/null
     wait "$load"
     [ "$rc" -eq 0 ] && $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
