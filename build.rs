@@ -72,6 +72,7 @@ fn build_module(include_dirs: &[PathBuf]) {
         .raw_line("pub use libc::iovec;")
         .rustified_enum("hhc_glue_io_kind")
         .rustified_enum("hhc_glue_log_level")
+        .rustified_enum("hhc_glue_control")
         .layout_tests(false)
         .generate()
         .unwrap_or_else(|e| panic!("bindgen over spdk-glue/hhc_glue.h failed (is libclang installed?): {e}"));

@@ -28,6 +28,37 @@ def bdev_hhc_get_bdevs(client, name=None):
     return client.call("bdev_hhc_get_bdevs", {"name": name} if name else None)
 
 
+def bdev_hhc_get_stats(client, name):
+    """Counters since the last reset, gauges, rates since the last get_stats
+    or reset, flush latency, device and mirror health of one HHC bdev."""
+    return client.call("bdev_hhc_get_stats", {"name": name})
+
+
+def bdev_hhc_reset_stats(client, name):
+    """Start the counters (and flush latency) of an HHC bdev from zero again."""
+    return client.call("bdev_hhc_reset_stats", {"name": name})
+
+
+def bdev_hhc_set_policy(client, name, policy):
+    """Switch the write policy online; answers at once (see policy_target)."""
+    return client.call("bdev_hhc_set_policy", {"name": name, "policy": policy})
+
+
+def bdev_hhc_flush_all(client, name):
+    """Write back every dirty block, keeping it cached; answers at once."""
+    return client.call("bdev_hhc_flush_all", {"name": name})
+
+
+def bdev_hhc_attach_log(client, name, log):
+    """Attach a log mirror in a slot whose bdev is gone; it re-syncs."""
+    return client.call("bdev_hhc_attach_log", {"name": name, "log": log})
+
+
+def bdev_hhc_detach_log(client, name, log):
+    """Stop using a log mirror and release its bdev."""
+    return client.call("bdev_hhc_detach_log", {"name": name, "log": log})
+
+
 def _print(result):
     import json
     print(json.dumps(result, indent=2))
@@ -73,3 +104,62 @@ def spdk_rpc_plugin_initialize(subparsers):
     p = subparsers.add_parser("bdev_hhc_get_bdevs", help="Show HHC bdevs: policy, devices, health, counters")
     p.add_argument("-b", "--name", help="only this HHC bdev")
     p.set_defaults(func=get_bdevs)
+
+    def get_stats(args):
+        _print(bdev_hhc_get_stats(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_get_stats", help="Show an HHC bdev's counters (since the last reset), "
+                              "gauges, rates (per second since the previous get_stats or reset, over "
+                              "rates.window_ms), flush latency p50/p99/max in us, policy switch and flush_all "
+                              "progress, device and log mirror health")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.set_defaults(func=get_stats)
+
+    def reset_stats(args):
+        _print(bdev_hhc_reset_stats(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_reset_stats", help="Start an HHC bdev's counters and flush latency from "
+                              "zero (gauges such as dirty_blocks are not reset)")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.set_defaults(func=reset_stats)
+
+    def set_policy(args):
+        _print(bdev_hhc_set_policy(args.client, name=args.name, policy=args.policy))
+
+    p = subparsers.add_parser("bdev_hhc_set_policy", help="Switch an HHC bdev's write policy while it serves I/O. "
+                              "Leaving a write-back policy for wt or passthrough first writes back every dirty "
+                              "block: the call answers at once with complete=false and policy_target set; "
+                              "bdev_hhc_get_stats shows policy_target until the switch is complete")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.add_argument("-p", "--policy", required=True, choices=POLICIES, help="the new write policy")
+    p.set_defaults(func=set_policy)
+
+    def flush_all(args):
+        _print(bdev_hhc_flush_all(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_flush_all", help="Write back every block dirty now to the backing bdev, "
+                              "keeping it in the cache (clean). Answers at once; bdev_hhc_get_stats shows "
+                              "flush_all_in_progress and flush_all_blocks_remaining")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.set_defaults(func=flush_all)
+
+    def attach_log(args):
+        _print(bdev_hhc_attach_log(args.client, name=args.name, log=args.log))
+
+    p = subparsers.add_parser("bdev_hhc_attach_log", help="Attach a bdev as a log mirror of an HHC bdev, in the "
+                              "first slot whose bdev was removed or detached (the number of mirrors is fixed at "
+                              "create). It is formatted and re-synced: bdev_hhc_get_stats shows its mirror "
+                              "'syncing' and segments_behind until it is 'healthy'")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.add_argument("-l", "--log", required=True, help="the log bdev (at least as large as the log)")
+    p.set_defaults(func=attach_log)
+
+    def detach_log(args):
+        _print(bdev_hhc_detach_log(args.client, name=args.name, log=args.log))
+
+    p = subparsers.add_parser("bdev_hhc_detach_log", help="Stop using a log mirror of an HHC bdev and release "
+                              "its bdev; the last healthy mirror under policy hhc is refused (switch the policy "
+                              "first)")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.add_argument("-l", "--log", required=True, help="the log bdev to detach")
+    p.set_defaults(func=detach_log)

@@ -46,6 +46,18 @@ enum hhc_glue_io_kind {
 	HHC_GLUE_IO_RESET = 3,
 };
 
+/* The operator RPCs that take a bdev name (and maybe one string argument). */
+enum hhc_glue_control {
+	HHC_GLUE_CONTROL_GET_STATS = 0,
+	HHC_GLUE_CONTROL_RESET_STATS = 1,
+	/* arg: the policy name. */
+	HHC_GLUE_CONTROL_SET_POLICY = 2,
+	HHC_GLUE_CONTROL_FLUSH_ALL = 3,
+	/* arg: the log bdev's name. */
+	HHC_GLUE_CONTROL_ATTACH_LOG = 4,
+	HHC_GLUE_CONTROL_DETACH_LOG = 5,
+};
+
 enum hhc_glue_log_level {
 	HHC_GLUE_LOG_ERROR = 0,
 	HHC_GLUE_LOG_WARN = 1,
@@ -156,6 +168,11 @@ int hhc_glue_anchor(void);
 void hhc_rs_create(const struct hhc_glue_create_params *params, struct hhc_glue_rpc *rpc);
 /* bdev_hhc_get_bdevs (name may be NULL: all). bdev_hhc_delete is handled in C. */
 void hhc_rs_get_bdevs(const char *name, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all, _attach_log,
+ * _detach_log: `name` and
+ * `arg` (NULL unless the RPC has one) are valid for this call only; `rpc`
+ * is answered exactly once, maybe later. */
+void hhc_rs_control(enum hhc_glue_control op, const char *name, const char *arg, struct hhc_glue_rpc *rpc);
 /* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
 void hhc_rs_examine_config(const char *name);
 void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);

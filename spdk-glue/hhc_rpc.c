@@ -1,7 +1,9 @@
 /*   SPDX-License-Identifier: BSD-3-Clause
  *
- * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete and
- * bdev_hhc_get_bdevs, their parameter decoders, and the answers Rust sends.
+ * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete,
+ * bdev_hhc_get_bdevs and the operator RPCs (get_stats, reset_stats,
+ * set_policy, flush_all, attach_log, detach_log), their parameter decoders, and the answers Rust
+ * sends.
  */
 
 #include "hhc_glue_internal.h"
@@ -182,6 +184,76 @@ rpc_bdev_hhc_get_bdevs(struct spdk_jsonrpc_request *request, const struct spdk_j
 	free(req.name);
 }
 SPDK_RPC_REGISTER("bdev_hhc_get_bdevs", rpc_bdev_hhc_get_bdevs, SPDK_RPC_RUNTIME)
+
+/* The operator RPCs: {name} or {name, <arg>}, no other keys; Rust does the rest. */
+struct rpc_control {
+	char *name;
+	char *arg;
+};
+
+static const struct spdk_json_object_decoder g_rpc_control_name_decoders[] = {
+	{"name", offsetof(struct rpc_control, name), spdk_json_decode_string},
+};
+
+static const struct spdk_json_object_decoder g_rpc_control_policy_decoders[] = {
+	{"name", offsetof(struct rpc_control, name), spdk_json_decode_string},
+	{"policy", offsetof(struct rpc_control, arg), spdk_json_decode_string},
+};
+
+static const struct spdk_json_object_decoder g_rpc_control_log_decoders[] = {
+	{"name", offsetof(struct rpc_control, name), spdk_json_decode_string},
+	{"log", offsetof(struct rpc_control, arg), spdk_json_decode_string},
+};
+
+static void
+rpc_control(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params,
+	    enum hhc_glue_control op, const struct spdk_json_object_decoder *decoders, size_t count,
+	    const char *usage)
+{
+	struct rpc_control req = {0};
+
+	if (params == NULL || spdk_json_decode_object(params, decoders, count, &req)) {
+		spdk_jsonrpc_send_error_response_fmt(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						     "invalid parameters: need %s; no other keys", usage);
+	} else {
+		hhc_rs_control(op, req.name, req.arg, (struct hhc_glue_rpc *)request);
+	}
+	free(req.name);
+	free(req.arg);
+}
+
+#define RPC_CONTROL_NAME(method, op)								\
+	static void										\
+	rpc_##method(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)	\
+	{											\
+		rpc_control(request, params, op, g_rpc_control_name_decoders,			\
+			    SPDK_COUNTOF(g_rpc_control_name_decoders), "name (string)");	\
+	}											\
+	SPDK_RPC_REGISTER(#method, rpc_##method, SPDK_RPC_RUNTIME)
+
+RPC_CONTROL_NAME(bdev_hhc_get_stats, HHC_GLUE_CONTROL_GET_STATS)
+RPC_CONTROL_NAME(bdev_hhc_reset_stats, HHC_GLUE_CONTROL_RESET_STATS)
+RPC_CONTROL_NAME(bdev_hhc_flush_all, HHC_GLUE_CONTROL_FLUSH_ALL)
+
+static void
+rpc_bdev_hhc_set_policy(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	rpc_control(request, params, HHC_GLUE_CONTROL_SET_POLICY, g_rpc_control_policy_decoders,
+		    SPDK_COUNTOF(g_rpc_control_policy_decoders), "name, policy (strings)");
+}
+SPDK_RPC_REGISTER("bdev_hhc_set_policy", rpc_bdev_hhc_set_policy, SPDK_RPC_RUNTIME)
+
+#define RPC_CONTROL_LOG(method, op)								\
+	static void										\
+	rpc_##method(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)	\
+	{											\
+		rpc_control(request, params, op, g_rpc_control_log_decoders,			\
+			    SPDK_COUNTOF(g_rpc_control_log_decoders), "name, log (strings)");	\
+	}											\
+	SPDK_RPC_REGISTER(#method, rpc_##method, SPDK_RPC_RUNTIME)
+
+RPC_CONTROL_LOG(bdev_hhc_attach_log, HHC_GLUE_CONTROL_ATTACH_LOG)
+RPC_CONTROL_LOG(bdev_hhc_detach_log, HHC_GLUE_CONTROL_DETACH_LOG)
 
 int
 hhc_rpc_linked(void)

@@ -142,7 +142,7 @@ impl Engine {
         }
     }
 
-    fn next_flush_tag(&mut self) -> u32 {
+    pub(super) fn next_flush_tag(&mut self) -> u32 {
         self.writeback.flush_tag_counter = self.writeback.flush_tag_counter.wrapping_add(1);
         self.writeback.flush_tag_counter
     }
@@ -158,6 +158,7 @@ impl Engine {
 
     /// A write-back tagged for a flush finished (or failed).
     pub(super) fn flush_writeback_done(&mut self, tag: u32, ok: bool) {
+        self.flush_all_writeback_done(tag, ok);
         if let Some(flush) = self.flushes.iter_mut().find(|f| f.tag == tag) {
             flush.writebacks_remaining -= 1;
             if !ok {

@@ -8,6 +8,7 @@
 //! cache metadata), `startup` (format and warm restart), `stats`.
 
 mod commit;
+mod control;
 mod diagnostics;
 mod flush;
 mod held;
@@ -25,6 +26,7 @@ mod switch;
 mod waiting;
 mod writeback;
 
+pub use control::{ControlError, FlushAllProgress, MirrorState};
 pub use stats::{MemoryReport, Stats};
 
 use crate::cache::CacheIndex;
@@ -164,6 +166,10 @@ pub struct Engine {
     startup: Option<startup::Startup>,
     /// Policy being switched to, once dirty data has been drained.
     policy_target: Option<Policy>,
+    /// The operator's write-back of every dirty block (control.rs).
+    flush_all: Option<control::FlushAll>,
+    flush_all_completed: u64,
+    flush_all_errors: u64,
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
     misses: LbaTable<(u32, bool)>,
     eviction_scratch: Vec<u32>,
@@ -229,6 +235,9 @@ impl Engine {
             ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,
+            flush_all: None,
+            flush_all_completed: 0,
+            flush_all_errors: 0,
             misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
             eviction_scratch: Vec::with_capacity(256),
             through_blocked: Vec::with_capacity(64),

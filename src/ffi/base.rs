@@ -28,7 +28,11 @@ pub struct Base {
     _ctx: Box<BaseCtx>,
     pub info: sys::hhc_glue_base_info,
     outstanding: u32,
+    /// I/Os that completed with an error, since the node started.
+    pub errors: u64,
     pub removed: bool,
+    /// Detached by `bdev_hhc_detach_log` (then also `removed`).
+    pub detached: bool,
     closed: bool,
 }
 
@@ -62,7 +66,7 @@ impl Base {
         };
         // SAFETY: glue is open; info is a valid out structure.
         unsafe { sys::hhc_glue_base_get_info(glue, &mut info) };
-        Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, removed: false, closed: false })
+        Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, errors: 0, removed: false, detached: false, closed: false })
     }
 
     pub fn facts(&self) -> BaseFacts {
@@ -78,6 +82,12 @@ impl Base {
         }
     }
 
+    /// Closes a base that was never used for I/O.
+    pub fn close_now(&mut self) {
+        debug_assert_eq!(self.outstanding, 0);
+        self.close();
+    }
+
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
@@ -88,6 +98,7 @@ impl Base {
 
     pub fn health(&self) -> &'static str {
         match (self.removed, self.closed) {
+            (true, _) if self.detached => "detached",
             (true, _) => "removed",
             (false, true) => "closed",
             (false, false) => "ok",
@@ -191,6 +202,7 @@ impl Bases {
     pub fn done(&mut self, role: DeviceRole, status: i32) -> IoStatus {
         let base = &mut self.bases[role_index(role)];
         base.outstanding -= 1;
+        base.errors += u64::from(status != 0);
         let io_status = match (status, base.removed) {
             (0, _) => IoStatus::Ok,
             (_, true) => IoStatus::DeviceLost,
@@ -210,6 +222,30 @@ impl Bases {
             base.close();
         }
         base
+    }
+
+    /// A log mirror detached by the operator: closed once drained, like a
+    /// removed one.
+    pub fn detach(&mut self, role: DeviceRole) {
+        self.bases[role_index(role)].detached = true;
+        self.removed(role);
+    }
+
+    /// Whether `role`'s base is closed: its slot may take a new bdev.
+    pub fn slot_free(&self, role: DeviceRole) -> bool {
+        self.bases[role_index(role)].closed
+    }
+
+    /// Puts `base` (opened for `role`) where a closed base was, with the
+    /// owner thread's channel; on error it is closed again.
+    pub fn replace(&mut self, role: DeviceRole, mut base: Base) -> Result<(), Error> {
+        debug_assert!(self.slot_free(role), "replacing an open base");
+        if let Err(error) = base.get_channel() {
+            base.close();
+            return Err(error);
+        }
+        self.bases[role_index(role)] = base;
+        Ok(())
     }
 
     /// Closes every base; C finishes closing one once its last I/O is back

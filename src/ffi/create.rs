@@ -74,20 +74,27 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
 
 /// A create call for an HHC bdev that exists already (examine assembled it,
 /// or a config is loaded twice): the same devices make it a success, answered
-/// once the bdev is registered; anything else is a name clash.
+/// once the bdev is registered, and switch it to the call's policy; other
+/// devices are a name clash.
 fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     let (a, b) = (&node.params, params);
-    if (&a.backing, &a.cache, &a.logs, a.policy) != (&b.backing, &b.cache, &b.logs, b.policy) {
+    if (&a.backing, &a.cache, &a.logs) != (&b.backing, &b.cache, &b.logs) {
         let message = format!("name: an HHC bdev named '{}' already exists with other devices", params.name);
         return rpc.reply_error(&Error::Exists(message));
     }
     let mut rpc = Some(rpc);
     let phase = node.core.try_enter(|core| {
+        if !matches!(core.phase, Phase::Stopping | Phase::Failed | Phase::Recovering | Phase::Done) {
+            core.want_policy(b.policy);
+        }
         if matches!(core.phase, Phase::Probing | Phase::Starting) && core.rpc.is_none() {
             core.rpc = rpc.take();
         }
         core.phase
     });
+    if node.core.on_owner_thread() {
+        node.run();
+    }
     let Some(rpc) = rpc else { return };
     if phase == Some(Phase::Running) {
         log::info!("{}: exists already with these devices", params.name);

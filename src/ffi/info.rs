@@ -6,6 +6,8 @@ use super::base::Base;
 use super::errno::Error;
 use super::json::{self, JsonObject};
 use super::node::{Core, Node};
+use super::params::CreateParams;
+use super::report::stat_fields;
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
 use std::ffi::{c_char, CStr};
@@ -15,7 +17,7 @@ impl Core {
         let base = |b: &Base| JsonObject::new().string("name", &b.name).string("health", b.health()).finish();
         let mut object = JsonObject::new()
             .string("name", &self.params.name)
-            .string("policy", self.config.policy.name())
+            .string("policy", self.policy().name())
             .string("state", &format!("{:?}", self.phase).to_lowercase())
             .number("block_size", self.config.block_size as u64)
             .raw("backing", &base(self.bases.backing()))
@@ -25,9 +27,9 @@ impl Core {
             object = object.string("failure", reason);
         }
         if let Some(engine) = &self.engine {
-            let s = engine.stats();
-            let stats = s.fields().fold(JsonObject::new(), |object, (name, value)| object.number(name, value)).finish();
-            object = object.raw("stats", &stats);
+            let fields = stat_fields(&engine.stats());
+            let stats = fields.into_iter().fold(JsonObject::new(), |o, (name, value)| o.number(name, value));
+            object = object.raw("stats", &stats.finish());
         }
         object.finish()
     }
@@ -39,8 +41,13 @@ fn node_info(node: &Node) -> Option<String> {
     node.core.try_enter(|core| core.info_json())
 }
 
+/// The create call that brings the bdev back: its create parameters with
+/// the policy it has been switched to and the log mirrors attached since,
+/// if any (the owner thread knows).
 fn config_json(node: &Node) -> String {
-    JsonObject::new().string("method", "bdev_hhc_create").raw("params", &node.params.to_json()).finish()
+    let current = node.core.try_enter(|core| CreateParams { policy: core.policy_wanted(), ..core.params.clone() });
+    let params = current.unwrap_or_else(|| node.params.clone());
+    JsonObject::new().string("method", "bdev_hhc_create").raw("params", &params.to_json()).finish()
 }
 
 /// bdev_hhc_get_bdevs.

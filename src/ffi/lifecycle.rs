@@ -173,6 +173,7 @@ impl Core {
                 self.phase = Phase::Running;
                 let blocks_count = self.engine.as_ref().map_or(0, Engine::blocks_count);
                 log::info!("{}: registered ({} policy, {} blocks of {} bytes)", self.params.name, self.config.policy, blocks_count, self.config.block_size);
+                self.start_wanted_policy();
                 let reply = json::string(&self.params.name);
                 return self.reply(Ok(&reply));
             }
@@ -238,12 +239,13 @@ impl Core {
     }
 
     fn after_failure_drained(&mut self) {
-        let recoverable = self.cache_lost && self.config.policy.uses_log() && self.engine.is_some();
+        let recoverable = self.cache_lost && self.policy().uses_log() && self.engine.is_some();
         if recoverable && self.start_recovery() {
             return;
         }
-        if self.cache_lost && self.config.policy.is_write_back() && !self.config.policy.uses_log() {
-            log::error!("{}: cache lost under policy {}: dirty data is gone", self.params.name, self.config.policy);
+        let policy = self.policy();
+        if self.cache_lost && policy.is_write_back() && !policy.uses_log() {
+            log::error!("{}: cache lost under policy {policy}: dirty data is gone", self.params.name);
         }
         self.phase = Phase::Done;
         self.unregister();

@@ -12,23 +12,28 @@
 //! in `errno`.
 //!
 //! Rooms, each importing only those above it in this list:
-//! - `errno`, `json`, `iov`, `params`: no SPDK calls; build and test everywhere.
+//! - `errno`, `json`, `iov`, `params`, `report` (stat fields, latency
+//!   histogram, counter baselines): no SPDK calls; build and test everywhere.
 //! - `sys` (bindgen), `logger`, `memory`, `owner` (threads, time, the
 //!   owner-thread cell), `rpc` (answers): thin wrappers of the C shim.
 //! - `base` (base bdevs), `request` (the request path, RESET), `recovery`
 //!   (log scan and replay after a cache loss).
 //! - `node` (a node and its owner's loop), then `registry` (the node list),
 //!   `lifecycle` (open, probe, register, fail, destruct, recovery), `info`
-//!   (reports), `create` (the create RPC and examine), `entry` (data path
-//!   and channel entry points).
+//!   (reports), `control` (the operator RPCs: stats, policy, flush_all),
+//!   `create` (the create RPC and examine), `entry` (data path and channel
+//!   entry points).
 
 pub mod errno;
 pub mod iov;
 pub mod json;
 pub mod params;
+pub mod report;
 
 #[cfg(hhc_spdk)]
 mod base;
+#[cfg(hhc_spdk)]
+mod control;
 #[cfg(hhc_spdk)]
 mod create;
 #[cfg(hhc_spdk)]

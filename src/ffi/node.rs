@@ -12,6 +12,7 @@ use super::iov::{region_iovec, IovecData};
 use super::owner::{now_ns, OwnerCell, Thread};
 use super::params::CreateParams;
 use super::recovery::Recovery;
+use super::report::Baseline;
 use super::request::{finish_request, request_iovs, Requests, Shared, SubmitKind, Submission};
 use super::rpc::Rpc;
 use super::sys;
@@ -78,6 +79,10 @@ pub struct Core {
     pub(super) unregister_sent: bool,
     pub(super) destructing: bool,
     pub(super) failure: Option<String>,
+    /// Counters at the last stats reset and report (control.rs).
+    pub(super) baseline: Baseline,
+    /// A policy a create call asked for before the bdev ran (control.rs).
+    pub(super) policy_on_start: Option<crate::config::Policy>,
 }
 
 impl Node {
@@ -105,6 +110,8 @@ impl Node {
             unregister_sent: false,
             destructing: false,
             failure: None,
+            baseline: Baseline::new(now_ns()),
+            policy_on_start: None,
         };
         let node = Box::new(Node {
             params,

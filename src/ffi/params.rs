@@ -87,6 +87,9 @@ impl CreateParams {
                 return Err(ConfigError(format!("{role} bdev '{bdev}' is the name of the HHC bdev itself")));
             }
             if let Some((other, _)) = roles[..index].iter().find(|(_, b)| b == bdev) {
+                if other == role {
+                    return Err(ConfigError(format!("{role}: bdev '{bdev}' is given twice")));
+                }
                 return Err(ConfigError(format!("bdev '{bdev}' is given both as {other} and as {role}")));
             }
         }
@@ -101,11 +104,6 @@ impl CreateParams {
     pub fn config(&self, backing: BaseFacts, cache: BaseFacts, logs: &[BaseFacts]) -> Result<Config, ConfigError> {
         let defaults = Config::default();
         let block_size = self.block_size.unwrap_or(defaults.block_size);
-        check_base_block_size("backing", &self.backing, backing, block_size)?;
-        check_base_block_size("cache", &self.cache, cache, UNIT_BYTES as u32)?;
-        for (name, facts) in self.logs.iter().zip(logs) {
-            check_base_block_size("logs", name, *facts, UNIT_BYTES as u32)?;
-        }
         let config = Config {
             policy: self.policy,
             block_size,
@@ -121,7 +119,14 @@ impl CreateParams {
             owner_record: Some(self.owner_record()).filter(|r| r.len() <= OWNER_BYTES_MAX).unwrap_or_default(),
             ..defaults
         };
+        // The parameters first: a block_size of 0 is the caller's error, not
+        // the backing bdev's.
         config.validate()?;
+        check_base_block_size("backing", &self.backing, backing, block_size)?;
+        check_base_block_size("cache", &self.cache, cache, UNIT_BYTES as u32)?;
+        for (name, facts) in self.logs.iter().zip(logs) {
+            check_base_block_size("logs", name, *facts, UNIT_BYTES as u32)?;
+        }
         Ok(config)
     }
 
@@ -201,7 +206,7 @@ impl CreateParams {
 
 /// A bdev name becomes a C string and a log line: no NUL or other control
 /// character, and a length any SPDK component takes.
-fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
+pub fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
     if name.len() > NAME_BYTES_MAX {
         return Err(ConfigError(format!("{role}: a bdev name of {} bytes; at most {NAME_BYTES_MAX}", name.len())));
     }
@@ -213,7 +218,7 @@ fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
 
 /// Device commands address bytes in units of `unit_bytes`; the base bdev's
 /// blocks must tile them.
-fn check_base_block_size(role: &str, name: &str, facts: BaseFacts, unit_bytes: u32) -> Result<(), ConfigError> {
+pub fn check_base_block_size(role: &str, name: &str, facts: BaseFacts, unit_bytes: u32) -> Result<(), ConfigError> {
     if !facts.block_size.is_power_of_two() || facts.block_size > unit_bytes.min(UNIT_BYTES as u32) {
         return Err(ConfigError(format!(
             "{role} bdev '{name}' has block size {} bytes; HHC needs a power of two of at most {} bytes",
@@ -264,6 +269,7 @@ mod tests {
             (params("wb", &["ssd"]), "given both as cache and as logs"),
             (params("wb", &["hhc0"]), "name of the HHC bdev"),
             (params("wb", &[""]), "logs must name a bdev"),
+            (params("wb", &["hdd0", "hdd0"]), "logs: bdev 'hdd0' is given twice"),
             (
                 CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, Some(101)),
                 "dirty_threshold 101",
@@ -281,6 +287,9 @@ mod tests {
         assert!(p.config(facts(1024), facts(64), &[facts(1)]).unwrap_err().0.contains("log device"));
         let p = CreateParams { block_size: Some(3000), ..p };
         assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().0.contains("block_size 3000"));
+        // Named as the parameter's fault, before any base bdev's block size.
+        let p = CreateParams { block_size: Some(0), ..p };
+        assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().0.contains("block_size 0 must be"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 
 use super::errno::{self, Refusal};
 use super::iov::sub_range;
-use super::owner::Thread;
+use super::owner::{now_ns, Thread};
+use super::report::LatencyHistogram;
 use super::sys;
 use crate::io::{RequestCompletion, RequestKind};
 use crate::slab::Slab;
@@ -162,6 +163,8 @@ struct RequestSlot {
     device_ios: u32,
     /// Set once the engine completed the request.
     status: Option<i32>,
+    /// A flush: when the owner thread took it.
+    flush_started_ns: Option<u64>,
 }
 
 /// The requests the engine holds, by key (the engine's request id), and the
@@ -171,6 +174,8 @@ pub struct Requests {
     slots: Slab<RequestSlot>,
     /// RESETs waiting for the table to drain.
     resets: Vec<Submission>,
+    /// From the owner taking a flush to the engine completing it.
+    pub flush_latency: LatencyHistogram,
 }
 
 impl Requests {
@@ -178,12 +183,19 @@ impl Requests {
     /// it grows past that only by requests the engine has completed (or
     /// sent back as busy) whose buffers a device command still uses.
     pub fn with_capacity(capacity: usize) -> Requests {
-        Requests { slots: Slab::with_capacity(capacity), resets: Vec::new() }
+        Requests { slots: Slab::with_capacity(capacity), resets: Vec::new(), flush_latency: LatencyHistogram::default() }
     }
 
     /// A new request; its key is the engine request id.
     pub fn insert(&mut self, submission: &Submission) -> u32 {
-        self.slots.insert(RequestSlot { io: submission.io, channel: submission.channel, device_ios: 0, status: None })
+        let is_flush = submission.kind == SubmitKind::Engine(RequestKind::Flush);
+        self.slots.insert(RequestSlot {
+            io: submission.io,
+            channel: submission.channel,
+            device_ios: 0,
+            status: None,
+            flush_started_ns: is_flush.then(now_ns),
+        })
     }
 
     fn slot(&mut self, key: u32) -> &mut RequestSlot {
@@ -216,7 +228,11 @@ impl Requests {
         let key = completion.id as u32;
         let slot = self.slot(key);
         slot.status = Some(errno::request_status(completion.result));
-        if slot.device_ios == 0 {
+        let (flush_started_ns, device_ios) = (slot.flush_started_ns, slot.device_ios);
+        if let Some(started) = flush_started_ns {
+            self.flush_latency.record(now_ns().saturating_sub(started));
+        }
+        if device_ios == 0 {
             self.deliver(key);
         }
     }

@@ -142,9 +142,9 @@ test_policies() {
     done
 }
 
-start_tgt() {
+start_tgt() { # [hhc_tgt options...]
     rm -f "$SOCK"
-    "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks >>"$WORK/tgt.log" 2>&1 &
+    "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks "$@" >>"$WORK/tgt.log" 2>&1 &
     TGT_PID=$!
     for _ in $(seq 100); do
         [ -S "$SOCK" ] && $RPC spdk_get_version >/dev/null 2>&1 && return 0
@@ -366,6 +366,12 @@ replayed_then_backing_verifies() { # seed
     grep "replayed\|cache lost" "$WORK/tgt.log"
     grep -q "replayed [1-9][0-9]* blocks" "$WORK/tgt.log" || return 1
     stop_tgt
+    backing_verifies "$1"
+}
+
+# fio without HHC over the backing bdev alone: it holds what the fio pass
+# with seed $1 wrote.
+backing_verifies() { # seed
     bdev_json unused back | sed '/bdev_hhc_create/,+1d;/bdev_delay_create/,+1d' >"$WORK/back-only.json"
     timeout -k 5 120 "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$WORK/back-only.json" \
         --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=back --direct=1 \
@@ -450,6 +456,169 @@ hostile_owner_record() {
         grep -q "warm start from cache bdev ssd" "$WORK/tgt.log"
 }
 
+# The operator RPCs' checks (tests/spdk/ops_checks.py) on the target.
+ops() { timeout 200 python3 "$REPO/tests/spdk/ops_checks.py" "$SOCK" "$@"; }
+
+# bdev_hhc_get_stats / reset_stats: counters, flush latency and rates move
+# under I/O; a reset zeroes the counters, not the gauges; unknown names and
+# bad parameters are refused; reading back warm counts hits only.
+ops_stats() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops check-moved 2048 &&
+        $RPC bdev_hhc_get_stats -b hhc0 >"$WORK/get_stats.json" && grep -q '"flush_latency_us"' "$WORK/get_stats.json" &&
+        $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null && ops check-reset && ops check-errors &&
+        remote_fio randwrite --verify_only=1 >/dev/null && ops read-misses-zero
+}
+
+# fio passes over NVMe-oF that write and verify 8 MiB each, a new seed a
+# pass (from 201), until $WORK/load-done exists (at most 60 passes); the
+# last finished pass's seed goes to $WORK/load-seed. Run in the background.
+fio_passes() {
+    local seed
+    rm -f "$WORK/load-done" "$WORK/load-seed"
+    for seed in $(seq 201 260); do
+        remote_fio randwrite --randseed="$seed" --fsync=8 --do_verify=1 >"$WORK/load-fio.log" 2>&1 ||
+            { echo "fio pass $seed failed"; tail -20 "$WORK/load-fio.log"; return 1; }
+        echo "$seed" >"$WORK/load-seed"
+        [ -e "$WORK/load-done" ] && return 0
+    done
+    return 1
+}
+
+# Ends fio_passes (PID $1) after its current pass, then verifies that pass
+# once more; fails if any pass failed.
+end_fio_passes() { # pid
+    touch "$WORK/load-done"
+    wait "$1" || return 1
+    echo "fio passes: $(( $(cat "$WORK/load-seed") - 200 ))"
+    remote_fio randwrite --randseed="$(cat "$WORK/load-seed")" --verify_only=1
+}
+
+# bdev_hhc_set_policy hhc -> wt -> wb -> hhc, each waited for, under
+# fio_passes.
+ops_policy_switch() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf || return 1
+    fio_passes &
+    local load=$! rc=0
+    ops wait-writes || rc=1
+    $RPC bdev_hhc_set_policy -b hhc0 -p hhc >/dev/null && ops switch-policies wt wb hhc || rc=1
+    end_fio_passes "$load" && [ "$rc" -eq 0 ]
+}
+
+# The bases of the hostile requests besides hhc0's (tests/spdk/ops_checks.py).
+hostile_bases() {
+    $RPC bdev_malloc_create -b spare 64 4096 && $RPC bdev_malloc_create -b sparecache 16 4096 &&
+        $RPC bdev_malloc_create -b sparelog 16 512 && $RPC bdev_malloc_create -b m8k 8 8192 &&
+        $RPC bdev_malloc_create -b tinylog 1 4096 && $RPC bdev_malloc_create -b pt0base 8 4096 &&
+        $RPC bdev_passthru_create -b pt0base -p pt0
+}
+
+hostile_target() {
+    start_tgt && tgt_bases && hostile_bases >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf
+}
+
+# Every RPC of the module, given each malformed or impossible request of
+# ops_checks.py's HOSTILE list: an error naming the problem, nothing
+# created or claimed; then hhc0 still serves fio write+verify.
+hostile_rpcs() {
+    hostile_target && ops hostile && remote_fio randwrite --fsync=16 --do_verify=1 >/dev/null
+}
+
+# 3000 generated requests (a tenth valid, a fifth near misses of valid ones, the rest malformed) to every RPC of the module
+# during fio_passes; then hhc0 alone is left and the last pass verifies.
+fuzz_rpcs() {
+    hostile_target || return 1
+    fio_passes &
+    local load=$! rc=0
+    ops wait-writes && ops fuzz "${FUZZ_REQUESTS:-3000}" "${FUZZ_SEED:-1}" || rc=1
+    end_fio_passes "$load" && [ "$rc" -eq 0 ]
+}
+
+# bdev_hhc_flush_all behind a backing bdev with 0.5 s writes, while reads
+# elsewhere keep the bdev busy (no idle write-back): progress falls to
+# zero, nothing is dirty and nothing evicted; read back, every block hits
+# the cache; after kill -9 the backing bdev alone holds every block.
+ops_flush_all() {
+    start_tgt && tgt_bases && $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 500000 -n 500000 &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --dirty-threshold 100 &&
+        export_nvmf || return 1
+    remote_fio randread --offset=16m --time_based=1 --runtime=60 --verify=0 >/dev/null 2>&1 &
+    local load=$! rc=0
+    # The reads first: a bdev idle for 50 ms writes back on its own.
+    ops wait-counter reads 1000 || rc=1
+    [ "$rc" -eq 0 ] && remote_fio randwrite --randseed=11 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null && ops flush-all || rc=1
+    kill "$load" 2>/dev/null
+    wait "$load"
+    [ "$rc" -eq 0 ] && $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
+        remote_fio randwrite --randseed=11 --verify_only=1 >/dev/null && ops read-misses-zero || return 1
+    stop_tgt KILL
+    backing_verifies 11
+}
+
+# The bdev_hhc_create call of a save_config output, as one line.
+hhc_create_call() { # config.json
+    python3 -c 'import json,sys
+for s in json.load(open(sys.argv[1]))["subsystems"]:
+    for c in s.get("config") or []:
+        if c["method"] == "bdev_hhc_create": print(json.dumps(c, sort_keys=True))' "$1"
+}
+
+# save_config after a policy switch, then a restart with that JSON: the
+# HHC bdev comes back warm with the same options and the switched policy
+# (examine assembles it under the policy it was created with; the saved
+# create call switches it), and every block verifies.
+save_config_restart() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --buffer-count 4 --dirty-threshold 50 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_hhc_set_policy -b hhc0 -p wb >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved.json" || return 1
+    hhc_create_call "$WORK/saved.json" | tee "$WORK/saved-create"
+    grep -q '"policy": "wb"' "$WORK/saved-create" && grep -q '"dirty_threshold": 50' "$WORK/saved-create" || return 1
+    stop_tgt
+    local mark
+    mark=$(wc -l <"$WORK/tgt.log")
+    start_tgt --json "$WORK/saved.json" || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev ssd" &&
+        ops wait-switched wb 30 &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved-again.json" &&
+        hhc_create_call "$WORK/saved-again.json" >"$WORK/saved-again-create" &&
+        cmp "$WORK/saved-create" "$WORK/saved-again-create" &&
+        remote_fio randwrite --verify_only=1 >/dev/null
+}
+
+# Log mirrors detached and attached online (ops_checks.py log_mirrors):
+# hdd1 detached, hdd2 attached and re-synced, then hdd0 detached; flushed
+# writes made after that must be on hdd2 alone: the cache bdev is deleted
+# (behind a backing bdev with 2 s writes, so the data is still dirty) and
+# the replay from hdd2 puts them on the backing bdev.
+log_mirrors() {
+    truncate -s 128M "$WORK/hdd1.img" "$WORK/hdd2.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 &&
+        $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 && $RPC bdev_malloc_create -b smalllog 16 512 &&
+        $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 2000000 -n 2000000 &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs hdd0,hdd1 --policy hhc \
+            --segment-size 262144 --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops log-mirrors &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/mirrors.json" &&
+        hhc_create_call "$WORK/mirrors.json" | grep -q '"logs": \["hdd0", "hdd2"\]' &&
+        remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null || return 1
+    raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
+        bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
+        bdev_aio_delete '{"name":"ssd"}' || return 1
+    replayed_then_backing_verifies 8
+}
+
 main() {
     spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
     log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
@@ -498,6 +667,27 @@ main() {
     stop_tgt
     make_files
     check "log mirror hot-removed: degraded, still serving; backing hot-removed: unregistered, warm again when re-created" hot_remove
+    stop_tgt
+    make_files
+    check "bdev_hhc_get_stats/reset_stats: counters move under I/O, reset zeroes them, bad names refused" ops_stats
+    stop_tgt
+    make_files
+    check "bdev_hhc_set_policy hhc -> wt -> wb -> hhc under fio write+verify passes; data verifies" ops_policy_switch
+    stop_tgt
+    make_files
+    check "bdev_hhc_flush_all: every dirty block written back, cache warm, backing alone verifies after kill -9" ops_flush_all
+    stop_tgt
+    make_files
+    check "hostile requests to every RPC: each refused naming the problem, nothing created; hhc0 serves on" hostile_rpcs
+    stop_tgt
+    make_files
+    check "save_config after a policy switch, restart with it: warm, same options and policy, data verifies" save_config_restart
+    stop_tgt
+    make_files
+    check "log mirrors detached and attached online; the re-synced mirror alone brings flushed data back" log_mirrors
+    stop_tgt
+    make_files
+    check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
     stop_tgt
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

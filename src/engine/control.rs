@@ -1,0 +1,120 @@
+//! What an operator steers and watches while the engine serves: a write-back
+//! of every dirty block that keeps the cache warm (`flush_all`), where a
+//! policy switch stands, and each log mirror's health.
+
+use super::{Engine, EngineState};
+use crate::config::Policy;
+use crate::io::Nanos;
+use crate::log::MirrorHealth;
+
+/// A `flush_all` under way: the write-backs it queued carry `tag`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FlushAll {
+    tag: u32,
+    remaining: u64,
+}
+
+/// Progress of `flush_all`, for the stats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushAllProgress {
+    pub in_progress: bool,
+    /// Queued blocks of the running one not written back yet.
+    pub blocks_remaining: u64,
+    /// Runs finished since the engine started, and blocks whose write-back
+    /// failed in them (they stay dirty).
+    pub completed: u64,
+    pub errors: u64,
+}
+
+/// A log mirror as the engine sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MirrorState {
+    Healthy,
+    /// Re-syncing after it was attached: it counts for durability once the
+    /// durable log head has passed this many more segments.
+    Syncing { segments_behind: u64 },
+    Failed,
+}
+
+impl MirrorState {
+    pub fn name(self) -> &'static str {
+        match self {
+            MirrorState::Healthy => "healthy",
+            MirrorState::Syncing { .. } => "syncing",
+            MirrorState::Failed => "failed",
+        }
+    }
+}
+
+/// Why a control request was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlError {
+    /// The engine is not serving (starting, stopping, failed).
+    NotReady,
+}
+
+impl Engine {
+    /// Writes back every block dirty now, keeping it cached (clean); the
+    /// stats show the progress. Dirty blocks written meanwhile are left to
+    /// background write-back. A call while one runs changes nothing.
+    pub fn flush_all(&mut self, now: Nanos) -> Result<FlushAllProgress, ControlError> {
+        if *self.state() != EngineState::Ready {
+            return Err(ControlError::NotReady);
+        }
+        self.now = now;
+        if self.flush_all.is_none() {
+            let tag = self.next_flush_tag();
+            let queued = self.enqueue_all_dirty(Some(tag));
+            self.flush_all = Some(FlushAll { tag, remaining: queued as u64 });
+            self.finish_flush_all_if_done();
+            self.run_background();
+        }
+        Ok(self.flush_all_progress())
+    }
+
+    pub fn flush_all_progress(&self) -> FlushAllProgress {
+        FlushAllProgress {
+            in_progress: self.flush_all.is_some(),
+            blocks_remaining: self.flush_all.map_or(0, |f| f.remaining),
+            completed: self.flush_all_completed,
+            errors: self.flush_all_errors,
+        }
+    }
+
+    /// A write-back tagged `tag` finished (or failed).
+    pub(super) fn flush_all_writeback_done(&mut self, tag: u32, ok: bool) {
+        let Some(run) = self.flush_all.as_mut().filter(|f| f.tag == tag) else { return };
+        run.remaining -= 1;
+        self.flush_all_errors += u64::from(!ok);
+        self.finish_flush_all_if_done();
+    }
+
+    fn finish_flush_all_if_done(&mut self) {
+        if self.flush_all.is_some_and(|f| f.remaining == 0) {
+            self.flush_all = None;
+            self.flush_all_completed += 1;
+        }
+    }
+
+    /// The policy a switch in progress leads to (it writes back every dirty
+    /// block first); None once the switch is complete.
+    pub fn policy_target(&self) -> Option<Policy> {
+        self.policy_target
+    }
+
+    /// Each log mirror, in order.
+    pub fn mirror_states(&self) -> Vec<MirrorState> {
+        let head = self.logging.superblock_durable_head;
+        self.log
+            .mirrors
+            .iter()
+            .map(|health| match *health {
+                MirrorHealth::Healthy => MirrorState::Healthy,
+                MirrorHealth::Failed => MirrorState::Failed,
+                MirrorHealth::Syncing { from_sequence } => {
+                    MirrorState::Syncing { segments_behind: from_sequence.saturating_sub(head) }
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,288 @@
+//! The operator RPCs: `bdev_hhc_get_stats`, `bdev_hhc_reset_stats`,
+//! `bdev_hhc_set_policy`, `bdev_hhc_flush_all`, `bdev_hhc_attach_log` and
+//! `bdev_hhc_detach_log`. Each answers at once: a policy switch, a
+//! flush_all or a mirror's re-sync goes on in the background and shows its
+//! progress in the stats.
+
+use super::errno::Error;
+use super::json::{self, JsonObject};
+use super::node::{Core, Phase};
+use super::owner::now_ns;
+use super::base::Base;
+use super::params::{check_base_block_size, check_name};
+use super::report::stat_fields;
+use super::rpc::{text, Rpc};
+use super::{registry, sys};
+use crate::config::{ConfigError, Policy};
+use crate::engine::{ControlError, Engine, EngineState, MirrorState};
+use crate::format::UNIT_BYTES;
+use crate::io::DeviceRole;
+use std::ffi::c_char;
+
+/// Counter names of each base's I/O errors, by role index (backing, cache,
+/// then the log mirrors; HHC_GLUE_MAX_LOGS of those).
+const BASE_ERRORS: [&str; 10] = [
+    "backing_errors",
+    "cache_errors",
+    "log0_errors",
+    "log1_errors",
+    "log2_errors",
+    "log3_errors",
+    "log4_errors",
+    "log5_errors",
+    "log6_errors",
+    "log7_errors",
+];
+
+fn policy_json(policy: Option<Policy>) -> String {
+    policy.map_or_else(|| "null".to_string(), |p| json::string(p.name()))
+}
+
+impl Core {
+    /// The policy in force: the engine's once it runs (a switch changes it).
+    pub(super) fn policy(&self) -> Policy {
+        self.engine.as_ref().map_or(self.config.policy, Engine::policy)
+    }
+
+    /// The policy in force or, while a switch goes on or waits for the
+    /// bdev to run, the one it leads to.
+    pub(super) fn policy_wanted(&self) -> Policy {
+        let target = self.engine.as_ref().and_then(Engine::policy_target);
+        self.policy_on_start.or(target).unwrap_or_else(|| self.policy())
+    }
+
+    /// A create call for this bdev named another policy (a saved config
+    /// after a switch, examine having assembled the bdev under the policy it
+    /// was created with): switched to once the bdev runs.
+    pub(super) fn want_policy(&mut self, policy: Policy) {
+        if self.policy_wanted() == policy {
+            return;
+        }
+        log::info!("{}: policy {policy} asked for by a create call", self.params.name);
+        self.policy_on_start = Some(policy);
+        self.start_wanted_policy();
+    }
+
+    /// Starts the switch `want_policy` asked for, if the bdev runs.
+    pub(super) fn start_wanted_policy(&mut self) {
+        let Some(policy) = self.policy_on_start else { return };
+        let name = self.params.name.clone();
+        if self.running_engine().is_err() {
+            return;
+        }
+        self.policy_on_start = None;
+        let engine = self.engine.as_mut().expect("running engine");
+        if let Err(error) = engine.set_policy(now_ns(), policy) {
+            log::warn!("{name}: cannot switch to policy {policy}: {error}");
+        }
+    }
+
+    fn not_running(&self) -> Error {
+        let state = format!("{:?}", self.phase).to_lowercase();
+        Error::Busy(format!("name: HHC bdev '{}' is not running (state {state})", self.params.name))
+    }
+
+    /// The engine, if it serves requests.
+    fn running_engine(&mut self) -> Result<&mut Engine, Error> {
+        let ready = self.phase == Phase::Running && self.engine.as_ref().is_some_and(|e| *e.state() == EngineState::Ready);
+        if !ready {
+            return Err(self.not_running());
+        }
+        Ok(self.engine.as_mut().expect("running engine"))
+    }
+
+    /// Every counter and gauge: the engine's, flush_all's and each base's errors.
+    fn counter_fields(&self, engine: &Engine) -> Vec<(&'static str, u64)> {
+        let mut fields = stat_fields(&engine.stats());
+        let progress = engine.flush_all_progress();
+        fields.push(("flush_alls_completed", progress.completed));
+        fields.push(("flush_all_errors", progress.errors));
+        fields.extend(BASE_ERRORS.iter().zip(self.bases.all()).map(|(&name, base)| (name, base.errors)));
+        fields
+    }
+
+    fn devices_json(&self) -> String {
+        let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
+        let device = |role: DeviceRole| {
+            let base = self.bases.get(role);
+            let object =
+                JsonObject::new().string("role", &role.to_string()).string("name", &base.name).string("health", base.health());
+            let DeviceRole::Log(i) = role else { return object.finish() };
+            let Some(&mirror) = mirrors.get(i as usize) else { return object.finish() };
+            let behind = match mirror {
+                MirrorState::Syncing { segments_behind } => segments_behind,
+                _ => 0,
+            };
+            object.number("index", i as u64).string("mirror", mirror.name()).number("segments_behind", behind).finish()
+        };
+        let mut roles = vec![DeviceRole::Backing, DeviceRole::Cache];
+        roles.extend((0..self.bases.logs().len() as u8).map(DeviceRole::Log));
+        json::array(roles.into_iter().map(device))
+    }
+
+    fn get_stats(&mut self) -> Result<String, Error> {
+        let mut object = JsonObject::new()
+            .string("name", &self.params.name)
+            .string("state", &format!("{:?}", self.phase).to_lowercase())
+            .string("policy", self.policy().name())
+            .raw("policy_target", &policy_json(self.engine.as_ref().and_then(Engine::policy_target)));
+        if let Some(reason) = &self.failure {
+            object = object.string("failure", reason);
+        }
+        if let Some(engine) = &self.engine {
+            let progress = engine.flush_all_progress();
+            let fields = self.counter_fields(engine);
+            object = object
+                .boolean("flush_all_in_progress", progress.in_progress)
+                .number("flush_all_blocks_remaining", progress.blocks_remaining)
+                .raw("flush_latency_us", &self.requests.flush_latency.to_json());
+            object = self.baseline.report(now_ns(), fields, object);
+        }
+        Ok(object.raw("devices", &self.devices_json()).finish())
+    }
+
+    fn reset_stats(&mut self) -> Result<String, Error> {
+        let Some(engine) = &self.engine else { return Err(self.not_running()) };
+        let fields = self.counter_fields(engine);
+        self.baseline.reset(now_ns(), fields);
+        self.requests.flush_latency.clear();
+        log::info!("{}: stats reset", self.params.name);
+        Ok("true".to_string())
+    }
+
+    fn set_policy(&mut self, policy: Option<&str>) -> Result<String, Error> {
+        let invalid = |e: ConfigError| Error::InvalidParams(format!("policy: {e}"));
+        let policy: Policy = policy.unwrap_or_default().parse().map_err(invalid)?;
+        let name = self.params.name.clone();
+        // (Without any log mirror the engine refuses it, saying so.)
+        if policy.uses_log() && !self.bases.logs().is_empty() && self.healthy_log_mirrors().is_empty() {
+            return Err(Error::InvalidParams(format!("policy: {policy} needs a healthy log mirror; attach one first")));
+        }
+        let engine = self.running_engine()?;
+        let from = engine.policy();
+        engine.set_policy(now_ns(), policy).map_err(invalid)?;
+        let target = engine.policy_target();
+        let how = if target.is_some() { "started (writing back every dirty block first)" } else { "done" };
+        log::info!("{name}: policy switch {from} -> {policy} {how}");
+        Ok(JsonObject::new()
+            .string("policy", engine.policy().name())
+            .raw("policy_target", &policy_json(target))
+            .boolean("complete", target.is_none())
+            .finish())
+    }
+
+    /// Indexes of the log mirrors the engine counts healthy.
+    fn healthy_log_mirrors(&self) -> Vec<u8> {
+        let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
+        (0..mirrors.len() as u8).filter(|&i| mirrors[i as usize] == MirrorState::Healthy).collect()
+    }
+
+    /// A new log mirror in the first slot whose bdev is gone (removed or
+    /// detached): the engine formats it and re-syncs it (`mirror` shows
+    /// `syncing` until every live entry lies in segments written to it).
+    /// The mirror count is fixed at creation.
+    fn attach_log(&mut self, log: Option<&str>) -> Result<String, Error> {
+        let log = log.unwrap_or_default();
+        check_name("log", log)?;
+        self.running_engine()?;
+        if self.bases.all().iter().any(|b| b.name == log && !b.removed) || log == self.params.name {
+            return Err(Error::InvalidParams(format!("log: bdev '{log}' is already a device of '{}'", self.params.name)));
+        }
+        let slots = self.bases.logs().len() as u8;
+        let Some(index) = (0..slots).find(|&i| self.bases.slot_free(DeviceRole::Log(i))) else {
+            let busy = self.bases.logs().iter().any(|b| b.removed);
+            let why = if busy { "a removed log mirror still drains its I/O; try again" } else { "detach one first" };
+            return Err(Error::Busy(format!("log: all {slots} log mirror slots of '{}' are in use ({why})", self.params.name)));
+        };
+        let role = DeviceRole::Log(index);
+        let base = Base::open(self.node.cast(), role, log)?;
+        let (facts, needed) = (base.facts(), self.config.log_device_bytes);
+        let mut fits = check_base_block_size("log", log, facts, UNIT_BYTES as u32).map_err(Error::from);
+        if fits.is_ok() && facts.bytes() < needed {
+            fits = Err(Error::InvalidParams(format!("log: bdev '{log}' holds {} bytes; the log needs {needed}", facts.bytes())));
+        }
+        let mut base = base;
+        if let Err(error) = fits {
+            base.close_now();
+            return Err(error);
+        }
+        self.bases.replace(role, base)?;
+        self.params.logs[index as usize] = log.to_string();
+        self.engine.as_mut().expect("running engine").handle_mirror_attached(now_ns(), index);
+        log::info!("{}: log mirror {index} is bdev {log} now; re-syncing", self.params.name);
+        Ok(JsonObject::new().number("index", index as u64).string("mirror", "syncing").finish())
+    }
+
+    /// Stops using a log mirror and releases its bdev. The last healthy
+    /// mirror of a policy that logs is kept: switch the policy first.
+    fn detach_log(&mut self, log: Option<&str>) -> Result<String, Error> {
+        let log = log.unwrap_or_default();
+        check_name("log", log)?;
+        self.running_engine()?;
+        let found = self.bases.logs().iter().position(|b| b.name == log && !b.removed);
+        let Some(index) = found.map(|i| i as u8) else {
+            return Err(Error::NoDevice(format!("log: '{}' has no attached log mirror '{log}'", self.params.name)));
+        };
+        let healthy = self.healthy_log_mirrors();
+        let policy = self.policy_wanted();
+        if policy.uses_log() && healthy.iter().all(|&i| i == index) {
+            let message = format!("log: '{log}' is the last healthy log mirror under policy {policy}; switch the policy first");
+            return Err(Error::Busy(message));
+        }
+        let role = DeviceRole::Log(index);
+        self.engine.as_mut().expect("running engine").handle_device_removed(now_ns(), role);
+        self.bases.detach(role);
+        log::info!("{}: log mirror {index} (bdev {log}) detached", self.params.name);
+        Ok("true".to_string())
+    }
+
+    fn flush_all(&mut self) -> Result<String, Error> {
+        let not_running = self.not_running();
+        let engine = self.running_engine()?;
+        let progress = engine.flush_all(now_ns()).map_err(|ControlError::NotReady| not_running)?;
+        Ok(JsonObject::new()
+            .boolean("in_progress", progress.in_progress)
+            .number("blocks_remaining", progress.blocks_remaining)
+            .finish())
+    }
+}
+
+/// bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all.
+///
+/// # Safety
+/// `name` and `arg` are NULL or C strings valid for this call; `rpc` is a
+/// pending request.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_control(
+    op: sys::hhc_glue_control,
+    name: *const c_char,
+    arg: *const c_char,
+    rpc: *mut sys::hhc_glue_rpc,
+) {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let (name, arg) = unsafe { (text(name).unwrap_or_default(), text(arg)) };
+    if let Err(error) = check_name("name", &name) {
+        return rpc.reply_error(&error.into());
+    }
+    let Some(node) = registry::find(&name) else {
+        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
+    };
+    use sys::hhc_glue_control as Op;
+    let answer = node.core.try_enter(|core| match op {
+        Op::HHC_GLUE_CONTROL_GET_STATS => core.get_stats(),
+        Op::HHC_GLUE_CONTROL_RESET_STATS => core.reset_stats(),
+        Op::HHC_GLUE_CONTROL_SET_POLICY => core.set_policy(arg.as_deref()),
+        Op::HHC_GLUE_CONTROL_FLUSH_ALL => core.flush_all(),
+        Op::HHC_GLUE_CONTROL_ATTACH_LOG => core.attach_log(arg.as_deref()),
+        Op::HHC_GLUE_CONTROL_DETACH_LOG => core.detach_log(arg.as_deref()),
+    });
+    let answer =
+        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
+    if node.core.on_owner_thread() {
+        // Carries out the device commands the engine was just asked for.
+        node.run();
+    }
+    rpc.reply(answer.as_ref().map(String::as_str));
+}
