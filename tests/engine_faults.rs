@@ -244,6 +244,10 @@ fn requests_beyond_the_engines_capacity_come_back_busy_and_lose_nothing() {
         for id in held {
             assert_eq!(harness.wait(id).0, Ok(()), "{policy}");
         }
+        // A flush naming the whole device (as SPDK's do) holds no blocks:
+        // it is admitted whatever the block limit.
+        let whole = harness.submit(hhc::io::RequestKind::Flush, 0, 2048, None);
+        assert_eq!(harness.wait(whole).0, Ok(()), "{policy}");
         // Sent again, the busy write goes through; every write reads back.
         let retried = harness.write(10, block_data(10, 2));
         assert_eq!(harness.wait(retried).0, Ok(()), "{policy}");

@@ -61,18 +61,21 @@ impl Engine {
             self.complete_request(request.id, Err(RequestError::OutOfRange));
             return;
         }
+        // A flush names a range (the whole bdev, from SPDK) but holds no
+        // per-block state: it counts no blocks.
+        let blocks_count = if io { request.blocks_count } else { 0 };
         let full = self.requests.len() >= self.config.requests_max as usize
-            || self.request_blocks_live + request.blocks_count > self.config.request_blocks_max;
+            || self.request_blocks_live + blocks_count > self.config.request_blocks_max;
         if full {
             self.stats.requests_busy += 1;
             self.complete_request(request.id, Err(RequestError::Busy));
             return;
         }
-        self.request_blocks_live += request.blocks_count;
+        self.request_blocks_live += blocks_count;
         let key = self.requests.insert(RequestState {
             id: request.id,
             lba: request.lba,
-            blocks_count: request.blocks_count,
+            blocks_count,
             pending: 1, // held until the request is fully dispatched
             error: None,
         });
