@@ -67,20 +67,23 @@ impl Engine {
             self.commit.completed(),
             self.log.describe(),
             self.writeback.queue.len(),
-            {
-                let mut per_tag: std::collections::BTreeMap<u32, u32> = Default::default();
-                for (_, tag) in &self.writeback.queue {
-                    if let Some(tag) = tag {
-                        *per_tag.entry(*tag).or_default() += 1;
-                    }
-                }
-                per_tag
-            },
+            self.queued_flush_tags(),
             self.writeback.in_flight(),
             self.writeback.revoke_wait.len(),
             self.cache.free_count(),
             self.cache.dirty_count(),
             self.cache.unlogged_dirty_count(),
         )
+    }
+
+    /// Write-backs queued for each waiting flush, by the flush's tag.
+    fn queued_flush_tags(&self) -> std::collections::BTreeMap<u32, u32> {
+        let mut per_tag = std::collections::BTreeMap::new();
+        for &(_, tag) in &self.writeback.queue {
+            if let Some(tag) = tag {
+                *per_tag.entry(tag).or_default() += 1;
+            }
+        }
+        per_tag
     }
 }

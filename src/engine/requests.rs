@@ -51,12 +51,8 @@ impl Engine {
         }
         let end = request.lba.checked_add(request.blocks_count as u64);
         let io = request.kind != RequestKind::Flush;
-        if io && (request.blocks_count == 0 || end.is_none_or(|end| end > self.blocks_count())) {
-            self.stats.request_errors += 1;
-            self.complete_request(request.id, Err(RequestError::OutOfRange));
-            return;
-        }
-        if io && request.blocks_count > self.config.request_blocks_max {
+        let too_long = request.blocks_count > self.config.request_blocks_max;
+        if io && (request.blocks_count == 0 || too_long || end.is_none_or(|end| end > self.blocks_count())) {
             self.stats.request_errors += 1;
             self.complete_request(request.id, Err(RequestError::OutOfRange));
             return;
