@@ -79,17 +79,51 @@ impl FromStr for Policy {
         Policy::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| ConfigError(format!("unknown policy '{s}' (expected one of passthrough, wt, wb, wb-flush, wb-ordered, hhc)")))
+            .ok_or_else(|| ConfigError::invalid(format!("unknown policy '{s}' (expected one of passthrough, wt, wb, wb-flush, wb-ordered, hhc)")))
     }
 }
 
-/// A creation parameter that cannot work; the message names the parameter.
+/// A creation parameter that cannot work: its kind (which the FFI turns
+/// into an errno) and a message naming the parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+pub struct ConfigError {
+    pub kind: ConfigErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigErrorKind {
+    /// A value out of its range, malformed, or contradicting another.
+    Invalid,
+    /// A device too small for what it must hold.
+    TooSmall,
+    /// A device or count beyond what the on-disk formats address.
+    TooLarge,
+    /// Something this build cannot do.
+    Unsupported,
+}
+
+impl ConfigError {
+    pub fn invalid(message: impl Into<String>) -> ConfigError {
+        ConfigError { kind: ConfigErrorKind::Invalid, message: message.into() }
+    }
+
+    pub fn too_small(message: impl Into<String>) -> ConfigError {
+        ConfigError { kind: ConfigErrorKind::TooSmall, message: message.into() }
+    }
+
+    pub fn too_large(message: impl Into<String>) -> ConfigError {
+        ConfigError { kind: ConfigErrorKind::TooLarge, message: message.into() }
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> ConfigError {
+        ConfigError { kind: ConfigErrorKind::Unsupported, message: message.into() }
+    }
+}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -243,48 +277,48 @@ impl Config {
     /// Checks every parameter and derives the device layouts.
     pub fn validate(&self) -> Result<(CacheLayout, LogLayout), ConfigError> {
         if self.mutation != Mutation::None && !MUTATIONS_BUILT {
-            return Err(ConfigError(format!("mutation {:?} needs a build with the `mutations` feature", self.mutation)));
+            return Err(ConfigError::unsupported(format!("mutation {:?} needs a build with the `mutations` feature", self.mutation)));
         }
         let bs = self.block_size;
         if !(4096..=65536).contains(&bs) || !bs.is_power_of_two() {
-            return Err(ConfigError(format!("block_size {bs} must be a power of two between 4096 and 65536")));
+            return Err(ConfigError::invalid(format!("block_size {bs} must be a power of two between 4096 and 65536")));
         }
         if !(1..=100).contains(&self.dirty_threshold_percent) {
-            return Err(ConfigError(format!("dirty_threshold {} must be 1..100 percent", self.dirty_threshold_percent)));
+            return Err(ConfigError::invalid(format!("dirty_threshold {} must be 1..100 percent", self.dirty_threshold_percent)));
         }
         if self.mirrors_count == 0 && self.policy.uses_log() {
-            return Err(ConfigError("policy hhc needs at least one log device".into()));
+            return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }
         if self.log_buffers_count == 1 {
-            return Err(ConfigError(format!("buffer_count {} must be 0 (automatic) or at least 2", self.log_buffers_count)));
+            return Err(ConfigError::invalid(format!("buffer_count {} must be 0 (automatic) or at least 2", self.log_buffers_count)));
         }
         if self.requests_max == 0 || self.request_blocks_max == 0 {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "requests_max {} and request_blocks_max {} must be at least 1",
                 self.requests_max, self.request_blocks_max
             )));
         }
         if self.writeback_parallelism == 0 {
-            return Err(ConfigError("writeback parallelism must be at least 1".into()));
+            return Err(ConfigError::invalid("writeback parallelism must be at least 1"));
         }
         if self.backing_blocks() == 0 {
-            return Err(ConfigError("backing device is smaller than one cache block".into()));
+            return Err(ConfigError::too_small("backing device is smaller than one cache block"));
         }
         if self.backing_blocks() >= u32::MAX as u64 {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::too_large(format!(
                 "backing device of {} blocks exceeds the 2^32-1 block limit of the cache index (use a larger block_size)",
                 self.backing_blocks()
             )));
         }
         let cache = self.cache_layout()?;
         let segment = SegmentLayout::new(self.segment_bytes, bs)
-            .map_err(|e| ConfigError(format!("segment_size {} with block_size {bs}: {e}", self.segment_bytes)))?;
+            .map_err(|e| ConfigError::invalid(format!("segment_size {} with block_size {bs}: {e}", self.segment_bytes)))?;
         let segments_offset_bytes = align_up(2 * UNIT_BYTES as u64, bs as u64);
         let segments_count = (self.log_device_bytes.saturating_sub(segments_offset_bytes) / self.segment_bytes as u64)
             .min(u32::MAX as u64) as u32;
         let buffers = self.log_buffers_for(segments_count);
         if self.mirrors_count > 0 && segments_count < 2 * buffers + 2 {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::too_small(format!(
                 "log device of {} bytes holds {segments_count} segments of {} bytes; at least {} are needed",
                 self.log_device_bytes,
                 self.segment_bytes,
@@ -320,7 +354,7 @@ impl Config {
             blocks -= 1;
         }
         if blocks < 16 {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::too_small(format!(
                 "cache device of {} bytes holds {blocks} blocks of {bs} bytes; at least 16 are needed",
                 self.cache_device_bytes
             )));
@@ -333,5 +367,26 @@ impl Config {
             meta_offset_bytes: unit,
             data_offset_bytes: align_up(unit + 2 * meta_pages_count as u64 * unit, bs),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_says_its_kind() {
+        let kind = |config: Config| config.validate().expect_err("must be refused").kind;
+        let ok = Config::default();
+        assert!(ok.validate().is_ok());
+        assert_eq!(kind(Config { dirty_threshold_percent: 0, ..ok.clone() }), ConfigErrorKind::Invalid);
+        assert_eq!(kind(Config { block_size: 3000, ..ok.clone() }), ConfigErrorKind::Invalid);
+        assert_eq!(kind(Config { cache_device_bytes: 64 << 10, ..ok.clone() }), ConfigErrorKind::TooSmall);
+        assert_eq!(kind(Config { log_device_bytes: 4 << 20, ..ok.clone() }), ConfigErrorKind::TooSmall);
+        assert_eq!(kind(Config { backing_device_bytes: 1024, ..ok.clone() }), ConfigErrorKind::TooSmall);
+        assert_eq!(kind(Config { backing_device_bytes: 4096 << 32, ..ok.clone() }), ConfigErrorKind::TooLarge);
+        if !MUTATIONS_BUILT {
+            assert_eq!(kind(Config { mutation: Mutation::FlushSkipsLog, ..ok }), ConfigErrorKind::Unsupported);
+        }
     }
 }

@@ -192,7 +192,7 @@ impl Engine {
         let (cache_layout, log_layout) = config.validate()?;
         config.log_buffers_count = config.log_buffers_for(log_layout.segments_count);
         let blocks_count = u32::try_from(cache_layout.blocks_count)
-            .map_err(|_| ConfigError(format!("cache of {} blocks exceeds 2^32 blocks", cache_layout.blocks_count)))?;
+            .map_err(|_| ConfigError::too_large(format!("cache of {} blocks exceeds 2^32 blocks", cache_layout.blocks_count)))?;
         let bs = config.block_size as usize;
         let mut all: Vec<Box<dyn IoRegion>> = Vec::new();
         let mut add = |len: usize, all: &mut Vec<Box<dyn IoRegion>>| {
@@ -358,7 +358,7 @@ impl Engine {
     pub fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError> {
         self.now = now;
         if policy.uses_log() && self.config.mirrors_count == 0 {
-            return Err(ConfigError("policy hhc needs at least one log device".into()));
+            return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }
         self.begin_policy_switch(policy);
         self.run_background();

@@ -2,7 +2,7 @@
 //! (or JSON-RPC "invalid params") for an RPC answer, a negative errno for a
 //! bdev I/O completion. This is the one place that picks those numbers.
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, ConfigErrorKind};
 use crate::engine::{FailKind, FailReason};
 use crate::io::RequestError;
 
@@ -25,6 +25,12 @@ pub enum Error {
     Claimed(String),
     /// A device failed commands the HHC bdev cannot do without.
     Failed(String),
+    /// A device is too small for its role.
+    NoSpace(String),
+    /// A device or count beyond what the formats address.
+    TooLarge(String),
+    /// This build cannot do it.
+    Unsupported(String),
     /// SPDK returned this negative errno.
     Os(i32, String),
 }
@@ -50,6 +56,9 @@ impl Error {
             Error::NoDevice(_) => -libc::ENODEV,
             Error::Claimed(_) => -libc::EPERM,
             Error::Failed(_) => -libc::EIO,
+            Error::NoSpace(_) => -libc::ENOSPC,
+            Error::TooLarge(_) => -libc::EFBIG,
+            Error::Unsupported(_) => -libc::EOPNOTSUPP,
             Error::Os(rc, _) => *rc,
         }
     }
@@ -62,6 +71,9 @@ impl Error {
             | Error::NoDevice(m)
             | Error::Claimed(m)
             | Error::Failed(m)
+            | Error::NoSpace(m)
+            | Error::TooLarge(m)
+            | Error::Unsupported(m)
             | Error::Os(_, m) => m,
         }
     }
@@ -77,6 +89,9 @@ impl Error {
             Error::NoDevice(_) => Error::NoDevice(message),
             Error::Claimed(_) => Error::Claimed(message),
             Error::Failed(_) => Error::Failed(message),
+            Error::NoSpace(_) => Error::NoSpace(message),
+            Error::TooLarge(_) => Error::TooLarge(message),
+            Error::Unsupported(_) => Error::Unsupported(message),
             Error::Os(rc, _) => Error::Os(*rc, message),
         }
     }
@@ -96,9 +111,16 @@ impl From<&FailReason> for Error {
     }
 }
 
+/// A creation parameter that cannot work, by kind.
 impl From<ConfigError> for Error {
     fn from(error: ConfigError) -> Error {
-        Error::InvalidParams(error.0)
+        let message = error.message;
+        match error.kind {
+            ConfigErrorKind::Invalid => Error::InvalidParams(message),
+            ConfigErrorKind::TooSmall => Error::NoSpace(message),
+            ConfigErrorKind::TooLarge => Error::TooLarge(message),
+            ConfigErrorKind::Unsupported => Error::Unsupported(message),
+        }
     }
 }
 
@@ -149,7 +171,7 @@ mod tests {
         for rc in [-libc::ENODEV, -libc::EPERM, -libc::EEXIST, -libc::EBUSY, -libc::ENOSPC] {
             assert_eq!(Error::from_rc(rc, String::new()).code(), rc);
         }
-        assert_eq!(Error::from(ConfigError("x".into())), Error::InvalidParams("x".into()));
+        assert_eq!(Error::from(ConfigError::invalid("x")), Error::InvalidParams("x".into()));
         assert_eq!(Error::InvalidParams(String::new()).code(), JSONRPC_INVALID_PARAMS);
         assert_eq!(request_status(Err(RequestError::NotReady)), Refusal::NotReady.status());
     }

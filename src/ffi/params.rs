@@ -66,35 +66,35 @@ impl CreateParams {
         };
         params.check_names()?;
         if params.dirty_threshold.is_some_and(|t| t > 100) {
-            return Err(ConfigError(format!("dirty_threshold {} must be 1..100 percent", params.dirty_threshold.unwrap())));
+            return Err(ConfigError::invalid(format!("dirty_threshold {} must be 1..100 percent", params.dirty_threshold.unwrap())));
         }
         Ok(params)
     }
 
     fn check_names(&self) -> Result<(), ConfigError> {
         if self.name.is_empty() {
-            return Err(ConfigError("name must not be empty".into()));
+            return Err(ConfigError::invalid("name must not be empty"));
         }
         check_name("name", &self.name)?;
         let mut roles: Vec<(&str, &str)> = vec![("backing", &self.backing), ("cache", &self.cache)];
         roles.extend(self.logs.iter().map(|l| ("logs", l.as_str())));
         for (index, (role, bdev)) in roles.iter().enumerate() {
             if bdev.is_empty() {
-                return Err(ConfigError(format!("{role} must name a bdev")));
+                return Err(ConfigError::invalid(format!("{role} must name a bdev")));
             }
             check_name(role, bdev)?;
             if *bdev == self.name {
-                return Err(ConfigError(format!("{role} bdev '{bdev}' is the name of the HHC bdev itself")));
+                return Err(ConfigError::invalid(format!("{role} bdev '{bdev}' is the name of the HHC bdev itself")));
             }
             if let Some((other, _)) = roles[..index].iter().find(|(_, b)| b == bdev) {
                 if other == role {
-                    return Err(ConfigError(format!("{role}: bdev '{bdev}' is given twice")));
+                    return Err(ConfigError::invalid(format!("{role}: bdev '{bdev}' is given twice")));
                 }
-                return Err(ConfigError(format!("bdev '{bdev}' is given both as {other} and as {role}")));
+                return Err(ConfigError::invalid(format!("bdev '{bdev}' is given both as {other} and as {role}")));
             }
         }
         if self.policy.uses_log() && self.logs.is_empty() {
-            return Err(ConfigError("logs: policy hhc needs at least one log bdev".into()));
+            return Err(ConfigError::invalid("logs: policy hhc needs at least one log bdev"));
         }
         Ok(())
     }
@@ -109,7 +109,7 @@ impl CreateParams {
             block_size,
             cache_device_bytes: cache.bytes(),
             log_device_bytes: logs.iter().map(BaseFacts::bytes).min().unwrap_or(0),
-            mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError("logs: too many log bdevs".into()))?,
+            mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError::invalid("logs: too many log bdevs"))?,
             backing_device_bytes: backing.bytes(),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
@@ -150,7 +150,7 @@ impl CreateParams {
         let Some(body) = record.strip_prefix(OWNER_RECORD_HEADER.as_bytes()).and_then(|r| r.strip_prefix(b"\n")) else {
             return Ok(None);
         };
-        let invalid = |what: String| ConfigError(format!("owner record: {what}"));
+        let invalid = |what: String| ConfigError::invalid(format!("owner record: {what}"));
         let text = std::str::from_utf8(body).map_err(|e| invalid(format!("not UTF-8 ({e})")))?;
         let mut fields = std::collections::HashMap::new();
         for line in text.lines() {
@@ -175,7 +175,7 @@ impl CreateParams {
             number("dirty_threshold")?,
         )
         .map(Some)
-        .map_err(|e| invalid(e.0))
+        .map_err(|e| invalid(e.message))
     }
 
     fn optional_numbers(&self) -> [(&'static str, Option<u32>); 4] {
@@ -208,10 +208,10 @@ impl CreateParams {
 /// character, and a length any SPDK component takes.
 pub fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
     if name.len() > NAME_BYTES_MAX {
-        return Err(ConfigError(format!("{role}: a bdev name of {} bytes; at most {NAME_BYTES_MAX}", name.len())));
+        return Err(ConfigError::invalid(format!("{role}: a bdev name of {} bytes; at most {NAME_BYTES_MAX}", name.len())));
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(ConfigError(format!("{role}: bdev name {name:?} holds the control character {c:?}")));
+        return Err(ConfigError::invalid(format!("{role}: bdev name {name:?} holds the control character {c:?}")));
     }
     Ok(())
 }
@@ -220,7 +220,7 @@ pub fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
 /// blocks must tile them.
 pub fn check_base_block_size(role: &str, name: &str, facts: BaseFacts, unit_bytes: u32) -> Result<(), ConfigError> {
     if !facts.block_size.is_power_of_two() || facts.block_size > unit_bytes.min(UNIT_BYTES as u32) {
-        return Err(ConfigError(format!(
+        return Err(ConfigError::invalid(format!(
             "{role} bdev '{name}' has block size {} bytes; HHC needs a power of two of at most {} bytes",
             facts.block_size,
             UNIT_BYTES
@@ -276,20 +276,20 @@ mod tests {
             ),
         ];
         for (result, expected) in cases {
-            let error = result.expect_err(expected).0;
+            let error = result.expect_err(expected).message;
             assert!(error.contains(expected), "{error:?} should mention {expected:?}");
         }
         let p = params("hhc", &["hdd0"]).unwrap();
         let odd = BaseFacts { block_size: 520, ..facts(64) };
-        assert!(p.config(facts(1024), odd, &[facts(64)]).unwrap_err().0.contains("cache bdev 'ssd' has block size 520"));
+        assert!(p.config(facts(1024), odd, &[facts(64)]).unwrap_err().message.contains("cache bdev 'ssd' has block size 520"));
         let big = BaseFacts { block_size: 8192, ..facts(64) };
-        assert!(p.config(facts(1024), facts(64), &[big]).unwrap_err().0.contains("logs bdev 'hdd0'"));
-        assert!(p.config(facts(1024), facts(64), &[facts(1)]).unwrap_err().0.contains("log device"));
+        assert!(p.config(facts(1024), facts(64), &[big]).unwrap_err().message.contains("logs bdev 'hdd0'"));
+        assert!(p.config(facts(1024), facts(64), &[facts(1)]).unwrap_err().message.contains("log device"));
         let p = CreateParams { block_size: Some(3000), ..p };
-        assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().0.contains("block_size 3000"));
+        assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().message.contains("block_size 3000"));
         // Named as the parameter's fault, before any base bdev's block size.
         let p = CreateParams { block_size: Some(0), ..p };
-        assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().0.contains("block_size 0 must be"));
+        assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().message.contains("block_size 0 must be"));
     }
 
     #[test]
@@ -301,9 +301,9 @@ mod tests {
         assert_eq!(CreateParams::from_owner_record(b""), Ok(None));
         assert_eq!(CreateParams::from_owner_record(b"hhc-spdk-create 2\nname=x"), Ok(None));
         let no_cache = String::from_utf8(record).unwrap().replace("cache=ssd\n", "");
-        assert!(CreateParams::from_owner_record(no_cache.as_bytes()).unwrap_err().0.contains("no cache"));
+        assert!(CreateParams::from_owner_record(no_cache.as_bytes()).unwrap_err().message.contains("no cache"));
         let bad_policy = String::from_utf8(p.owner_record()).unwrap().replace("policy=hhc", "policy=lru");
-        assert!(CreateParams::from_owner_record(bad_policy.as_bytes()).unwrap_err().0.contains("unknown policy"));
+        assert!(CreateParams::from_owner_record(bad_policy.as_bytes()).unwrap_err().message.contains("unknown policy"));
     }
 
     #[test]
@@ -321,11 +321,11 @@ mod tests {
             (not_utf8, "not UTF-8"),
         ];
         for (hostile, expected) in cases {
-            let error = CreateParams::from_owner_record(&hostile).expect_err(expected).0;
+            let error = CreateParams::from_owner_record(&hostile).expect_err(expected).message;
             assert!(error.starts_with("owner record: ") && error.contains(expected), "{error:?} should mention {expected:?}");
         }
         let nul_in_rpc = CreateParams::new("a\0".into(), "b".into(), "c".into(), vec![], Some("wt"), None, None, None, None);
-        assert!(nul_in_rpc.unwrap_err().0.contains("control character"));
+        assert!(nul_in_rpc.unwrap_err().message.contains("control character"));
     }
 
     #[test]
