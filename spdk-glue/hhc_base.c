@@ -2,11 +2,15 @@
  *
  * Base bdevs of an HHC bdev (backing, cache, log mirrors): opened and
  * claimed for module hhc, I/O at byte offsets with -ENOMEM waits, hot-remove
- * events, and a close that waits for the I/O still out.
+ * events, and a close that waits for the I/O still out. The per-I/O
+ * contexts come from one pool per HHC bdev, allocated at creation with as
+ * many as the engine can have commands in flight, so the data path never
+ * allocates them.
  */
 
 #include "hhc_glue_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,17 @@ struct hhc_dev_io {
 	struct hhc_dev_io *next_free;
 };
 
+/* Shared by the bases of one HHC bdev; freed when the node and every base
+ * that used it have let it go (a closing base may outlive the node's
+ * reference while its last I/Os drain). */
+struct hhc_glue_io_pool {
+	struct hhc_dev_io *ios;
+	struct hhc_dev_io *free_ios;
+	uint32_t count;
+	uint32_t in_use;
+	uint32_t references;
+};
+
 struct hhc_glue_base {
 	struct spdk_bdev_desc *desc;
 	struct spdk_bdev *bdev;
@@ -41,10 +56,56 @@ struct hhc_glue_base {
 	/* I/Os started and not yet completed (including -ENOMEM waiters). */
 	uint64_t outstanding;
 	bool closing;
-	/* Recycled per-I/O contexts: the pool grows to the peak queue depth
-	 * once, after which the data path allocates nothing. */
-	struct hhc_dev_io *free_ios;
+	struct hhc_glue_io_pool *pool;
 };
+
+struct hhc_glue_io_pool *
+hhc_glue_io_pool_create(uint32_t count)
+{
+	struct hhc_glue_io_pool *pool = calloc(1, sizeof(*pool));
+	uint32_t i;
+
+	if (pool == NULL) {
+		return NULL;
+	}
+	pool->ios = calloc(count, sizeof(*pool->ios));
+	if (pool->ios == NULL && count > 0) {
+		free(pool);
+		return NULL;
+	}
+	for (i = 0; i < count; i++) {
+		pool->ios[i].next_free = pool->free_ios;
+		pool->free_ios = &pool->ios[i];
+	}
+	pool->count = count;
+	pool->references = 1;
+	return pool;
+}
+
+void
+hhc_glue_io_pool_put(struct hhc_glue_io_pool *pool)
+{
+	assert(pool->references > 0);
+	if (--pool->references == 0) {
+		assert(pool->in_use == 0);
+		free(pool->ios);
+		free(pool);
+	}
+}
+
+uint32_t
+hhc_glue_io_pool_in_use(const struct hhc_glue_io_pool *pool)
+{
+	return pool->in_use;
+}
+
+void
+hhc_glue_base_use_pool(struct hhc_glue_base *base, struct hhc_glue_io_pool *pool)
+{
+	assert(base->pool == NULL && base->outstanding == 0);
+	pool->references++;
+	base->pool = pool;
+}
 
 static void base_finish_close(struct hhc_glue_base *base);
 
@@ -114,30 +175,31 @@ hhc_glue_base_get_channel(struct hhc_glue_base *base)
 static struct hhc_dev_io *
 dev_io_get(struct hhc_glue_base *base)
 {
-	struct hhc_dev_io *io = base->free_ios;
+	struct hhc_glue_io_pool *pool = base->pool;
+	struct hhc_dev_io *io = pool->free_ios;
 
-	if (io != NULL) {
-		base->free_ios = io->next_free;
-		return io;
+	if (io == NULL) {
+		SPDK_ERRLOG("hhc: all %u I/O contexts are in use (%s)\n", pool->count, spdk_bdev_get_name(base->bdev));
+		return NULL;
 	}
-	io = calloc(1, sizeof(*io));
-	if (io != NULL) {
-		io->base = base;
-	}
+	pool->free_ios = io->next_free;
+	pool->in_use++;
+	io->base = base;
 	return io;
 }
 
 static void
 dev_io_put(struct hhc_dev_io *io)
 {
-	struct hhc_glue_base *base = io->base;
+	struct hhc_glue_io_pool *pool = io->base->pool;
 
 	if (io->iovs != io->inline_iovs) {
 		free(io->iovs);
 	}
 	io->iovs = NULL;
-	io->next_free = base->free_ios;
-	base->free_ios = io;
+	io->next_free = pool->free_ios;
+	pool->free_ios = io;
+	pool->in_use--;
 }
 
 /* Hands a finished I/O to Rust unless the base is already closed. */
@@ -229,7 +291,7 @@ hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uin
 	struct hhc_dev_io *io;
 	int rc;
 
-	if (base->closing || base->channel == NULL || iovs_count < 0) {
+	if (base->closing || base->channel == NULL || base->pool == NULL || iovs_count < 0) {
 		return -ENODEV;
 	}
 	io = dev_io_get(base);
@@ -265,15 +327,12 @@ hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uin
 static void
 base_finish_close(struct hhc_glue_base *base)
 {
-	struct hhc_dev_io *io;
-
 	if (base->channel != NULL) {
 		spdk_put_io_channel(base->channel);
 	}
 	spdk_bdev_close(base->desc);
-	while ((io = base->free_ios) != NULL) {
-		base->free_ios = io->next_free;
-		free(io);
+	if (base->pool != NULL) {
+		hhc_glue_io_pool_put(base->pool);
 	}
 	free(base);
 }

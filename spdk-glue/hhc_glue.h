@@ -29,6 +29,8 @@
 struct hhc_glue_node;
 /* One opened and claimed base bdev (backing, cache or log mirror). */
 struct hhc_glue_base;
+/* The per-I/O contexts shared by the bases of one HHC bdev. */
+struct hhc_glue_io_pool;
 /* One upper-layer bdev I/O (an spdk_bdev_io). */
 struct hhc_glue_io;
 /* A JSON-RPC request waiting for its answer. */
@@ -104,6 +106,14 @@ int hhc_glue_base_open(const char *name, void *rs_base, struct hhc_glue_base **o
 void hhc_glue_base_get_info(const struct hhc_glue_base *base, struct hhc_glue_base_info *info);
 /* Gets the I/O channel of the calling thread; it is used for every I/O. */
 int hhc_glue_base_get_channel(struct hhc_glue_base *base);
+/* The per-I/O contexts of one HHC bdev's bases, `count` of them allocated
+ * now: as many as its engine can have device commands in flight. NULL when
+ * out of memory. The creator holds one reference, each base using it one. */
+struct hhc_glue_io_pool *hhc_glue_io_pool_create(uint32_t count);
+void hhc_glue_io_pool_put(struct hhc_glue_io_pool *pool);
+uint32_t hhc_glue_io_pool_in_use(const struct hhc_glue_io_pool *pool);
+/* Once per base, before its first I/O. */
+void hhc_glue_base_use_pool(struct hhc_glue_base *base, struct hhc_glue_io_pool *pool);
 /* Starts one I/O at a byte offset. The iovec array is copied. Returns 0 when
  * the I/O was accepted (it then completes exactly once through
  * hhc_rs_base_io_done, possibly after -ENOMEM waits), else a negative errno

@@ -187,7 +187,30 @@ pub struct Engine {
     last_request_at: Nanos,
 }
 
+/// Device commands an engine of `config` (its log buffers resolved) can
+/// have in flight at once: every command a request block can have (a miss
+/// read and its fill), plus the background's own bounded pools. The table
+/// of operations is sized for it, and a driver's per-command contexts can
+/// be (`Engine::device_commands_max`).
+fn device_commands_max(config: &Config, log_layout: &LogLayout) -> usize {
+    let buffers_count = if config.mirrors_count > 0 { config.log_buffers_count } else { 0 };
+    2 * config.request_blocks_max as usize
+        + config.requests_max as usize
+        + config.writeback_parallelism as usize * (writeback::RUN_BYTES_MAX as usize / config.block_size as usize + 1)
+        + buffers_count as usize * (log_layout.segment.blocks() as usize + 2 * config.mirrors_count as usize)
+        + META_POOL_PAGES as usize
+        + 64
+}
+
 impl Engine {
+    /// The most device commands an engine created with `config` ever has
+    /// in flight, known before it is created.
+    pub fn device_commands_max(config: &Config) -> Result<usize, ConfigError> {
+        let (_, log_layout) = config.validate()?;
+        let config = Config { log_buffers_count: config.log_buffers_for(log_layout.segments_count), ..config.clone() };
+        Ok(device_commands_max(&config, &log_layout))
+    }
+
     pub fn new(mut config: Config, start: StartMode, alloc: &mut dyn IoAllocator, now: Nanos) -> Result<Engine, ConfigError> {
         let (cache_layout, log_layout) = config.validate()?;
         config.log_buffers_count = config.log_buffers_for(log_layout.segments_count);
@@ -209,14 +232,7 @@ impl Engine {
         let regions = Regions { all, staging, meta_pool, superblock, log_scratch };
         let first_sequence = log_layout.segments_count as u64;
         let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
-        // Every command a request block can have in flight at once (a miss
-        // read and its fill), plus the background's own bounded pools.
-        let ops_capacity = 2 * config.request_blocks_max as usize
-            + config.requests_max as usize
-            + config.writeback_parallelism as usize * (writeback::RUN_BYTES_MAX as usize / bs + 1)
-            + buffers_count as usize * (log_layout.segment.blocks() as usize + 2 * config.mirrors_count as usize)
-            + META_POOL_PAGES as usize
-            + 64;
+        let ops_capacity = device_commands_max(&config, &log_layout);
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),
             log,

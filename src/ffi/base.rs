@@ -106,11 +106,26 @@ impl Base {
     }
 }
 
-/// The bases of one node, indexed by role.
-#[derive(Default)]
+/// The bases of one node, indexed by role, and the pool of per-I/O
+/// contexts they share (null until `use_pool`).
 pub struct Bases {
     bases: Vec<Base>,
+    pool: *mut sys::hhc_glue_io_pool,
+    pool_count: u32,
 }
+
+impl Default for Bases {
+    fn default() -> Bases {
+        Bases { bases: Vec::new(), pool: std::ptr::null_mut(), pool_count: 0 }
+    }
+}
+
+/// Device commands a node has in flight outside its engine, at most: the
+/// probe of the cache bdev (two units), and the recovery after the cache was
+/// lost (its scan reads two superblock units per mirror, then one part at a
+/// time; its replay `REPLAY_PARALLELISM` blocks plus a flush and superblock
+/// writes), which runs only once the engine's commands have drained.
+pub const COMMANDS_BESIDE_ENGINE: usize = 4 * crate::recovery::replay::REPLAY_PARALLELISM + 64;
 
 fn role_index(role: DeviceRole) -> usize {
     match role {
@@ -124,7 +139,7 @@ impl Bases {
     /// Opens every role in order and gets the calling (owner) thread's
     /// channels; on error whatever was opened is closed again.
     pub fn open(node: *const c_void, roles: &[(DeviceRole, String)]) -> Result<Bases, Error> {
-        let mut bases = Bases { bases: Vec::with_capacity(roles.len()) };
+        let mut bases = Bases { bases: Vec::with_capacity(roles.len()), ..Bases::default() };
         let result = roles.iter().try_for_each(|(role, name)| {
             debug_assert_eq!(role_index(*role), bases.bases.len(), "roles in index order");
             bases.bases.push(Base::open(node, *role, name)?);
@@ -138,6 +153,34 @@ impl Bases {
                 Err(error)
             }
         }
+    }
+
+    /// Allocates the per-I/O contexts, `count` of them, for every base now
+    /// and to come; before the first I/O.
+    pub fn use_pool(&mut self, count: usize) -> Result<(), Error> {
+        debug_assert!(self.pool.is_null(), "one pool per node");
+        let count = u32::try_from(count).map_err(|_| Error::TooLarge(format!("{count} device commands in flight")))?;
+        // SAFETY: plain allocation; null when out of memory.
+        let pool = unsafe { sys::hhc_glue_io_pool_create(count) };
+        if pool.is_null() {
+            return Err(Error::Os(-libc::ENOMEM, format!("cannot allocate {count} base I/O contexts")));
+        }
+        self.pool = pool;
+        self.pool_count = count;
+        for base in &self.bases {
+            // SAFETY: the pool is live; the base is open and has no I/O yet.
+            unsafe { sys::hhc_glue_base_use_pool(base.glue, pool) };
+        }
+        Ok(())
+    }
+
+    /// Base I/O contexts in use now and allocated (for the stats).
+    pub fn io_contexts(&self) -> (u32, u32) {
+        if self.pool.is_null() {
+            return (0, 0);
+        }
+        // SAFETY: the node's reference keeps the pool alive.
+        (unsafe { sys::hhc_glue_io_pool_in_use(self.pool) }, self.pool_count)
     }
 
     pub fn get(&self, role: DeviceRole) -> &Base {
@@ -191,6 +234,8 @@ impl Bases {
             sys::hhc_glue_base_submit(base.glue, glue_kind, offset_bytes, len_bytes, iovs.as_ptr(), iovs.len() as i32, tag)
         };
         if rc != 0 {
+            // The pool holds as many contexts as the engine has commands.
+            debug_assert_ne!(rc, -libc::ENOMEM, "every base I/O context in use: the pool is smaller than the engine's bound");
             log::error!("cannot start {kind:?} on {role} bdev {}: {}", base.name, errno::describe(rc));
             return Err(IoStatus::Error);
         }
@@ -244,6 +289,10 @@ impl Bases {
             base.close();
             return Err(error);
         }
+        if !self.pool.is_null() {
+            // SAFETY: the pool is live; the base is open and has no I/O yet.
+            unsafe { sys::hhc_glue_base_use_pool(base.glue, self.pool) };
+        }
         self.bases[role_index(role)] = base;
         Ok(())
     }
@@ -252,5 +301,11 @@ impl Bases {
     /// and never calls about it again.
     pub fn close_all(&mut self) {
         self.bases.iter_mut().for_each(Base::close);
+        if !self.pool.is_null() {
+            // SAFETY: the node's reference, given up once; a base still
+            // draining holds its own.
+            unsafe { sys::hhc_glue_io_pool_put(self.pool) };
+            self.pool = std::ptr::null_mut();
+        }
     }
 }

@@ -138,7 +138,9 @@ impl Core {
                 .raw("flush_latency_us", &self.requests.flush_latency.to_json());
             object = self.baseline.report(now_ns(), fields, object);
         }
-        Ok(object.raw("devices", &self.devices_json()).finish())
+        let (in_use, total) = self.bases.io_contexts();
+        let contexts = JsonObject::new().number("in_use", in_use.into()).number("total", total.into()).finish();
+        Ok(object.raw("base_io_contexts", &contexts).raw("devices", &self.devices_json()).finish())
     }
 
     fn reset_stats(&mut self) -> Result<String, Error> {

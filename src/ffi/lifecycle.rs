@@ -3,7 +3,7 @@
 //! destruct, or fail, recover the log onto the backing bdev if the cache
 //! was lost, and unregister. Messages about a node go to its owner thread.
 
-use super::base::Bases;
+use super::base::{Bases, COMMANDS_BESIDE_ENGINE};
 use super::errno::{self, Error};
 use super::memory::DmaAllocator;
 use super::node::{Core, Node, Phase};
@@ -27,11 +27,16 @@ pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
     let address = &*node as *const Node as *const c_void;
     let mut bases = Bases::open(address, &roles)?;
     let facts: Vec<_> = bases.all().iter().map(|b| b.facts()).collect();
-    let config = match node.params.config(facts[0], facts[1], &facts[2..]) {
+    let sized = node.params.config(facts[0], facts[1], &facts[2..]).map_err(Error::from).and_then(|config| {
+        let commands = Engine::device_commands_max(&config)?;
+        bases.use_pool(commands + COMMANDS_BESIDE_ENGINE)?;
+        Ok(config)
+    });
+    let config = match sized {
         Ok(config) => config,
         Err(error) => {
             bases.close_all();
-            return Err(error.into());
+            return Err(error);
         }
     };
     node.core

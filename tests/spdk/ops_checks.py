@@ -81,6 +81,8 @@ def check_moved(client, minimum_writes):
     expect(c["log_bytes_written"] > 0, "the log was written", s)
     expect(s["gauges"]["cache_blocks"] > 0 and "dirty_blocks" in s["gauges"], "gauges present", s)
     expect(s["rates"]["window_ms"] >= 0 and "writes_per_s" in s["rates"], "rates over a window", s["rates"])
+    ctx = s["base_io_contexts"]
+    expect(0 <= ctx["in_use"] <= ctx["total"] and ctx["total"] > 4096, "base I/O contexts allocated at creation", ctx)
     expect([d["role"] for d in s["devices"]] == ["backing", "cache", "log0"], "devices listed", s["devices"])
     expect(s["devices"][2]["mirror"] == "healthy", "the mirror is healthy", s["devices"])
     # A second get right away: its rate window starts at the first.
@@ -180,6 +182,15 @@ def flush_all(client):
     expect(s["gauges"]["dirty_blocks"] == 0, "nothing dirty", s["gauges"])
     expect(c["evictions"] == before["counters"]["evictions"], "no eviction: the cache stays warm", c)
     expect(c["writebacks"] - before["counters"]["writebacks"] >= dirty, "every dirty block written back", c)
+
+
+def contexts_drained(client):
+    """Idle and clean: every base I/O context is back in the pool."""
+    deadline = time.time() + 20
+    while stats(client)["base_io_contexts"]["in_use"] != 0 and time.time() < deadline:
+        time.sleep(0.1)
+    ctx = stats(client)["base_io_contexts"]
+    expect(ctx["in_use"] == 0, f"every base I/O context returned ({ctx['total']} allocated)", stats(client))
 
 
 def read_misses_zero(client):

@@ -554,9 +554,11 @@ ops_flush_all() {
     # The reads first: a bdev idle for 50 ms writes back on its own.
     ops wait-counter reads 1000 || rc=1
     [ "$rc" -eq 0 ] && remote_fio randwrite --randseed=11 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null && ops flush-all || rc=1
+    # The reader's subshell and its timeout (which passes SIGTERM on to fio).
+    pkill -TERM -P "$load" 2>/dev/null
     kill "$load" 2>/dev/null
     wait "$load"
-    [ "$rc" -eq 0 ] && $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
+    [ "$rc" -eq 0 ] && ops contexts-drained && $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
         remote_fio randwrite --randseed=11 --verify_only=1 >/dev/null && ops read-misses-zero || return 1
     stop_tgt KILL
     backing_verifies 11
