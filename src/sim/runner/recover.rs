@@ -5,11 +5,12 @@
 use super::memory::{contract, perform, Memory, RecoveryMemory, TargetMemory};
 use super::{Event, Origin, Outstanding, Sim, PHASE_LIMIT_NS, VERIFY_CHUNK_BLOCKS, VERIFY_READS_OUTSTANDING, VERIFY_RETRIES};
 use crate::engine::{EngineState, StartMode};
-use crate::io::{DeviceIo, DeviceRole, IoId, IoKind, Machine, Nanos};
+use crate::io::{DeviceIo, DeviceRole, IoKind, Machine, Nanos};
 use crate::sim::oracle::Violation;
 use crate::sim::pattern::{decode_block, Found};
 use crate::sim::workload::Op;
 use crate::simcore::TargetFactory;
+use crate::simcore::event_queue::EventQueue;
 use std::collections::BTreeMap;
 
 impl<F: TargetFactory> Sim<'_, F> {
@@ -178,23 +179,23 @@ impl<F: TargetFactory> Sim<'_, F> {
         let mut machine = self.factory.cache_loss_recovery(&config).map_err(|reason| {
             self.violation("2 (durability)", None, "a log recovery", &format!("recovery refused to start: {reason}"), "cache loss")
         })?;
-        let mut queue: BTreeMap<(Nanos, IoId), DeviceIo> = BTreeMap::new();
+        let mut queue: EventQueue<DeviceIo> = EventQueue::new();
         loop {
             while let Some(io) = machine.poll_io() {
                 let device = self.devices.get(io.device).ok_or_else(|| contract(format!("recovery command for absent device {}", io.device), self.now))?;
                 let done_at = device.submit(self.now, &io).map_err(|e| contract(e, self.now))?;
-                queue.insert((done_at, io.id), io);
+                queue.schedule(done_at, io);
             }
             if let Some(outcome) = machine.outcome() {
                 self.figures.corruptions_detected += machine.corruptions_detected();
                 return outcome.map_err(|reason| self.violation("2 (durability)", None, "a log recovery", &format!("recovery failed: {reason}"), "cache loss"));
             }
-            let Some(((at, id), io)) = queue.pop_first() else {
+            let Some((at, io)) = queue.pop() else {
                 return Err(self.violation("5 (errors)", None, "a finished recovery", "recovery waits with no I/O in flight", "cache loss"));
             };
             self.now = self.now.max(at);
             let status = perform(&mut self.devices, &io, &mut RecoveryMemory(machine.as_mut())).map_err(|e| contract(e, self.now))?;
-            machine.handle_io_completion(self.now, id, status);
+            machine.handle_io_completion(self.now, io.id, status);
         }
     }
 
