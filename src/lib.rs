@@ -10,6 +10,7 @@ pub mod driver;
 pub mod engine;
 pub mod ffi;
 pub mod format;
+pub mod histogram;
 pub mod io;
 pub mod json;
 pub mod log;

@@ -10,7 +10,7 @@ use super::node::{Core, Phase};
 use super::owner::now_ns;
 use super::base::Base;
 use super::params::{check_base_block_size, check_name};
-use super::report::stat_fields;
+use super::report::{latency_json, stat_fields};
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
 use crate::config::{ConfigError, Policy};
@@ -135,7 +135,7 @@ impl Core {
             object = object
                 .boolean("flush_all_in_progress", progress.in_progress)
                 .number("flush_all_blocks_remaining", progress.blocks_remaining)
-                .raw("flush_latency_us", &self.requests.flush_latency.to_json());
+                .raw("flush_latency_us", &latency_json(&self.requests.flush_latency));
             object = self.baseline.report(now_ns(), fields, object);
         }
         let (in_use, total) = self.bases.io_contexts();

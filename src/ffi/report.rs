@@ -1,10 +1,10 @@
 //! The numbers behind `bdev_hhc_get_stats`, with no SPDK in them: the
 //! engine's stats as (name, value) fields — the one list of them in the
-//! module — which of them are gauges, a fixed-size latency histogram for
-//! flushes, and the counters' baseline (reset) and rate window.
+//! module — which of them are gauges, flush latency as JSON, and the counters' baseline (reset) and rate window.
 
 use super::json::JsonObject;
 use crate::engine::Stats;
+use crate::histogram::Histogram;
 
 /// Every engine stat by name (`bdev_hhc_get_bdevs` and `bdev_hhc_get_stats`):
 /// the engine's own list (`Stats::fields`).
@@ -18,92 +18,15 @@ pub fn is_gauge(name: &str) -> bool {
     Stats::default().gauges().iter().any(|&(gauge, _)| gauge == name)
 }
 
-/// Sub-buckets per power of two: a value's bucket bounds it within 1/8.
-const SUB_BITS: u32 = 3;
-const SUB: u64 = 1 << SUB_BITS;
-/// Values below SUB have a bucket each; then SUB per power of two up to 2^63.
-const BUCKETS: usize = (SUB + (64 - SUB_BITS as u64) * SUB) as usize;
-
-/// Latencies in nanoseconds, in log-spaced buckets: fixed size, nothing
-/// allocated per value.
-pub struct LatencyHistogram {
-    buckets: [u64; BUCKETS],
-    count: u64,
-    max_ns: u64,
-}
-
-impl Default for LatencyHistogram {
-    fn default() -> Self {
-        LatencyHistogram { buckets: [0; BUCKETS], count: 0, max_ns: 0 }
-    }
-}
-
-fn bucket_of(ns: u64) -> usize {
-    if ns < SUB {
-        return ns as usize;
-    }
-    let exponent = 63 - ns.leading_zeros();
-    let sub = (ns >> (exponent - SUB_BITS)) - SUB;
-    (SUB + (exponent - SUB_BITS) as u64 * SUB + sub) as usize
-}
-
-/// The largest value that falls into `bucket`.
-fn bucket_upper(bucket: usize) -> u64 {
-    let bucket = bucket as u64;
-    if bucket < SUB {
-        return bucket;
-    }
-    let shift = (bucket - SUB) / SUB;
-    let sub = (bucket - SUB) % SUB;
-    let lower = (SUB + sub) << shift;
-    lower + ((1u64 << shift) - 1)
-}
-
-impl LatencyHistogram {
-    pub fn record(&mut self, ns: u64) {
-        self.buckets[bucket_of(ns)] += 1;
-        self.count += 1;
-        self.max_ns = self.max_ns.max(ns);
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub fn max_ns(&self) -> u64 {
-        self.max_ns
-    }
-
-    /// The `q`-quantile (0..=1), an upper bound within 1/8 of the true
-    /// value, never above the maximum; 0 when empty.
-    pub fn quantile_ns(&self, q: f64) -> u64 {
-        if self.count == 0 {
-            return 0;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (bucket, &n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return bucket_upper(bucket).min(self.max_ns);
-            }
-        }
-        self.max_ns
-    }
-
-    pub fn clear(&mut self) {
-        *self = LatencyHistogram::default();
-    }
-
-    pub fn to_json(&self) -> String {
-        let us = |ns: u64| ns / 1000;
-        JsonObject::new()
-            .number("count", self.count)
-            .number("p50", us(self.quantile_ns(0.50)))
-            .number("p99", us(self.quantile_ns(0.99)))
-            .number("max", us(self.max_ns))
-            .finish()
-    }
+/// A latency histogram as `{count, p50, p99, max}` in microseconds.
+pub fn latency_json(histogram: &Histogram) -> String {
+    let us = |ns: u64| ns / 1000;
+    JsonObject::new()
+        .number("count", histogram.count())
+        .number("p50", us(histogram.percentile_ns(0.50)))
+        .number("p99", us(histogram.percentile_ns(0.99)))
+        .number("max", us(histogram.max_ns()))
+        .finish()
 }
 
 /// A node's counters as of the last reset and as of the last report: the
@@ -171,30 +94,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_bound_their_values_within_an_eighth() {
-        for ns in (0..5000).chain([1 << 20, (1 << 20) + 12345, u64::MAX / 3, u64::MAX]) {
-            let bucket = bucket_of(ns);
-            assert!(bucket < BUCKETS);
-            let upper = bucket_upper(bucket);
-            assert!(upper >= ns && upper - ns <= ns / 8, "{ns} -> bucket {bucket} upper {upper}");
-            assert!(bucket == 0 || bucket_upper(bucket - 1) < ns, "{ns} belongs to an earlier bucket");
-        }
-    }
-
-    #[test]
-    fn quantiles_come_from_the_recorded_values() {
-        let mut h = LatencyHistogram::default();
-        assert_eq!((h.quantile_ns(0.5), h.count()), (0, 0));
+    fn latency_json_in_microseconds() {
+        let mut h = Histogram::default();
         for us in 1..=100u64 {
             h.record(us * 1000);
         }
-        let p50 = h.quantile_ns(0.5);
-        assert!((50_000..=50_000 + 50_000 / 8).contains(&p50), "p50 {p50}");
-        let p99 = h.quantile_ns(0.99);
-        assert!((99_000..=100_000).contains(&p99), "p99 {p99}");
-        assert_eq!((h.max_ns(), h.count()), (100_000, 100));
-        let json: serde_json::Value = serde_json::from_str(&h.to_json()).unwrap();
-        assert_eq!(json["max"], 100);
+        let json: serde_json::Value = serde_json::from_str(&latency_json(&h)).unwrap();
+        assert_eq!((json["count"].as_u64(), json["max"].as_u64()), (Some(100), Some(100)));
+        let p50 = json["p50"].as_u64().unwrap();
+        assert!((48..=52).contains(&p50), "p50 {p50}");
         h.clear();
         assert_eq!(h.count(), 0);
     }

@@ -6,7 +6,7 @@
 use super::errno::{self, Refusal};
 use super::iov::sub_range;
 use super::owner::{now_ns, Thread};
-use super::report::LatencyHistogram;
+use crate::histogram::Histogram;
 use super::sys;
 use crate::io::{RequestCompletion, RequestKind};
 use crate::slab::Slab;
@@ -175,7 +175,7 @@ pub struct Requests {
     /// RESETs waiting for the table to drain.
     resets: Vec<Submission>,
     /// From the owner taking a flush to the engine completing it.
-    pub flush_latency: LatencyHistogram,
+    pub flush_latency: Histogram,
 }
 
 impl Requests {
@@ -183,7 +183,7 @@ impl Requests {
     /// it grows past that only by requests the engine has completed (or
     /// sent back as busy) whose buffers a device command still uses.
     pub fn with_capacity(capacity: usize) -> Requests {
-        Requests { slots: Slab::with_capacity(capacity), resets: Vec::new(), flush_latency: LatencyHistogram::default() }
+        Requests { slots: Slab::with_capacity(capacity), resets: Vec::new(), flush_latency: Histogram::default() }
     }
 
     /// A new request; its key is the engine request id.

@@ -6,7 +6,7 @@
 //! contents are kept only where the engine reads back what it wrote itself
 //! (superblocks and metadata on the cache device, the log superblock).
 
-use super::histogram::Histogram;
+use crate::histogram::Histogram;
 use super::journal::{Journal, JournalIo};
 use super::models::{DeviceModel, Hdd, Raid5Iscsi, Ssd};
 use super::profile::Profile;

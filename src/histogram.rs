@@ -1,7 +1,8 @@
 //! Latency histogram with logarithmic buckets: exact below 64 ns, then 32
 //! buckets per power of two, so any percentile is within ~3 % of the true
 //! value while the histogram stays a fixed 15 KiB however many samples it
-//! takes (a run records millions of request latencies).
+//! takes (a run records millions of request latencies). The timed
+//! simulator's latencies and the SPDK module's flush latency both use it.
 
 use crate::io::Nanos;
 
@@ -61,6 +62,10 @@ impl Histogram {
         self.samples_count += 1;
         self.sum_ns += value_ns as u128;
         self.max_ns = self.max_ns.max(value_ns);
+    }
+
+    pub fn clear(&mut self) {
+        *self = Histogram::default();
     }
 
     pub fn merge(&mut self, other: &Histogram) {
