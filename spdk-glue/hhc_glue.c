@@ -17,6 +17,7 @@
 #include "spdk/bdev.h"
 #include "spdk/env.h"
 #include "spdk/json.h"
+#include "spdk/likely.h"
 #include "spdk/log.h"
 #include "spdk/thread.h"
 
@@ -169,13 +170,20 @@ hhc_glue_thread_send(const void *thread, void (*fn)(void *arg), void *arg)
 	return spdk_thread_send_msg(thread, fn, arg);
 }
 
+/* Nanoseconds per tick as a 32.32 fixed-point factor: one multiply per
+ * reading instead of the divisions (the data path reads the clock per
+ * request). Set on first use; every thread computes the same value. */
+static uint64_t g_ns_per_tick_q32;
+
 uint64_t
 hhc_glue_now_ns(void)
 {
 	uint64_t ticks = spdk_get_ticks();
-	uint64_t hz = spdk_get_ticks_hz();
 
-	return ticks / hz * 1000000000ULL + ticks % hz * 1000000000ULL / hz;
+	if (spdk_unlikely(g_ns_per_tick_q32 == 0)) {
+		g_ns_per_tick_q32 = (uint64_t)(((unsigned __int128)1000000000ULL << 32) / spdk_get_ticks_hz());
+	}
+	return (uint64_t)(((unsigned __int128)ticks * g_ns_per_tick_q32) >> 32);
 }
 
 void *

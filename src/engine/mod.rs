@@ -187,6 +187,15 @@ pub struct Engine {
     last_request_at: Nanos,
 }
 
+/// The two dependent loads of a cache lookup (`Engine::prefetch_lookup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefetchStage {
+    /// The LBA map's slot.
+    First,
+    /// The block entry the slot names.
+    Second,
+}
+
 /// Device commands an engine of `config` (its log buffers resolved) can
 /// have in flight at once: every command a request block can have (a miss
 /// read and its fill), plus the background's own bounded pools. The table
@@ -300,6 +309,18 @@ impl Engine {
 
     pub fn log_layout(&self) -> &LogLayout {
         &self.log_layout
+    }
+
+    /// A hint for a driver holding several requests: start loading what
+    /// the lookup of `lba` reads first, then (`Second`, once the first
+    /// stage had time to land) what it reads next. It changes nothing but
+    /// how long the lookup waits for memory on a cache larger than the CPU's.
+    pub fn prefetch_lookup(&self, lba: u64, stage: PrefetchStage) {
+        let Ok(lba) = u32::try_from(lba) else { return };
+        match stage {
+            PrefetchStage::First => self.cache.prefetch_slot(lba),
+            PrefetchStage::Second => self.cache.prefetch_block(lba),
+        }
     }
 
     // ---- inputs ----

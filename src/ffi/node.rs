@@ -17,11 +17,14 @@ use super::request::{finish_request, request_iovs, Requests, Shared, SubmitKind,
 use super::rpc::Rpc;
 use super::sys;
 use crate::config::Config;
-use crate::engine::{Engine, EngineState};
+use crate::engine::{Engine, EngineState, PrefetchStage};
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Request, RequestKind};
 use libc::iovec;
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+/// Requests started together, their lookups prefetched together.
+const SUBMISSION_BATCH: usize = 32;
 
 /// Something that happened to a base bdev, queued for the owner's loop.
 enum Input {
@@ -74,7 +77,12 @@ pub struct Core {
     pub(super) engine_ios: u32,
     /// Completions made up on the owner thread (no such base, submit error).
     immediate: VecDeque<(IoId, IoStatus)>,
+    /// The clock, read once per pass of the owner's loop: what the engine
+    /// and the flush latency see for everything in that pass.
+    pub(super) now: u64,
     iov_scratch: Vec<iovec>,
+    /// Submissions being started (take_submissions), kept for its capacity.
+    batch: Vec<Submission>,
     pub(super) cache_lost: bool,
     pub(super) unregister_sent: bool,
     pub(super) destructing: bool,
@@ -105,7 +113,9 @@ impl Node {
             recovery: None,
             engine_ios: 0,
             immediate: VecDeque::with_capacity(64),
+            now: now_ns(),
             iov_scratch: Vec::with_capacity(16),
+            batch: Vec::with_capacity(SUBMISSION_BATCH),
             cache_lost: false,
             unregister_sent: false,
             destructing: false,
@@ -152,6 +162,7 @@ impl Node {
     fn run_core(&self, core: &mut Core) -> bool {
         let mut busy = false;
         loop {
+            core.now = now_ns();
             let progressed = match self.pop_input() {
                 Some(input) => {
                     core.handle_input(input);
@@ -184,12 +195,30 @@ impl Core {
         }
     }
 
+    /// Starts the queued requests, a batch at a time: the cache lookups of
+    /// a batch are prefetched in two stages first, so that each waits for
+    /// memory once per batch rather than twice per request.
     fn take_submissions(&mut self, shared: &Shared) -> bool {
+        let mut batch = std::mem::take(&mut self.batch);
         let mut any = false;
-        while let Some(submission) = shared.submissions.pop() {
+        loop {
+            batch.extend(std::iter::from_fn(|| shared.submissions.pop()).take(SUBMISSION_BATCH));
+            if batch.is_empty() {
+                break;
+            }
             any = true;
-            self.start_request(submission);
+            if let Some(engine) = self.engine.as_ref().filter(|_| batch.len() > 1) {
+                for stage in [PrefetchStage::First, PrefetchStage::Second] {
+                    for submission in batch.iter().filter(|s| s.kind != SubmitKind::Reset) {
+                        engine.prefetch_lookup(submission.lba, stage);
+                    }
+                }
+            }
+            for submission in batch.drain(..) {
+                self.start_request(submission);
+            }
         }
+        self.batch = batch;
         any
     }
 
@@ -223,16 +252,16 @@ impl Core {
             // SAFETY: the submission is outstanding on a live channel; completed once, here.
             return unsafe { finish_request(submission.io, submission.channel, refusal.status()) };
         }
-        let key = self.requests.insert(&submission);
+        let key = self.requests.insert(&submission, self.now);
         let request = Request { id: key as u64, kind, lba: submission.lba, blocks_count: submission.blocks_count as u32 };
         let engine = self.engine.as_mut().expect("running engine");
         if kind == RequestKind::Write {
             // SAFETY: the request is outstanding; the engine copies or lends
             // its buffers only until it completes the request.
             let iovs = unsafe { request_iovs(submission.io) };
-            engine.handle_request(now_ns(), request, Some(&IovecData { iovs }));
+            engine.handle_request(self.now, request, Some(&IovecData { iovs }));
         } else {
-            engine.handle_request(now_ns(), request, None);
+            engine.handle_request(self.now, request, None);
         }
     }
 
@@ -251,7 +280,7 @@ impl Core {
             }
             while let Some(completion) = self.engine.as_mut().and_then(Engine::poll_completion) {
                 progressed = true;
-                self.requests.completed(completion);
+                self.requests.completed(completion, self.now);
             }
             if let Some(recovery) = self.recovery.as_mut() {
                 progressed |= recovery.pump(&mut self.bases);
@@ -319,7 +348,7 @@ impl Core {
         let Some(engine) = self.engine.as_mut() else { return };
         // A failed engine forgot its operations; their completions go nowhere.
         if !matches!(engine.state(), EngineState::Failed(_)) {
-            engine.handle_io_completion(now_ns(), id, status);
+            engine.handle_io_completion(self.now, id, status);
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::errno::{self, Refusal};
 use super::iov::sub_range;
-use super::owner::{now_ns, Thread};
+use super::owner::Thread;
 use crate::histogram::Histogram;
 use super::sys;
 use crate::io::{RequestCompletion, RequestKind};
@@ -186,15 +186,15 @@ impl Requests {
         Requests { slots: Slab::with_capacity(capacity), resets: Vec::new(), flush_latency: Histogram::default() }
     }
 
-    /// A new request; its key is the engine request id.
-    pub fn insert(&mut self, submission: &Submission) -> u32 {
+    /// A new request, taken at `now`; its key is the engine request id.
+    pub fn insert(&mut self, submission: &Submission, now: u64) -> u32 {
         let is_flush = submission.kind == SubmitKind::Engine(RequestKind::Flush);
         self.slots.insert(RequestSlot {
             io: submission.io,
             channel: submission.channel,
             device_ios: 0,
             status: None,
-            flush_started_ns: is_flush.then(now_ns),
+            flush_started_ns: is_flush.then_some(now),
         })
     }
 
@@ -222,15 +222,15 @@ impl Requests {
         }
     }
 
-    /// The engine completed a request: it goes back once no device command
-    /// uses its buffer any more.
-    pub fn completed(&mut self, completion: RequestCompletion) {
+    /// The engine completed a request at `now`: it goes back once no device
+    /// command uses its buffer any more.
+    pub fn completed(&mut self, completion: RequestCompletion, now: u64) {
         let key = completion.id as u32;
         let slot = self.slot(key);
         slot.status = Some(errno::request_status(completion.result));
         let (flush_started_ns, device_ios) = (slot.flush_started_ns, slot.device_ios);
         if let Some(started) = flush_started_ns {
-            self.flush_latency.record(now_ns().saturating_sub(started));
+            self.flush_latency.record(now.saturating_sub(started));
         }
         if device_ios == 0 {
             self.deliver(key);
