@@ -56,14 +56,15 @@ pub unsafe extern "C" fn hhc_rs_node_submit(
     // while its requests are outstanding.
     let channel = unsafe { &*(rs_channel as *const Channel) };
     let submission = Submission { io, channel, kind: SubmitKind::from_glue(kind), lba, blocks_count };
-    if let Err(refusal) = channel.submit(submission) {
+    let result = if channel.on_owner {
+        // SAFETY: the node is alive while bdev I/O flows.
+        unsafe { &*(rs_node as *const Node) }.submit_on_owner(channel, submission)
+    } else {
+        channel.submit(submission)
+    };
+    if let Err(refusal) = result {
         // SAFETY: io is the request being submitted on this thread.
         unsafe { sys::hhc_glue_io_complete(io, refusal.status()) };
-        return;
-    }
-    if channel.on_owner {
-        // SAFETY: on the owner thread the node is alive while bdev I/O flows.
-        unsafe { &*(rs_node as *const Node) }.run();
     }
 }
 

@@ -13,7 +13,7 @@ use super::owner::{now_ns, OwnerCell, Thread};
 use super::params::CreateParams;
 use super::recovery::Recovery;
 use super::report::Baseline;
-use super::request::{finish_request, request_iovs, Requests, Shared, SubmitKind, Submission};
+use super::request::{finish_request, request_iovs, Channel, Requests, Shared, SubmitKind, Submission, SUBMISSIONS_MAX};
 use super::rpc::Rpc;
 use super::sys;
 use crate::config::Config;
@@ -53,6 +53,8 @@ pub struct Node {
     pub shared: Arc<Shared>,
     pub(super) core: OwnerCell<Core>,
     inbox: OwnerCell<VecDeque<Input>>,
+    /// Requests of the owner thread's own channel, queued without atomics.
+    local: OwnerCell<VecDeque<Submission>>,
 }
 
 pub struct Core {
@@ -128,6 +130,7 @@ impl Node {
             shared: Shared::new(),
             core: OwnerCell::new(core),
             inbox: OwnerCell::new(VecDeque::with_capacity(256)),
+            local: OwnerCell::new(VecDeque::with_capacity(SUBMISSIONS_MAX)),
         });
         let address: *const Node = &*node;
         node.core.enter(|core| core.node = address).expect("a new node is not entered");
@@ -142,6 +145,18 @@ impl Node {
     pub fn base_removed(&self, role: DeviceRole) {
         self.push_input(Input::BaseRemoved(role));
         self.run();
+    }
+
+    /// A request of the owner thread's channel: queued, then started at
+    /// once unless the loop is already running (then it takes it next).
+    pub fn submit_on_owner(&self, channel: &Channel, submission: Submission) -> Result<(), Refusal> {
+        self.local.enter(|queue| channel.submit_local(submission, queue)).expect("the local queue is never entered twice")?;
+        self.run();
+        Ok(())
+    }
+
+    fn pop_local(&self) -> Option<Submission> {
+        self.local.enter(VecDeque::pop_front).expect("the local queue is never entered twice")
     }
 
     fn push_input(&self, input: Input) {
@@ -168,7 +183,7 @@ impl Node {
                     core.handle_input(input);
                     true
                 }
-                None => core.take_submissions(&self.shared),
+                None => core.take_submissions(|| self.pop_local().or_else(|| self.shared.submissions.pop())),
             };
             let pumped = core.pump();
             if !progressed && !pumped {
@@ -198,11 +213,11 @@ impl Core {
     /// Starts the queued requests, a batch at a time: the cache lookups of
     /// a batch are prefetched in two stages first, so that each waits for
     /// memory once per batch rather than twice per request.
-    fn take_submissions(&mut self, shared: &Shared) -> bool {
+    fn take_submissions(&mut self, mut next: impl FnMut() -> Option<Submission>) -> bool {
         let mut batch = std::mem::take(&mut self.batch);
         let mut any = false;
         loop {
-            batch.extend(std::iter::from_fn(|| shared.submissions.pop()).take(SUBMISSION_BATCH));
+            batch.extend(std::iter::from_fn(&mut next).take(SUBMISSION_BATCH));
             if batch.is_empty() {
                 break;
             }

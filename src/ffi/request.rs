@@ -13,10 +13,12 @@ use crate::slab::Slab;
 use crossbeam_queue::ArrayQueue;
 use libc::iovec;
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Requests queued towards the owner thread, per HHC bdev.
-const SUBMISSIONS_MAX: usize = 4096;
+/// Requests queued towards the owner thread, per HHC bdev (from other
+/// threads, and on the owner thread itself while its loop runs).
+pub const SUBMISSIONS_MAX: usize = 4096;
 /// Requests in flight per channel; also the size of its completion queue, so
 /// pushing a completion can never fail.
 pub const CHANNEL_IN_FLIGHT_MAX: u32 = 1024;
@@ -92,12 +94,23 @@ impl Channel {
         }
     }
 
-    /// Queues a request towards the owner thread; Err: the bdev layer
-    /// retries it later (back-pressure).
+    /// Queues a request of another thread towards the owner thread; Err:
+    /// the bdev layer retries it later (back-pressure).
     pub fn submit(&self, submission: Submission) -> Result<(), Refusal> {
         if self.in_flight.get() >= CHANNEL_IN_FLIGHT_MAX || self.shared.submissions.push(submission).is_err() {
             return Err(Refusal::Full);
         }
+        self.in_flight.set(self.in_flight.get() + 1);
+        Ok(())
+    }
+
+    /// Counts in a request that `queue` takes (on the owner thread, no
+    /// atomics); Err when the channel or the queue is full.
+    pub fn submit_local(&self, submission: Submission, queue: &mut VecDeque<Submission>) -> Result<(), Refusal> {
+        if self.in_flight.get() >= CHANNEL_IN_FLIGHT_MAX || queue.len() >= SUBMISSIONS_MAX {
+            return Err(Refusal::Full);
+        }
+        queue.push_back(submission);
         self.in_flight.set(self.in_flight.get() + 1);
         Ok(())
     }
