@@ -137,6 +137,9 @@ pub const SEQ_CUTOFF_THRESHOLD_MIN: u64 = 64 << 10;
 pub const SEQ_CUTOFF_THRESHOLD_MAX: u64 = 4 << 30;
 /// bcache's default `sequential_cutoff`.
 pub const SEQ_CUTOFF_THRESHOLD_DEFAULT: u64 = 4 << 20;
+/// Most write-backs in flight (`Config::writeback_parallelism`): each holds
+/// a staging run of up to 128 KiB, allocated at creation (128 MiB at most).
+pub const WRITEBACK_PARALLELISM_MAX: u32 = 1024;
 /// Longest `Config::idle_after_ns` accepted (an hour): longer, background
 /// write-back would in effect never find the device idle.
 pub const IDLE_AFTER_NS_MAX: Nanos = 3_600_000_000_000;
@@ -159,8 +162,11 @@ impl Options {
         if !(1..=100).contains(&self.dirty_threshold_percent) {
             return Err(ConfigError(format!("dirty_threshold {} must be 1..100 percent", self.dirty_threshold_percent)));
         }
-        if self.writeback_parallelism == 0 {
-            return Err(ConfigError("writeback_parallelism 0 must be at least 1".into()));
+        if !(1..=WRITEBACK_PARALLELISM_MAX).contains(&self.writeback_parallelism) {
+            return Err(ConfigError(format!(
+                "writeback_parallelism {} must be 1..{WRITEBACK_PARALLELISM_MAX}",
+                self.writeback_parallelism
+            )));
         }
         if self.idle_after_ns == 0 || self.idle_after_ns > IDLE_AFTER_NS_MAX {
             return Err(ConfigError(format!(
