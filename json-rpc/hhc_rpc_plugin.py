@@ -93,7 +93,7 @@ def _add_options(p, defaults):
                    "create, which bdev_hhc_set_options may lower and raise again up to" + default("64"))
     p.add_argument("--idle-after-ms", type=int, dest="idle_after_ms",
                    help="the bdev counts as idle (write-back at full parallelism) after this many ms without "
-                   "a request, 1..3600000" + default("50"))
+                   "a request, at least 1" + default("50"))
     p.add_argument("--seq-cutoff-threshold", type=int, dest="seq_cutoff_threshold",
                    help="bytes a sequential stream (requests each starting where the last ended) must reach "
                    "before it bypasses the cache, 65536..4294967296" + default("4194304, as bcache"))

@@ -75,7 +75,7 @@ impl OptionParams {
         OptionParams {
             dirty_threshold: Some(options.dirty_threshold_percent as u32),
             writeback_parallelism: Some(options.writeback_parallelism),
-            idle_after_ms: Some((options.idle_after_ns / 1_000_000) as u32),
+            idle_after_ms: Some((options.idle_after_ns / 1_000_000).min(u32::MAX as u64) as u32),
             seq_cutoff_threshold: Some(options.seq_cutoff_threshold_bytes),
             seq_cutoff_policy: Some(options.seq_cutoff_policy),
         }
@@ -339,10 +339,6 @@ mod tests {
         )
     }
 
-    fn dirty(percent: u32) -> OptionParams {
-        OptionParams { dirty_threshold: Some(percent), ..OptionParams::default() }
-    }
-
     fn facts(mib: u64) -> BaseFacts {
         BaseFacts { block_size: 512, blocks_count: mib << 11, supports_flush: true }
     }
@@ -367,7 +363,8 @@ mod tests {
             (params("wb", &[""]), "logs must name a bdev"),
             (params("wb", &["hdd0", "hdd0"]), "logs: bdev 'hdd0' is given twice"),
             (
-                CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, dirty(101)),
+                OptionParams::new(Some(101), None, None, None, None)
+                    .and_then(|o| CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, o)),
                 "dirty_threshold 101",
             ),
         ];
