@@ -6,14 +6,20 @@ Use with SPDK's rpc.py or the `spdk` package from PyPI:
 """
 
 POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
+SEQ_CUTOFF_POLICIES = ["never", "full", "always"]
+# The options bdev_hhc_set_options changes online; bdev_hhc_create takes them too.
+OPTIONS = ["dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cutoff_threshold", "seq_cutoff_policy"]
 
 
 def bdev_hhc_create(client, name, backing, cache, logs=None, policy=None, block_size=None,
-                    segment_size=None, buffer_count=None, dirty_threshold=None):
+                    segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
+                    idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None):
     """Create an HHC bdev; returns its name."""
     params = {"name": name, "backing": backing, "cache": cache}
     optional = {"logs": logs, "policy": policy, "block_size": block_size, "segment_size": segment_size,
-                "buffer_count": buffer_count, "dirty_threshold": dirty_threshold}
+                "buffer_count": buffer_count, "dirty_threshold": dirty_threshold,
+                "writeback_parallelism": writeback_parallelism, "idle_after_ms": idle_after_ms,
+                "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy}
     params.update({k: v for k, v in optional.items() if v is not None})
     return client.call("bdev_hhc_create", params)
 
@@ -44,6 +50,17 @@ def bdev_hhc_set_policy(client, name, policy):
     return client.call("bdev_hhc_set_policy", {"name": name, "policy": policy})
 
 
+def bdev_hhc_set_options(client, name, dirty_threshold=None, writeback_parallelism=None, idle_after_ms=None,
+                         seq_cutoff_threshold=None, seq_cutoff_policy=None):
+    """Change an HHC bdev's tunables online, all given or none; answers the options in force."""
+    params = {"name": name}
+    optional = {"dirty_threshold": dirty_threshold, "writeback_parallelism": writeback_parallelism,
+                "idle_after_ms": idle_after_ms, "seq_cutoff_threshold": seq_cutoff_threshold,
+                "seq_cutoff_policy": seq_cutoff_policy}
+    params.update({k: v for k, v in optional.items() if v is not None})
+    return client.call("bdev_hhc_set_options", params)
+
+
 def bdev_hhc_flush_all(client, name):
     """Write back every dirty block, keeping it cached; answers at once."""
     return client.call("bdev_hhc_flush_all", {"name": name})
@@ -64,12 +81,38 @@ def _print(result):
     print(json.dumps(result, indent=2))
 
 
+def _add_options(p, defaults):
+    """The tunables, for bdev_hhc_create (with their defaults) and bdev_hhc_set_options."""
+    def default(text):
+        return " (default %s)" % text if defaults else " (left as it is when not given)"
+    p.add_argument("--dirty-threshold", type=int, dest="dirty_threshold",
+                   help="background write-back keeps dirty blocks under this percent of the cache, 1..100"
+                   + default("30"))
+    p.add_argument("--writeback-parallelism", type=int, dest="writeback_parallelism",
+                   help="most write-backs in flight, 1..1024; the staging pool is sized for the value given at "
+                   "create, which bdev_hhc_set_options may lower and raise again up to" + default("64"))
+    p.add_argument("--idle-after-ms", type=int, dest="idle_after_ms",
+                   help="the bdev counts as idle (write-back at full parallelism) after this many ms without "
+                   "a request, at least 1" + default("50"))
+    p.add_argument("--seq-cutoff-threshold", type=int, dest="seq_cutoff_threshold",
+                   help="bytes a sequential stream (requests each starting where the last ended) must reach "
+                   "before it bypasses the cache, 65536..4294967296" + default("4194304, as bcache"))
+    p.add_argument("--seq-cutoff-policy", choices=SEQ_CUTOFF_POLICIES, dest="seq_cutoff_policy",
+                   help="when a stream over the threshold bypasses the cache: never, full (only while the cache "
+                   "is full, as OCF), always (as bcache); reads then fill nothing, writes go to the backing bdev "
+                   "alone unless a block of theirs is dirty or logged" + default("full"))
+
+
+def _options_of(args):
+    return {k: getattr(args, k) for k in OPTIONS}
+
+
 def spdk_rpc_plugin_initialize(subparsers):
     def create(args):
         logs = args.logs.split(",") if args.logs else None
         _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=logs,
                                policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
-                               buffer_count=args.buffer_count, dirty_threshold=args.dirty_threshold))
+                               buffer_count=args.buffer_count, **_options_of(args)))
 
     p = subparsers.add_parser("bdev_hhc_create", help="Create an HHC bdev: an SSD write-back cache in front of a "
                               "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
@@ -85,9 +128,7 @@ def spdk_rpc_plugin_initialize(subparsers):
                    help="log segment size in bytes (default 1 MiB)")
     p.add_argument("--buffer-count", type=int, dest="buffer_count",
                    help="segment buffers in the log pool, at least 2 (default 0: 16, or an eighth of the log's segments if fewer)")
-    p.add_argument("--dirty-threshold", type=int, dest="dirty_threshold",
-                   help="background write-back keeps dirty blocks under this percent of the cache, 1..100 "
-                   "(default 30)")
+    _add_options(p, defaults=True)
     p.set_defaults(func=create)
 
     def delete(args):
@@ -133,6 +174,17 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
     p.add_argument("-p", "--policy", required=True, choices=POLICIES, help="the new write policy")
     p.set_defaults(func=set_policy)
+
+    def set_options(args):
+        _print(bdev_hhc_set_options(args.client, name=args.name, **_options_of(args)))
+
+    p = subparsers.add_parser("bdev_hhc_set_options", help="Change an HHC bdev's tunables while it serves I/O: "
+                              "the dirty threshold, the write-back depth, the idle time and the sequential "
+                              "cutoff. All the options given change, or none (an error names the bad one); "
+                              "answers the options in force, which save_config records")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    _add_options(p, defaults=False)
+    p.set_defaults(func=set_options)
 
     def flush_all(args):
         _print(bdev_hhc_flush_all(args.client, name=args.name))

@@ -24,6 +24,7 @@
 
 /* An integer parameter that the RPC caller left out. */
 #define HHC_GLUE_UNSET UINT32_MAX
+#define HHC_GLUE_UNSET64 UINT64_MAX
 
 /* The HHC bdev as the bdev layer sees it (an spdk_bdev plus its io_device). */
 struct hhc_glue_node;
@@ -68,6 +69,17 @@ enum hhc_glue_log_level {
 	HHC_GLUE_LOG_DEBUG = 4,
 };
 
+/* The options bdev_hhc_set_options changes online; bdev_hhc_create takes
+ * them too. Numbers are HHC_GLUE_UNSET (HHC_GLUE_UNSET64) and the policy
+ * NULL when left out. */
+struct hhc_glue_options {
+	uint32_t dirty_threshold;
+	uint32_t writeback_parallelism;
+	uint32_t idle_after_ms;
+	uint64_t seq_cutoff_threshold;
+	const char *seq_cutoff_policy;
+};
+
 /* bdev_hhc_create parameters as decoded from JSON; strings are owned by C
  * and valid for the duration of hhc_rs_create only. */
 struct hhc_glue_create_params {
@@ -82,7 +94,7 @@ struct hhc_glue_create_params {
 	uint32_t block_size;
 	uint32_t segment_size;
 	uint32_t buffer_count;
-	uint32_t dirty_threshold;
+	struct hhc_glue_options options;
 };
 
 /* Facts about a base bdev, read once after it was opened. */
@@ -183,6 +195,9 @@ void hhc_rs_get_bdevs(const char *name, struct hhc_glue_rpc *rpc);
  * `arg` (NULL unless the RPC has one) are valid for this call only; `rpc`
  * is answered exactly once, maybe later. */
 void hhc_rs_control(enum hhc_glue_control op, const char *name, const char *arg, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_set_options: `name` and `options` are valid for this call only;
+ * `rpc` is answered exactly once. */
+void hhc_rs_set_options(const char *name, const struct hhc_glue_options *options, struct hhc_glue_rpc *rpc);
 /* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
 void hhc_rs_examine_config(const char *name);
 void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);

@@ -2,8 +2,8 @@
  *
  * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete,
  * bdev_hhc_get_bdevs and the operator RPCs (get_stats, reset_stats,
- * set_policy, flush_all, attach_log, detach_log), their parameter decoders, and the answers Rust
- * sends.
+ * set_policy, set_options, flush_all, attach_log, detach_log), their parameter decoders, and the
+ * answers Rust sends.
  */
 
 #include "hhc_glue_internal.h"
@@ -46,6 +46,10 @@ struct rpc_create {
 	uint32_t segment_size;
 	uint32_t buffer_count;
 	uint32_t dirty_threshold;
+	uint32_t writeback_parallelism;
+	uint32_t idle_after_ms;
+	uint64_t seq_cutoff_threshold;
+	char *seq_cutoff_policy;
 };
 
 static int
@@ -67,6 +71,10 @@ static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
 	{"segment_size", offsetof(struct rpc_create, segment_size), spdk_json_decode_uint32, true},
 	{"buffer_count", offsetof(struct rpc_create, buffer_count), spdk_json_decode_uint32, true},
 	{"dirty_threshold", offsetof(struct rpc_create, dirty_threshold), spdk_json_decode_uint32, true},
+	{"writeback_parallelism", offsetof(struct rpc_create, writeback_parallelism), spdk_json_decode_uint32, true},
+	{"idle_after_ms", offsetof(struct rpc_create, idle_after_ms), spdk_json_decode_uint32, true},
+	{"seq_cutoff_threshold", offsetof(struct rpc_create, seq_cutoff_threshold), spdk_json_decode_uint64, true},
+	{"seq_cutoff_policy", offsetof(struct rpc_create, seq_cutoff_policy), spdk_json_decode_string, true},
 };
 
 static void
@@ -78,6 +86,7 @@ rpc_create_free(struct rpc_create *req)
 	free(req->backing);
 	free(req->cache);
 	free(req->policy);
+	free(req->seq_cutoff_policy);
 	for (i = 0; i < req->logs_count; i++) {
 		free(req->logs[i]);
 	}
@@ -91,6 +100,9 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 		.segment_size = HHC_GLUE_UNSET,
 		.buffer_count = HHC_GLUE_UNSET,
 		.dirty_threshold = HHC_GLUE_UNSET,
+		.writeback_parallelism = HHC_GLUE_UNSET,
+		.idle_after_ms = HHC_GLUE_UNSET,
+		.seq_cutoff_threshold = HHC_GLUE_UNSET64,
 	};
 	struct hhc_glue_create_params p = {0};
 	size_t i;
@@ -100,8 +112,9 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
 						 "invalid parameters: need name, backing, cache (strings); optional logs "
 						 "(array of at most 8 bdev names), policy (string), block_size, "
-						 "segment_size, buffer_count, dirty_threshold (unsigned integers); "
-						 "no other keys");
+						 "segment_size, buffer_count, dirty_threshold, writeback_parallelism, "
+						 "idle_after_ms, seq_cutoff_threshold (unsigned integers), "
+						 "seq_cutoff_policy (string); no other keys");
 		rpc_create_free(&req);
 		return;
 	}
@@ -116,7 +129,11 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	p.block_size = req.block_size;
 	p.segment_size = req.segment_size;
 	p.buffer_count = req.buffer_count;
-	p.dirty_threshold = req.dirty_threshold;
+	p.options.dirty_threshold = req.dirty_threshold;
+	p.options.writeback_parallelism = req.writeback_parallelism;
+	p.options.idle_after_ms = req.idle_after_ms;
+	p.options.seq_cutoff_threshold = req.seq_cutoff_threshold;
+	p.options.seq_cutoff_policy = req.seq_cutoff_policy;
 	hhc_rs_create(&p, (struct hhc_glue_rpc *)request);
 	rpc_create_free(&req);
 }
@@ -242,6 +259,55 @@ rpc_bdev_hhc_set_policy(struct spdk_jsonrpc_request *request, const struct spdk_
 		    SPDK_COUNTOF(g_rpc_control_policy_decoders), "name, policy (strings)");
 }
 SPDK_RPC_REGISTER("bdev_hhc_set_policy", rpc_bdev_hhc_set_policy, SPDK_RPC_RUNTIME)
+
+/* bdev_hhc_set_options {name, and any of the options}: Rust checks the values. */
+struct rpc_set_options {
+	char *name;
+	uint32_t dirty_threshold;
+	uint32_t writeback_parallelism;
+	uint32_t idle_after_ms;
+	uint64_t seq_cutoff_threshold;
+	char *seq_cutoff_policy;
+};
+
+static const struct spdk_json_object_decoder g_rpc_set_options_decoders[] = {
+	{"name", offsetof(struct rpc_set_options, name), spdk_json_decode_string},
+	{"dirty_threshold", offsetof(struct rpc_set_options, dirty_threshold), spdk_json_decode_uint32, true},
+	{"writeback_parallelism", offsetof(struct rpc_set_options, writeback_parallelism), spdk_json_decode_uint32, true},
+	{"idle_after_ms", offsetof(struct rpc_set_options, idle_after_ms), spdk_json_decode_uint32, true},
+	{"seq_cutoff_threshold", offsetof(struct rpc_set_options, seq_cutoff_threshold), spdk_json_decode_uint64, true},
+	{"seq_cutoff_policy", offsetof(struct rpc_set_options, seq_cutoff_policy), spdk_json_decode_string, true},
+};
+
+static void
+rpc_bdev_hhc_set_options(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	struct rpc_set_options req = {
+		.dirty_threshold = HHC_GLUE_UNSET,
+		.writeback_parallelism = HHC_GLUE_UNSET,
+		.idle_after_ms = HHC_GLUE_UNSET,
+		.seq_cutoff_threshold = HHC_GLUE_UNSET64,
+	};
+	struct hhc_glue_options options;
+
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_set_options_decoders,
+			SPDK_COUNTOF(g_rpc_set_options_decoders), &req)) {
+		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						 "invalid parameters: need name (string); optional dirty_threshold, "
+						 "writeback_parallelism, idle_after_ms, seq_cutoff_threshold "
+						 "(unsigned integers), seq_cutoff_policy (string); no other keys");
+	} else {
+		options.dirty_threshold = req.dirty_threshold;
+		options.writeback_parallelism = req.writeback_parallelism;
+		options.idle_after_ms = req.idle_after_ms;
+		options.seq_cutoff_threshold = req.seq_cutoff_threshold;
+		options.seq_cutoff_policy = req.seq_cutoff_policy;
+		hhc_rs_set_options(req.name, &options, (struct hhc_glue_rpc *)request);
+	}
+	free(req.name);
+	free(req.seq_cutoff_policy);
+}
+SPDK_RPC_REGISTER("bdev_hhc_set_options", rpc_bdev_hhc_set_options, SPDK_RPC_RUNTIME)
 
 #define RPC_CONTROL_LOG(method, op)								\
 	static void										\

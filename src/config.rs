@@ -83,6 +83,102 @@ impl FromStr for Policy {
     }
 }
 
+/// When the sequential cutoff sends a long sequential stream past the cache
+/// (like bcache's `sequential_cutoff` and OCF's seq-cutoff policies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CutoffPolicy {
+    /// Never: every request goes through the cache.
+    Never,
+    /// Only while the cache is full (OCF's default): a stream then evicts
+    /// nothing that other work would hit again, and a cache with room keeps
+    /// every stream (a sequential warm-up pass is cached).
+    Full,
+    /// Whenever a stream has reached the threshold (bcache's behaviour).
+    Always,
+}
+
+impl CutoffPolicy {
+    pub const ALL: [CutoffPolicy; 3] = [CutoffPolicy::Never, CutoffPolicy::Full, CutoffPolicy::Always];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CutoffPolicy::Never => "never",
+            CutoffPolicy::Full => "full",
+            CutoffPolicy::Always => "always",
+        }
+    }
+
+    /// The policy as a gauge value (0 never, 1 full, 2 always).
+    pub fn code(self) -> u64 {
+        self as u64
+    }
+}
+
+impl fmt::Display for CutoffPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CutoffPolicy {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CutoffPolicy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| ConfigError::invalid(format!("unknown seq_cutoff_policy '{s}' (expected one of never, full, always)")))
+    }
+}
+
+/// Bounds of `Config::seq_cutoff_threshold_bytes`. Below 64 KiB a few
+/// adjacent requests of ordinary random I/O would count as a stream; 4 GiB
+/// is OCF's maximum.
+pub const SEQ_CUTOFF_THRESHOLD_MIN: u64 = 64 << 10;
+pub const SEQ_CUTOFF_THRESHOLD_MAX: u64 = 4 << 30;
+/// bcache's default `sequential_cutoff`.
+pub const SEQ_CUTOFF_THRESHOLD_DEFAULT: u64 = 4 << 20;
+/// Most write-backs in flight (`Config::writeback_parallelism`): each holds
+/// a staging run of up to 128 KiB, allocated at creation (128 MiB at most).
+pub const WRITEBACK_PARALLELISM_MAX: u32 = 1024;
+
+/// What an operator may change while the engine serves
+/// (`Engine::set_options`); the same fields of `Config` at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub dirty_threshold_percent: u8,
+    /// At most the value the engine was created with (its staging pool).
+    pub writeback_parallelism: u32,
+    pub idle_after_ns: Nanos,
+    pub seq_cutoff_policy: CutoffPolicy,
+    pub seq_cutoff_threshold_bytes: u64,
+}
+
+impl Options {
+    /// Checks every value; the message names the option at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=100).contains(&self.dirty_threshold_percent) {
+            return Err(ConfigError::invalid(format!("dirty_threshold {} must be 1..100 percent", self.dirty_threshold_percent)));
+        }
+        if !(1..=WRITEBACK_PARALLELISM_MAX).contains(&self.writeback_parallelism) {
+            return Err(ConfigError::invalid(format!(
+                "writeback_parallelism {} must be 1..{WRITEBACK_PARALLELISM_MAX}",
+                self.writeback_parallelism
+            )));
+        }
+        if self.idle_after_ns == 0 {
+            // (Nanos::MAX is fine: never idle, as the benchmarks run.)
+            return Err(ConfigError::invalid("idle_after 0 must be at least 1 ns"));
+        }
+        let threshold = self.seq_cutoff_threshold_bytes;
+        if !(SEQ_CUTOFF_THRESHOLD_MIN..=SEQ_CUTOFF_THRESHOLD_MAX).contains(&threshold) {
+            return Err(ConfigError::invalid(format!(
+                "seq_cutoff_threshold {threshold} bytes must be {SEQ_CUTOFF_THRESHOLD_MIN}..{SEQ_CUTOFF_THRESHOLD_MAX}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// A creation parameter that cannot work: its kind (which the FFI turns
 /// into an errno) and a message naming the parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,6 +253,11 @@ pub struct Config {
     pub request_blocks_max: u32,
     /// The device counts as idle after this long without a request.
     pub idle_after_ns: Nanos,
+    /// Sequential cutoff (engine/cutoff.rs): when a stream of adjacent
+    /// requests in one direction that has reached the threshold bypasses
+    /// the cache.
+    pub seq_cutoff_policy: CutoffPolicy,
+    pub seq_cutoff_threshold_bytes: u64,
     /// The log superblock is rewritten at most this often (and when space needs it).
     pub superblock_interval_ns: Nanos,
     /// Whether the backing device supports FLUSH; without it a completed write
@@ -220,6 +321,11 @@ impl Default for Config {
             requests_max: 4096,
             request_blocks_max: 8192,
             idle_after_ns: 50_000_000,
+            // OCF's default policy with bcache's default threshold: a cache
+            // with room caches every stream (benchmarks' sequential warm-ups
+            // stay cached), a full one lets streams of 4 MiB pass by.
+            seq_cutoff_policy: CutoffPolicy::Full,
+            seq_cutoff_threshold_bytes: SEQ_CUTOFF_THRESHOLD_DEFAULT,
             superblock_interval_ns: 5_000_000_000,
             backing_has_flush: true,
             instance_id: 0x4848_4300_0000_0001,
@@ -270,6 +376,25 @@ fn align_up(value: u64, align: u64) -> u64 {
 }
 
 impl Config {
+    /// The values an operator may change online.
+    pub fn options(&self) -> Options {
+        Options {
+            dirty_threshold_percent: self.dirty_threshold_percent,
+            writeback_parallelism: self.writeback_parallelism,
+            idle_after_ns: self.idle_after_ns,
+            seq_cutoff_policy: self.seq_cutoff_policy,
+            seq_cutoff_threshold_bytes: self.seq_cutoff_threshold_bytes,
+        }
+    }
+
+    pub fn set_options(&mut self, options: Options) {
+        self.dirty_threshold_percent = options.dirty_threshold_percent;
+        self.writeback_parallelism = options.writeback_parallelism;
+        self.idle_after_ns = options.idle_after_ns;
+        self.seq_cutoff_policy = options.seq_cutoff_policy;
+        self.seq_cutoff_threshold_bytes = options.seq_cutoff_threshold_bytes;
+    }
+
     pub fn backing_blocks(&self) -> u64 {
         self.backing_device_bytes / self.block_size as u64
     }
@@ -283,9 +408,7 @@ impl Config {
         if !(4096..=65536).contains(&bs) || !bs.is_power_of_two() {
             return Err(ConfigError::invalid(format!("block_size {bs} must be a power of two between 4096 and 65536")));
         }
-        if !(1..=100).contains(&self.dirty_threshold_percent) {
-            return Err(ConfigError::invalid(format!("dirty_threshold {} must be 1..100 percent", self.dirty_threshold_percent)));
-        }
+        self.options().validate()?;
         if self.mirrors_count == 0 && self.policy.uses_log() {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }
@@ -297,9 +420,6 @@ impl Config {
                 "requests_max {} and request_blocks_max {} must be at least 1",
                 self.requests_max, self.request_blocks_max
             )));
-        }
-        if self.writeback_parallelism == 0 {
-            return Err(ConfigError::invalid("writeback parallelism must be at least 1"));
         }
         if self.backing_blocks() == 0 {
             return Err(ConfigError::too_small("backing device is smaller than one cache block"));

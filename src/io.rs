@@ -174,6 +174,11 @@ pub trait Machine: IoMachine {
     fn handle_device_removed(&mut self, now: Nanos, role: DeviceRole);
     /// Switches the write policy at run time.
     fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError>;
+    /// Changes the options an operator tunes online (a target that has
+    /// none ignores them).
+    fn set_options(&mut self, _now: Nanos, _options: crate::config::Options) -> Result<(), ConfigError> {
+        Ok(())
+    }
     /// Clean stop: no new requests; `Stopped` once everything is durable.
     fn shutdown(&mut self, now: Nanos);
     /// The next finished bdev request.

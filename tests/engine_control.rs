@@ -107,3 +107,50 @@ fn a_replaced_mirror_is_syncing_until_the_log_head_passes_its_start() {
     assert!(matches!(state, MirrorState::Syncing { segments_behind } if segments_behind > 0), "{state:?}");
     assert_eq!(MirrorState::Syncing { segments_behind: 1 }.name(), "syncing");
 }
+
+/// `set_options` changes every option at once or, naming the bad one,
+/// none; the stats show what is in force; write-back then follows the new
+/// dirty threshold.
+#[test]
+fn set_options_is_all_or_nothing_and_takes_effect() {
+    use hhc::config::{CutoffPolicy, Options};
+    let mut workload = dirty_workload(Policy::WriteBack, 3);
+    let engine = &mut workload.harness.engine;
+    let before = engine.config().options();
+    let good = Options {
+        dirty_threshold_percent: 1,
+        writeback_parallelism: 2,
+        idle_after_ns: 1_000_000,
+        seq_cutoff_policy: CutoffPolicy::Always,
+        seq_cutoff_threshold_bytes: 1 << 20,
+    };
+    let bad = [
+        (Options { dirty_threshold_percent: 0, ..good }, "dirty_threshold 0"),
+        (Options { dirty_threshold_percent: 101, ..good }, "dirty_threshold 101"),
+        (Options { writeback_parallelism: 0, ..good }, "writeback_parallelism 0"),
+        (Options { writeback_parallelism: 9, ..good }, "writeback_parallelism 9 exceeds 8"),
+        (Options { idle_after_ns: 0, ..good }, "idle_after 0"),
+        (Options { seq_cutoff_threshold_bytes: 4096, ..good }, "seq_cutoff_threshold 4096"),
+        (Options { seq_cutoff_threshold_bytes: 5 << 30, ..good }, "seq_cutoff_threshold 5368709120"),
+    ];
+    for (options, expected) in bad {
+        let error = engine.set_options(0, options).expect_err(expected).message;
+        assert!(error.contains(expected), "{error:?} should mention {expected:?}");
+        assert_eq!(engine.config().options(), before, "a refused change changed something");
+    }
+    assert!("sometimes".parse::<CutoffPolicy>().unwrap_err().message.contains("unknown seq_cutoff_policy 'sometimes'"));
+    let dirty = engine.stats().dirty_blocks;
+    assert!(dirty > 10, "the workload left {dirty} dirty blocks");
+    engine.set_options(0, good).unwrap();
+    assert_eq!(engine.config().options(), good);
+    let stats = engine.stats();
+    assert_eq!((stats.seq_cutoff_policy, stats.seq_cutoff_threshold_bytes), (2, 1 << 20));
+    assert_eq!((stats.dirty_threshold_percent, stats.writeback_parallelism), (1, 2));
+    // Over the 1 % threshold while requests keep arriving: write-back runs.
+    let writebacks = stats.writebacks;
+    for lba in 0..200 {
+        workload.write_and_wait(lba % 50);
+    }
+    let stats = workload.harness.engine.stats();
+    assert!(stats.writebacks > writebacks + 50, "write-back did not follow the new threshold: {stats:?}");
+}

@@ -90,6 +90,7 @@ fn merge(seen: &mut FaultKinds, kinds: &FaultKinds) {
     seen.buffer_pool_exhaustion |= kinds.buffer_pool_exhaustion;
     seen.log_fills_up |= kinds.log_fills_up;
     seen.policy_switches |= kinds.policy_switches;
+    seen.seq_cutoff |= kinds.seq_cutoff;
 }
 
 fn every_kind() -> FaultKinds {
@@ -105,6 +106,7 @@ fn every_kind() -> FaultKinds {
         buffer_pool_exhaustion: true,
         log_fills_up: true,
         policy_switches: true,
+        seq_cutoff: true,
     }
 }
 
@@ -112,6 +114,7 @@ fn every_kind() -> FaultKinds {
 fn sweep_hhc() {
     let figures = sweep(Policy::Hhc);
     assert!(figures.corruptions_injected > 0, "no log corruption was injected");
+    assert!(figures.cutoff_writes > 0 && figures.options_changes > 0, "the sequential cutoff never bypassed the cache");
 }
 
 #[test]

@@ -633,6 +633,12 @@ impl CacheIndex {
             && !self.has_superseded_entries(self.lba(block))
     }
 
+    /// Whether `block` is a clean copy `invalidate_clean` can drop now, with
+    /// no log entry (a sequential-cutoff bypass needs both).
+    pub fn may_drop_clean(&self, block: u32) -> bool {
+        self.evictable(block) && !self.has(block, flag::LOGGED) && self.log_loc(block) == LOC_NONE
+    }
+
     /// Drops the cached copy of `lba` (passthrough writes); same rules as eviction.
     /// Returns false if the block cannot be dropped now.
     pub fn invalidate_clean(&mut self, lba: u32) -> bool {

@@ -34,6 +34,9 @@ impl Machine for Engine {
     fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError> {
         Engine::set_policy(self, now, policy)
     }
+    fn set_options(&mut self, now: Nanos, options: crate::config::Options) -> Result<(), ConfigError> {
+        Engine::set_options(self, now, options)
+    }
     fn shutdown(&mut self, now: Nanos) {
         Engine::shutdown(self, now)
     }

@@ -9,6 +9,7 @@
 
 mod commit;
 mod control;
+mod cutoff;
 mod diagnostics;
 mod flush;
 mod held;
@@ -30,7 +31,7 @@ pub use control::{ControlError, FlushAllProgress, MirrorState};
 pub use stats::{MemoryReport, Stats};
 
 use crate::cache::CacheIndex;
-use crate::config::{CacheLayout, Config, ConfigError, LogLayout, Mutation, Policy};
+use crate::config::{CacheLayout, Config, ConfigError, LogLayout, Mutation, Options, Policy};
 use crate::format::UNIT_BYTES;
 use crate::io::{
     DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoRegion, IoStatus, Nanos, Request,
@@ -182,6 +183,8 @@ pub struct Engine {
     /// Log entries found at warm restart whose blocks are clean by now:
     /// (lba, loc), revoked once the log can take it.
     startup_revokes: Vec<(u64, u32)>,
+    /// Sequential streams seen, for the cutoff (cutoff.rs).
+    cutoff: cutoff::SequentialCutoff,
     stats: Stats,
     now: Nanos,
     last_request_at: Nanos,
@@ -269,6 +272,7 @@ impl Engine {
             restart_flush: false,
             restart_flush_failures: 0,
             startup_revokes: Vec::new(),
+            cutoff: cutoff::SequentialCutoff::default(),
             stats: Stats::default(),
             state: EngineState::Starting,
             config,
@@ -398,6 +402,26 @@ impl Engine {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }
         self.begin_policy_switch(policy);
+        self.run_background();
+        Ok(())
+    }
+
+    /// Changes the options an operator tunes while the engine serves: all
+    /// of them or, with an error naming the one at fault, none. The
+    /// write-back parallelism may not exceed the one the engine was created
+    /// with (its staging pool and command table are sized for it).
+    pub fn set_options(&mut self, now: Nanos, options: Options) -> Result<(), ConfigError> {
+        self.now = now;
+        options.validate()?;
+        let created = self.writeback.extents_count();
+        if options.writeback_parallelism > created {
+            return Err(ConfigError::invalid(format!(
+                "writeback_parallelism {} exceeds {created}, the most this bdev was created for",
+                options.writeback_parallelism
+            )));
+        }
+        self.config.set_options(options);
+        self.writeback.pacer.set_full(options.writeback_parallelism);
         self.run_background();
         Ok(())
     }
@@ -602,6 +626,10 @@ impl Engine {
         stats.waiting_blocks = self.waiting.len() as u64;
         stats.writeback_depth = self.writeback.pacer.depth() as u64;
         stats.writeback_depth_halvings = self.writeback.pacer.halvings();
+        stats.seq_cutoff_threshold_bytes = self.config.seq_cutoff_threshold_bytes;
+        stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();
+        stats.dirty_threshold_percent = self.config.dirty_threshold_percent as u64;
+        stats.writeback_parallelism = self.config.writeback_parallelism as u64;
         stats
     }
 
@@ -620,6 +648,6 @@ impl Engine {
         let c = &self.config;
         let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
         let run_bytes = (writeback::RUN_BYTES_MAX as u64).max(c.block_size as u64);
-        log + c.writeback_parallelism as u64 * run_bytes + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
+        log + self.writeback.extents_count() as u64 * run_bytes + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
     }
 }

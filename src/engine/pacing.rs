@@ -57,6 +57,12 @@ impl WritebackPacer {
         }
     }
 
+    /// A new maximum depth (an operator's `writeback_parallelism`).
+    pub fn set_full(&mut self, full: u32) {
+        self.full = full.max(1);
+        self.depth = self.depth.min(self.full);
+    }
+
     /// Write-backs allowed in flight while requests arrive.
     pub fn depth(&self) -> u32 {
         self.depth

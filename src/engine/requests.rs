@@ -14,6 +14,9 @@ pub(super) struct RequestState {
     /// Sub-operations (per block, per backing run, per flush stage) outstanding.
     pub pending: u32,
     pub error: Option<RequestError>,
+    /// A read or write of a stream the sequential cutoff sends past the
+    /// cache (cutoff.rs).
+    pub cut_off: bool,
 }
 
 /// `Waiting::block_in_request` of a write-through request waiting as a whole.
@@ -68,12 +71,15 @@ impl Engine {
             return;
         }
         self.request_blocks_live += blocks_count;
+        let write = request.kind == RequestKind::Write;
+        let cut_off = io && self.config.policy.uses_cache() && self.cut_off(request.lba, blocks_count, write);
         let key = self.requests.insert(RequestState {
             id: request.id,
             lba: request.lba,
             blocks_count,
             pending: 1, // held until the request is fully dispatched
             error: None,
+            cut_off,
         });
         match request.kind {
             RequestKind::Read => self.start_read(key),
@@ -144,6 +150,8 @@ impl Engine {
             return;
         }
         self.request_mut(key).pending += count;
+        // Its hits are served from the cache; its misses fill nothing.
+        self.stats.cutoff_reads += u64::from(self.request(key).cut_off);
         let mut run: Option<(u64, u32, u32)> = None; // (first lba, blocks, first index) of misses
         for i in 0..count {
             let block_lba = lba + i as u64;
@@ -250,7 +258,8 @@ impl Engine {
             self.sub_done(key, blocks_count, (status != IoStatus::Ok).then_some(RequestError::Io));
             return;
         }
-        let fills_allowed = status == IoStatus::Ok && self.write_mode() != WriteMode::Passthrough;
+        let fills_allowed =
+            status == IoStatus::Ok && self.write_mode() != WriteMode::Passthrough && !self.request(key).cut_off;
         if fills_allowed && self.cache.free_count() < blocks_count {
             // A miss that finds no free block makes room by evicting clean
             // blocks, as a write does, rather than leaving the data uncached.
@@ -308,6 +317,13 @@ impl Engine {
     fn start_write(&mut self, key: u32, data: Option<&dyn RequestData>) {
         self.stats.writes += 1;
         let count = self.request(key).blocks_count;
+        if self.request(key).cut_off && self.write_mode() != WriteMode::Passthrough {
+            if self.try_bypass_write(key) {
+                self.stats.cutoff_writes += 1;
+                return;
+            }
+            self.stats.cutoff_writes_cached += 1;
+        }
         if self.write_mode() != WriteMode::Back {
             self.request_mut(key).pending += 1;
             let (lba, _) = self.request_range(key);
@@ -345,11 +361,34 @@ impl Engine {
         }
     }
 
+    /// A write the sequential cutoff sends past the cache: one backing
+    /// write, as in passthrough, if that is safe now (cutoff.rs); false,
+    /// with nothing started, if it must go through the cache instead.
+    fn try_bypass_write(&mut self, key: u32) -> bool {
+        let (lba, count) = self.request_range(key);
+        if !self.bypass_is_safe(lba, count) {
+            return false;
+        }
+        self.request_mut(key).pending += 1;
+        let started = self.try_start_backing_write(key, true);
+        if !started {
+            self.request_mut(key).pending -= 1;
+        }
+        started
+    }
+
     /// Write-through and passthrough: one backing write for the request (and
     /// for write-through, a clean copy of each block in the cache). False if
     /// a backing write of one of its blocks is in flight: two backing writes
     /// of one block must never race, or the older could land last.
     pub(super) fn try_start_write_through(&mut self, key: u32) -> bool {
+        let passthrough = self.write_mode() == WriteMode::Passthrough;
+        self.try_start_backing_write(key, passthrough)
+    }
+
+    /// `try_start_write_through`; `passthrough` leaves no copy in the cache
+    /// (and drops the clean ones).
+    fn try_start_backing_write(&mut self, key: u32, passthrough: bool) -> bool {
         let (lba, count) = self.request_range(key);
         let lbas = (lba..lba + count as u64).map(|l| l as u32);
         if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(&l)) {
@@ -383,6 +422,12 @@ impl Engine {
         if !untrusted || self.commit.completed() < self.writeback.through_gate {
             return false;
         }
+        // Reads are served from the cache unless the policy is passthrough:
+        // a copy that cannot be dropped now would be read over this write.
+        let reads_cached = self.write_mode() != WriteMode::Passthrough;
+        if passthrough && reads_cached && !lbas.clone().all(|l| self.cache.lookup(l).is_none_or(|b| self.cache.may_drop_clean(b))) {
+            return false;
+        }
         self.writeback.lbas_in_flight.extend(lbas.clone());
         for l in lbas.clone() {
             if let Some(entry) = self.misses.get_mut(&l) {
@@ -393,9 +438,15 @@ impl Engine {
         let buffer = self.request_buffer(key, 0);
         let op = Op::WriteBacking { request: key, lba, blocks_count: count };
         self.submit(op, DeviceRole::Backing, IoKind::Write, lba * bs, count as u64 * bs, buffer);
-        if self.write_mode() == WriteMode::Passthrough {
+        if passthrough {
             for l in lbas {
-                self.cache.invalidate_clean(l);
+                let copy = self.cache.lookup(l);
+                let dropped = self.cache.invalidate_clean(l);
+                assert!(dropped || !reads_cached, "a cut-off write left LBA {l}'s cached copy behind");
+                if let Some(b) = copy.filter(|&b| reads_cached && self.cache.state(b) == BlockState::Evicting) {
+                    // Committed: the next commit invalidates its entry.
+                    self.commit.mark_block(b);
+                }
             }
             return true;
         }

@@ -264,6 +264,7 @@ impl Engine {
             blocks_count: 0,
             pending: 1,
             error: None,
+            cut_off: false,
         });
         self.restart_flush = true;
         self.start_flush(key);

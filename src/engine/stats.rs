@@ -41,6 +41,13 @@ pub struct Stats {
     /// work that grows with the cache rather than with requests (drivers
     /// that model CPU time charge it).
     pub blocks_visited: u64,
+    /// Requests of streams the sequential cutoff sent past the cache: reads
+    /// whose misses were not filled, writes that went to the backing device
+    /// alone, and cut-off writes that went through the cache all the same
+    /// because a block of theirs was dirty, logged or busy (engine/cutoff.rs).
+    pub cutoff_reads: u64,
+    pub cutoff_writes: u64,
+    pub cutoff_writes_cached: u64,
     // gauges
     pub dirty_blocks: u64,
     pub unlogged_dirty_blocks: u64,
@@ -59,13 +66,20 @@ pub struct Stats {
     /// read misses held up behind write-backs halved it (engine/pacing.rs).
     pub writeback_depth: u64,
     pub writeback_depth_halvings: u64,
+    /// The options in force (`Engine::set_options`): the sequential cutoff's
+    /// threshold and policy (`CutoffPolicy::code`: 0 never, 1 full, 2
+    /// always), the dirty threshold and the write-back depth's maximum.
+    pub seq_cutoff_threshold_bytes: u64,
+    pub seq_cutoff_policy: u64,
+    pub dirty_threshold_percent: u64,
+    pub writeback_parallelism: u64,
 }
 
 impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 28] {
+    pub fn counters(&self) -> [(&'static str, u64); 31] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -95,11 +109,14 @@ impl Stats {
             ("blocks_visited", self.blocks_visited),
             ("log_wraps", self.log_wraps),
             ("writeback_depth_halvings", self.writeback_depth_halvings),
+            ("cutoff_reads", self.cutoff_reads),
+            ("cutoff_writes", self.cutoff_writes),
+            ("cutoff_writes_cached", self.cutoff_writes_cached),
         ]
     }
 
     /// The gauges (values now, not running totals) by name.
-    pub fn gauges(&self) -> [(&'static str, u64); 10] {
+    pub fn gauges(&self) -> [(&'static str, u64); 14] {
         [
             ("dirty_blocks", self.dirty_blocks),
             ("unlogged_dirty_blocks", self.unlogged_dirty_blocks),
@@ -111,6 +128,10 @@ impl Stats {
             ("healthy_mirrors", self.healthy_mirrors),
             ("waiting_blocks", self.waiting_blocks),
             ("writeback_depth", self.writeback_depth),
+            ("seq_cutoff_threshold_bytes", self.seq_cutoff_threshold_bytes),
+            ("seq_cutoff_policy", self.seq_cutoff_policy),
+            ("dirty_threshold_percent", self.dirty_threshold_percent),
+            ("writeback_parallelism", self.writeback_parallelism),
         ]
     }
 

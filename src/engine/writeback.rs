@@ -125,6 +125,12 @@ impl Writeback {
         }
     }
 
+    /// Write-backs the staging pool holds at once: the parallelism the
+    /// engine was created with.
+    pub fn extents_count(&self) -> u32 {
+        self.extents.len() as u32
+    }
+
     pub fn in_flight(&self) -> u32 {
         (self.extents.len() - self.extents_free.len()) as u32
     }

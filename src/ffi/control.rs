@@ -1,5 +1,5 @@
 //! The operator RPCs: `bdev_hhc_get_stats`, `bdev_hhc_reset_stats`,
-//! `bdev_hhc_set_policy`, `bdev_hhc_flush_all`, `bdev_hhc_attach_log` and
+//! `bdev_hhc_set_policy`, `bdev_hhc_set_options`, `bdev_hhc_flush_all`, `bdev_hhc_attach_log` and
 //! `bdev_hhc_detach_log`. Each answers at once: a policy switch, a
 //! flush_all or a mirror's re-sync goes on in the background and shows its
 //! progress in the stats.
@@ -9,11 +9,12 @@ use super::json::{self, JsonObject};
 use super::node::{Core, Phase};
 use super::owner::now_ns;
 use super::base::Base;
-use super::params::{check_base_block_size, check_name};
+use super::create::decode_options;
+use super::params::{check_base_block_size, check_name, OptionParams};
 use super::report::{latency_json, stat_fields};
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
-use crate::config::{ConfigError, Policy};
+use crate::config::{ConfigError, Options, Policy};
 use crate::engine::{ControlError, Engine, EngineState, MirrorState};
 use crate::format::UNIT_BYTES;
 use crate::io::DeviceRole;
@@ -36,6 +37,12 @@ const BASE_ERRORS: [&str; 10] = [
 
 fn policy_json(policy: Option<Policy>) -> String {
     policy.map_or_else(|| "null".to_string(), |p| json::string(p.name()))
+}
+
+/// The options in force as the object `set_options` answers and
+/// `get_stats` shows under `options`.
+fn options_json(options: Options) -> String {
+    OptionParams::of(options).add_to(JsonObject::new()).finish()
 }
 
 impl Core {
@@ -75,6 +82,41 @@ impl Core {
         if let Err(error) = engine.set_policy(now_ns(), policy) {
             log::warn!("{name}: cannot switch to policy {policy}: {error}");
         }
+    }
+
+    /// A create call for this bdev gave options (a saved config): set once
+    /// the bdev runs.
+    pub(super) fn want_options(&mut self, options: &OptionParams) {
+        if *options == OptionParams::default() {
+            return;
+        }
+        self.options_on_start = Some(options.clone());
+        self.start_wanted_options();
+    }
+
+    /// Sets the options `want_options` asked for, if the bdev runs.
+    pub(super) fn start_wanted_options(&mut self) {
+        let Some(options) = self.options_on_start.clone() else { return };
+        if self.running_engine().is_err() {
+            return;
+        }
+        self.options_on_start = None;
+        if let Err(error) = self.set_options(&options) {
+            log::warn!("{}: cannot set the options a create call asked for: {}", self.params.name, error.message());
+        }
+    }
+
+    /// Changes the options given, all or none; `save_config` records them.
+    fn set_options(&mut self, change: &OptionParams) -> Result<String, Error> {
+        let invalid = |e: ConfigError| Error::InvalidParams(e.message);
+        let name = self.params.name.clone();
+        let engine = self.running_engine()?;
+        let options = change.apply(engine.config().options()).map_err(invalid)?;
+        engine.set_options(now_ns(), options).map_err(invalid)?;
+        let in_force = engine.config().options();
+        self.params.options = OptionParams::of(in_force);
+        log::info!("{name}: options set: {}", options_json(in_force));
+        Ok(options_json(in_force))
     }
 
     fn not_running(&self) -> Error {
@@ -135,7 +177,8 @@ impl Core {
             object = object
                 .boolean("flush_all_in_progress", progress.in_progress)
                 .number("flush_all_blocks_remaining", progress.blocks_remaining)
-                .raw("flush_latency_us", &latency_json(&self.requests.flush_latency));
+                .raw("flush_latency_us", &latency_json(&self.requests.flush_latency))
+                .raw("options", &options_json(engine.config().options()));
             object = self.baseline.report(now_ns(), fields, object);
         }
         let (in_use, total) = self.bases.io_contexts();
@@ -284,6 +327,42 @@ pub unsafe extern "C" fn hhc_rs_control(
         answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
     if node.core.on_owner_thread() {
         // Carries out the device commands the engine was just asked for.
+        node.run();
+    }
+    rpc.reply(answer.as_ref().map(String::as_str));
+}
+
+/// bdev_hhc_set_options.
+///
+/// # Safety
+/// `name` is NULL or a C string and `options` points to options whose
+/// policy is NULL or a C string, all valid for this call; `rpc` is a
+/// pending request.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_set_options(
+    name: *const c_char,
+    options: *const sys::hhc_glue_options,
+    rpc: *mut sys::hhc_glue_rpc,
+) {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let name = unsafe { text(name) }.unwrap_or_default();
+    // SAFETY: the function's contract (`options` is valid for the call).
+    let change = match unsafe { decode_options(&*options) } {
+        Ok(change) => change,
+        Err(error) => return rpc.reply_error(&error),
+    };
+    if let Err(error) = check_name("name", &name) {
+        return rpc.reply_error(&error.into());
+    }
+    let Some(node) = registry::find(&name) else {
+        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
+    };
+    let answer = node.core.try_enter(|core| core.set_options(&change));
+    let answer =
+        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
+    if node.core.on_owner_thread() {
         node.run();
     }
     rpc.reply(answer.as_ref().map(String::as_str));

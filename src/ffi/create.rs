@@ -6,7 +6,7 @@
 use super::errno::Error;
 use super::lifecycle::{open_node, start_node};
 use super::node::{Node, Phase};
-use super::params::CreateParams;
+use super::params::{CreateParams, OptionParams};
 use super::rpc::{text, Rpc};
 use super::{json, logger, registry, sys};
 use crate::format::CacheSuperblock;
@@ -32,9 +32,26 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
         given(raw.block_size),
         given(raw.segment_size),
         given(raw.buffer_count),
-        given(raw.dirty_threshold),
+        decode_options(&raw.options)?,
     )?;
     Ok(params)
+}
+
+/// # Safety
+/// `raw.seq_cutoff_policy` is NULL or a C string valid for this call.
+pub(super) unsafe fn decode_options(raw: &sys::hhc_glue_options) -> Result<OptionParams, Error> {
+    // SAFETY: the caller's contract.
+    let policy = unsafe { text(raw.seq_cutoff_policy) };
+    // HHC_GLUE_UNSET64 (bindgen types the macro i32: it is u64::MAX).
+    let threshold = (raw.seq_cutoff_threshold != u64::MAX).then_some(raw.seq_cutoff_threshold);
+    let options = OptionParams::new(
+        given(raw.dirty_threshold),
+        given(raw.writeback_parallelism),
+        given(raw.idle_after_ms),
+        threshold,
+        policy.as_deref(),
+    )?;
+    Ok(options)
 }
 
 /// Whether a bdev of this name exists; a name no bdev can have does not.
@@ -75,7 +92,7 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
 /// A create call for an HHC bdev that exists already (examine assembled it,
 /// or a config is loaded twice): the same devices make it a success, answered
 /// once the bdev is registered, and switch it to the call's policy; other
-/// devices are a name clash.
+/// devices are a name clash. Options the call gives are set too.
 fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     let (a, b) = (&node.params, params);
     if (&a.backing, &a.cache, &a.logs) != (&b.backing, &b.cache, &b.logs) {
@@ -86,6 +103,7 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     let phase = node.core.try_enter(|core| {
         if !matches!(core.phase, Phase::Stopping | Phase::Failed | Phase::Recovering | Phase::Done) {
             core.want_policy(b.policy);
+            core.want_options(&b.options);
         }
         if matches!(core.phase, Phase::Probing | Phase::Starting) && core.rpc.is_none() {
             core.rpc = rpc.take();

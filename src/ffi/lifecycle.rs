@@ -179,6 +179,7 @@ impl Core {
                 let blocks_count = self.engine.as_ref().map_or(0, Engine::blocks_count);
                 log::info!("{}: registered ({} policy, {} blocks of {} bytes)", self.params.name, self.config.policy, blocks_count, self.config.block_size);
                 self.start_wanted_policy();
+                self.start_wanted_options();
                 let reply = json::string(&self.params.name);
                 return self.reply(Ok(&reply));
             }

@@ -93,6 +93,8 @@ pub struct Core {
     pub(super) baseline: Baseline,
     /// A policy a create call asked for before the bdev ran (control.rs).
     pub(super) policy_on_start: Option<crate::config::Policy>,
+    /// Options a create call asked for before the bdev ran (control.rs).
+    pub(super) options_on_start: Option<super::params::OptionParams>,
 }
 
 impl Node {
@@ -124,6 +126,7 @@ impl Node {
             failure: None,
             baseline: Baseline::new(now_ns()),
             policy_on_start: None,
+            options_on_start: None,
         };
         let node = Box::new(Node {
             params,

@@ -3,7 +3,7 @@
 //! re-emits the create call. Every error names the parameter at fault.
 
 use super::json::{self, JsonObject};
-use crate::config::{Config, ConfigError, Policy};
+use crate::config::{Config, ConfigError, CutoffPolicy, Options, Policy};
 use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
 
 /// First line of the owner record (format version of the record itself).
@@ -21,7 +21,92 @@ pub struct CreateParams {
     pub block_size: Option<u32>,
     pub segment_size: Option<u32>,
     pub buffer_count: Option<u32>,
+    /// The options `bdev_hhc_set_options` changes later.
+    pub options: OptionParams,
+}
+
+/// The options an operator changes online (`bdev_hhc_set_options`), as
+/// given: None where left out. `bdev_hhc_create` takes the same keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OptionParams {
     pub dirty_threshold: Option<u32>,
+    pub writeback_parallelism: Option<u32>,
+    pub idle_after_ms: Option<u32>,
+    pub seq_cutoff_threshold: Option<u64>,
+    pub seq_cutoff_policy: Option<CutoffPolicy>,
+}
+
+impl OptionParams {
+    /// `seq_cutoff_policy` as given; an unknown name is refused.
+    pub fn new(
+        dirty_threshold: Option<u32>,
+        writeback_parallelism: Option<u32>,
+        idle_after_ms: Option<u32>,
+        seq_cutoff_threshold: Option<u64>,
+        seq_cutoff_policy: Option<&str>,
+    ) -> Result<OptionParams, ConfigError> {
+        let seq_cutoff_policy = seq_cutoff_policy.map(str::parse).transpose()?;
+        let params = OptionParams { dirty_threshold, writeback_parallelism, idle_after_ms, seq_cutoff_threshold, seq_cutoff_policy };
+        // Range checks that need no engine (the engine checks the rest).
+        params.apply(Config::default().options())?;
+        Ok(params)
+    }
+
+    /// `options` with the given values in place of theirs, checked.
+    pub fn apply(&self, options: Options) -> Result<Options, ConfigError> {
+        let dirty_threshold_percent = match self.dirty_threshold {
+            Some(t) if t > 100 => return Err(ConfigError::invalid(format!("dirty_threshold {t} must be 1..100 percent"))),
+            Some(t) => t as u8,
+            None => options.dirty_threshold_percent,
+        };
+        let merged = Options {
+            dirty_threshold_percent,
+            writeback_parallelism: self.writeback_parallelism.unwrap_or(options.writeback_parallelism),
+            idle_after_ns: self.idle_after_ms.map_or(options.idle_after_ns, |ms| ms as u64 * 1_000_000),
+            seq_cutoff_policy: self.seq_cutoff_policy.unwrap_or(options.seq_cutoff_policy),
+            seq_cutoff_threshold_bytes: self.seq_cutoff_threshold.unwrap_or(options.seq_cutoff_threshold_bytes),
+        };
+        merged.validate().map_err(|e| ConfigError { message: e.message.replace("idle_after ", "idle_after_ms: "), ..e })?;
+        Ok(merged)
+    }
+
+    /// The values in force as the parameters that bring them back.
+    pub fn of(options: Options) -> OptionParams {
+        OptionParams {
+            dirty_threshold: Some(options.dirty_threshold_percent as u32),
+            writeback_parallelism: Some(options.writeback_parallelism),
+            idle_after_ms: Some((options.idle_after_ns / 1_000_000).min(u32::MAX as u64) as u32),
+            seq_cutoff_threshold: Some(options.seq_cutoff_threshold_bytes),
+            seq_cutoff_policy: Some(options.seq_cutoff_policy),
+        }
+    }
+
+    /// Given values by key, as text (the owner record, the JSON).
+    fn given(&self) -> Vec<(&'static str, String)> {
+        let numbers = [
+            ("dirty_threshold", self.dirty_threshold.map(u64::from)),
+            ("writeback_parallelism", self.writeback_parallelism.map(u64::from)),
+            ("idle_after_ms", self.idle_after_ms.map(u64::from)),
+            ("seq_cutoff_threshold", self.seq_cutoff_threshold),
+        ];
+        let mut given: Vec<(&'static str, String)> =
+            numbers.into_iter().filter_map(|(key, value)| value.map(|v| (key, v.to_string()))).collect();
+        if let Some(policy) = self.seq_cutoff_policy {
+            given.push(("seq_cutoff_policy", policy.name().to_string()));
+        }
+        given
+    }
+
+    /// The options as a JSON object's members (numbers, the policy a string).
+    pub fn add_to(&self, mut object: JsonObject) -> JsonObject {
+        for (key, value) in self.given() {
+            object = match key {
+                "seq_cutoff_policy" => object.string(key, &value),
+                _ => object.raw(key, &value),
+            };
+        }
+        object
+    }
 }
 
 /// What the module learns about a base bdev after opening it.
@@ -50,7 +135,7 @@ impl CreateParams {
         block_size: Option<u32>,
         segment_size: Option<u32>,
         buffer_count: Option<u32>,
-        dirty_threshold: Option<u32>,
+        options: OptionParams,
     ) -> Result<CreateParams, ConfigError> {
         let policy = policy.map_or(Ok(Policy::Hhc), str::parse)?;
         let params = CreateParams {
@@ -62,12 +147,9 @@ impl CreateParams {
             block_size,
             segment_size,
             buffer_count,
-            dirty_threshold,
+            options,
         };
         params.check_names()?;
-        if params.dirty_threshold.is_some_and(|t| t > 100) {
-            return Err(ConfigError::invalid(format!("dirty_threshold {} must be 1..100 percent", params.dirty_threshold.unwrap())));
-        }
         Ok(params)
     }
 
@@ -104,7 +186,8 @@ impl CreateParams {
     pub fn config(&self, backing: BaseFacts, cache: BaseFacts, logs: &[BaseFacts]) -> Result<Config, ConfigError> {
         let defaults = Config::default();
         let block_size = self.block_size.unwrap_or(defaults.block_size);
-        let config = Config {
+        let options = self.options.apply(defaults.options())?;
+        let mut config = Config {
             policy: self.policy,
             block_size,
             cache_device_bytes: cache.bytes(),
@@ -113,12 +196,12 @@ impl CreateParams {
             backing_device_bytes: backing.bytes(),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
-            dirty_threshold_percent: self.dirty_threshold.map_or(defaults.dirty_threshold_percent, |t| t as u8),
             backing_has_flush: backing.supports_flush,
             // Too long to keep (very long names): the bdev is not examinable.
             owner_record: Some(self.owner_record()).filter(|r| r.len() <= OWNER_BYTES_MAX).unwrap_or_default(),
             ..defaults
         };
+        config.set_options(options);
         // The parameters first: a block_size of 0 is the caller's error, not
         // the backing bdev's.
         config.validate()?;
@@ -138,6 +221,9 @@ impl CreateParams {
             if let Some(value) = value {
                 text += &format!("{key}={value}\n");
             }
+        }
+        for (key, value) in self.options.given() {
+            text += &format!("{key}={value}\n");
         }
         text.into_bytes()
     }
@@ -161,6 +247,17 @@ impl CreateParams {
         let number = |key: &str| {
             fields.get(key).map(|v| v.parse::<u32>().map_err(|_| invalid(format!("{key}={v:?} is not a number")))).transpose()
         };
+        let number64 = |key: &str| {
+            fields.get(key).map(|v| v.parse::<u64>().map_err(|_| invalid(format!("{key}={v:?} is not a number")))).transpose()
+        };
+        let options = OptionParams::new(
+            number("dirty_threshold")?,
+            number("writeback_parallelism")?,
+            number("idle_after_ms")?,
+            number64("seq_cutoff_threshold")?,
+            fields.get("seq_cutoff_policy").copied(),
+        )
+        .map_err(|e| invalid(e.message))?;
         let logs = text_of("logs")?;
         let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
         CreateParams::new(
@@ -172,19 +269,14 @@ impl CreateParams {
             number("block_size")?,
             number("segment_size")?,
             number("buffer_count")?,
-            number("dirty_threshold")?,
+            options,
         )
         .map(Some)
         .map_err(|e| invalid(e.message))
     }
 
-    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 4] {
-        [
-            ("block_size", self.block_size),
-            ("segment_size", self.segment_size),
-            ("buffer_count", self.buffer_count),
-            ("dirty_threshold", self.dirty_threshold),
-        ]
+    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 3] {
+        [("block_size", self.block_size), ("segment_size", self.segment_size), ("buffer_count", self.buffer_count)]
     }
 
     /// The `params` object of a `bdev_hhc_create` call that recreates this bdev.
@@ -200,7 +292,7 @@ impl CreateParams {
                 object = object.number(key, value as u64);
             }
         }
-        object.finish()
+        self.options.add_to(object).finish()
     }
 }
 
@@ -243,7 +335,7 @@ mod tests {
             None,
             None,
             None,
-            None,
+            OptionParams::default(),
         )
     }
 
@@ -271,7 +363,8 @@ mod tests {
             (params("wb", &[""]), "logs must name a bdev"),
             (params("wb", &["hdd0", "hdd0"]), "logs: bdev 'hdd0' is given twice"),
             (
-                CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, Some(101)),
+                OptionParams::new(Some(101), None, None, None, None)
+                    .and_then(|o| CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, o)),
                 "dirty_threshold 101",
             ),
         ];
@@ -294,7 +387,8 @@ mod tests {
 
     #[test]
     fn owner_record_round_trips_and_rejects_foreign_records() {
-        let p = CreateParams { dirty_threshold: Some(100), ..params("hhc", &["hdd0", "hdd1"]).unwrap() };
+        let options = OptionParams::new(Some(100), Some(16), Some(20), Some(1 << 20), Some("always")).unwrap();
+        let p = CreateParams { options, ..params("hhc", &["hdd0", "hdd1"]).unwrap() };
         let record = p.owner_record();
         assert!(record.len() <= OWNER_BYTES_MAX);
         assert_eq!(CreateParams::from_owner_record(&record), Ok(Some(p.clone())));
@@ -324,8 +418,33 @@ mod tests {
             let error = CreateParams::from_owner_record(&hostile).expect_err(expected).message;
             assert!(error.starts_with("owner record: ") && error.contains(expected), "{error:?} should mention {expected:?}");
         }
-        let nul_in_rpc = CreateParams::new("a\0".into(), "b".into(), "c".into(), vec![], Some("wt"), None, None, None, None);
+        let nul_in_rpc =
+            CreateParams::new("a\0".into(), "b".into(), "c".into(), vec![], Some("wt"), None, None, None, OptionParams::default());
         assert!(nul_in_rpc.unwrap_err().message.contains("control character"));
+    }
+
+    #[test]
+    fn options_are_checked_and_overlay_what_is_in_force() {
+        let bad: [(Result<OptionParams, ConfigError>, &str); 6] = [
+            (OptionParams::new(Some(0), None, None, None, None), "dirty_threshold 0"),
+            (OptionParams::new(None, Some(0), None, None, None), "writeback_parallelism 0"),
+            (OptionParams::new(None, None, Some(0), None, None), "idle_after_ms: 0"),
+            (OptionParams::new(None, None, None, Some(4096), None), "seq_cutoff_threshold 4096"),
+            (OptionParams::new(None, None, None, Some(u64::MAX - 1), None), "seq_cutoff_threshold"),
+            (OptionParams::new(None, None, None, None, Some("sometimes")), "unknown seq_cutoff_policy 'sometimes'"),
+        ];
+        for (result, expected) in bad {
+            let error = result.expect_err(expected).message;
+            assert!(error.contains(expected), "{error:?} should mention {expected:?}");
+        }
+        let now = Config::default().options();
+        let change = OptionParams::new(None, Some(4), None, None, Some("never")).unwrap();
+        let merged = change.apply(now).unwrap();
+        assert_eq!(merged, Options { writeback_parallelism: 4, seq_cutoff_policy: CutoffPolicy::Never, ..now });
+        assert_eq!(OptionParams::of(merged).apply(Config::default().options()).unwrap(), merged, "of() brings them back");
+        let p = CreateParams { options: change, ..params("wb", &[]).unwrap() };
+        let config = p.config(facts(1024), facts(64), &[]).unwrap();
+        assert_eq!(config.options(), merged, "create takes the options too");
     }
 
     #[test]
@@ -336,5 +455,10 @@ mod tests {
         assert_eq!(value["logs"][0], "h\"0");
         assert_eq!(value["segment_size"], 1 << 19);
         assert!(value.get("block_size").is_none(), "left-out parameters stay out");
+        let options = OptionParams::new(Some(40), None, None, Some(8 << 20), Some("always")).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&CreateParams { options, ..p }.to_json()).unwrap();
+        assert_eq!((value["dirty_threshold"].as_u64(), value["seq_cutoff_threshold"].as_u64()), (Some(40), Some(8 << 20)));
+        assert_eq!(value["seq_cutoff_policy"], "always");
+        assert!(value.get("idle_after_ms").is_none());
     }
 }

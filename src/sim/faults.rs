@@ -5,7 +5,7 @@
 use super::device::{DeviceSpec, SilentFaults};
 use crate::simcore::prng::Prng;
 use super::workload::WorkloadSpec;
-use crate::config::{Config, Mutation, Policy};
+use crate::config::{Config, CutoffPolicy, Mutation, Options, Policy, SEQ_CUTOFF_THRESHOLD_MIN};
 use crate::format::{META_ENTRIES_PER_PAGE, UNIT_BYTES};
 use crate::io::Nanos;
 
@@ -20,6 +20,9 @@ pub enum Fault {
     CacheDeath,
     MirrorDeath(u8),
     SwitchPolicy(Policy),
+    /// `set_options` while the engine serves (the cutoff, dirty threshold,
+    /// write-back depth, idle time).
+    SetOptions(Options),
 }
 
 /// A fault fires once the workload has submitted `at_op` requests, then
@@ -45,6 +48,9 @@ pub struct FaultKinds {
     pub buffer_pool_exhaustion: bool,
     pub log_fills_up: bool,
     pub policy_switches: bool,
+    /// The sequential cutoff on (`always` or `full`, a small threshold) and
+    /// sequential streams in the workload.
+    pub seq_cutoff: bool,
 }
 
 impl FaultKinds {
@@ -62,6 +68,7 @@ impl FaultKinds {
             (self.buffer_pool_exhaustion, "buffer-pool-exhaustion"),
             (self.log_fills_up, "log-fills-up"),
             (self.policy_switches, "policy-switches"),
+            (self.seq_cutoff, "seq-cutoff"),
         ];
         all.into_iter().filter(|(on, _)| *on).map(|(_, name)| name).collect()
     }
@@ -89,8 +96,18 @@ impl FaultPlan {
         let backing = backing_spec(&mut prng, &config, &kinds);
         let corrupt_mirrors = if kinds.log_corruption { corrupt_mirrors_count(&mut prng, mirrors_count) } else { 0 };
         let mirrors = (0..mirrors_count).map(|i| mirror_spec(&mut prng, &config, &kinds, i < corrupt_mirrors)).collect();
-        let workload = WorkloadSpec::draw(&mut prng);
+        let mut config = config;
+        let mut workload = WorkloadSpec::draw(&mut prng);
         let faults = draw_faults(&mut prng, ops, policy, mirrors_count, &mut kinds);
+        // From a PRNG of its own, so every other draw of a seed stays what
+        // it was before the cutoff existed (the seeds that once failed
+        // still run the same faults).
+        let mut faults = faults;
+        let mut cutoff_prng = Prng::new(seed ^ 0x5345_5143_5554);
+        draw_seq_cutoff(&mut cutoff_prng, &mut config, &mut workload, &mut kinds);
+        if kinds.seq_cutoff {
+            draw_options_changes(&mut cutoff_prng, ops, &config, &mut faults);
+        }
         FaultPlan { config, cache, mirrors, backing, workload, faults, kinds }
     }
 }
@@ -108,6 +125,7 @@ fn draw_kinds(prng: &mut Prng) -> FaultKinds {
         buffer_pool_exhaustion: prng.percent(25),
         log_fills_up: prng.percent(25),
         policy_switches: prng.percent(20),
+        seq_cutoff: false, // drawn last, from its own PRNG (draw_seq_cutoff)
     }
 }
 
@@ -156,6 +174,40 @@ fn draw_config(prng: &mut Prng, policy: Policy, mutation: Mutation, mirrors_coun
         owner_record: Vec::new(),
         ..Config::default()
     }
+}
+
+/// Half the seeds cut sequential streams off at 64–256 KiB (16–64 blocks),
+/// with a workload whose requests often continue a stream; the others keep
+/// the cutoff off (`never`), since the default `full` would rarely trigger
+/// with the simulator's short random requests anyway.
+fn draw_seq_cutoff(prng: &mut Prng, config: &mut Config, workload: &mut WorkloadSpec, kinds: &mut FaultKinds) {
+    kinds.seq_cutoff = prng.percent(50);
+    if !kinds.seq_cutoff {
+        config.seq_cutoff_policy = CutoffPolicy::Never;
+        return;
+    }
+    config.seq_cutoff_policy = *prng.pick(&[CutoffPolicy::Always, CutoffPolicy::Full]);
+    config.seq_cutoff_threshold_bytes = prng.between(SEQ_CUTOFF_THRESHOLD_MIN, 4 * SEQ_CUTOFF_THRESHOLD_MIN);
+    workload.sequential_percent = prng.between(20, 80) as u32;
+}
+
+/// One to three `set_options` calls at random points: the cutoff's policy
+/// and threshold, the dirty threshold, the write-back depth (up to the
+/// created one) and the idle time change under load.
+fn draw_options_changes(prng: &mut Prng, ops: u64, config: &Config, faults: &mut Vec<PlannedFault>) {
+    for _ in 0..prng.between(1, 3) {
+        let options = Options {
+            dirty_threshold_percent: prng.between(5, 90) as u8,
+            writeback_parallelism: prng.between(1, config.writeback_parallelism as u64) as u32,
+            idle_after_ns: prng.between(1_000_000, 50_000_000),
+            seq_cutoff_policy: *prng.pick(&CutoffPolicy::ALL),
+            seq_cutoff_threshold_bytes: prng.between(SEQ_CUTOFF_THRESHOLD_MIN, 4 * SEQ_CUTOFF_THRESHOLD_MIN),
+        };
+        let at_op = prng.between(1, ops.max(2) - 1);
+        faults.push(PlannedFault { at_op, delay_ns: prng.between(0, 3_000_000), fault: Fault::SetOptions(options) });
+    }
+    // Stable: the other faults keep their order.
+    faults.sort_by_key(|f| f.at_op);
 }
 
 fn spikes(prng: &mut Prng, on: bool) -> (u32, Nanos) {
@@ -301,6 +353,6 @@ mod tests {
         assert!(any(|k| k.power_loss) && any(|k| k.cache_death) && any(|k| k.mirror_death) && any(|k| k.all_mirrors_death));
         assert!(any(|k| k.log_corruption) && any(|k| k.backing_errors) && any(|k| k.latency_spikes));
         assert!(any(|k| k.backing_without_flush) && any(|k| k.buffer_pool_exhaustion) && any(|k| k.log_fills_up));
-        assert!(any(|k| k.policy_switches));
+        assert!(any(|k| k.policy_switches) && any(|k| k.seq_cutoff));
     }
 }

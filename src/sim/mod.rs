@@ -29,6 +29,9 @@ pub struct Figures {
     pub power_losses: u64,
     pub device_deaths: u64,
     pub policy_switches: u64,
+    pub options_changes: u64,
+    /// Writes the sequential cutoff sent to the backing device alone.
+    pub cutoff_writes: u64,
     pub corruptions_injected: u64,
     /// Corrupt log copies the cache-loss recovery recognised and skipped.
     pub corruptions_detected: u64,
@@ -43,7 +46,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        let pairs: [(&mut u64, u64); 14] = [
+        let pairs: [(&mut u64, u64); 16] = [
             (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
@@ -53,6 +56,8 @@ impl Figures {
             (&mut self.power_losses, other.power_losses),
             (&mut self.device_deaths, other.device_deaths),
             (&mut self.policy_switches, other.policy_switches),
+            (&mut self.options_changes, other.options_changes),
+            (&mut self.cutoff_writes, other.cutoff_writes),
             (&mut self.corruptions_injected, other.corruptions_injected),
             (&mut self.corruptions_detected, other.corruptions_detected),
             (&mut self.recoveries, other.recoveries),
@@ -65,7 +70,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 14] {
+    pub fn named(&self) -> [(&'static str, u64); 16] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -75,6 +80,8 @@ impl Figures {
             ("power_losses", self.power_losses),
             ("device_deaths", self.device_deaths),
             ("policy_switches", self.policy_switches),
+            ("options_changes", self.options_changes),
+            ("cutoff_writes", self.cutoff_writes),
             ("corruptions_injected", self.corruptions_injected),
             ("corruptions_detected", self.corruptions_detected),
             ("corruptions_read_back", self.corruptions_read_back),

@@ -75,6 +75,7 @@ pub fn run_seed<F: TargetFactory>(factory: &F, spec: RunSpec) -> SeedOutcome {
         }),
     };
     CURRENT_SEED.with(|current| current.set(None));
+    sim.retire_target();
     let mut figures = sim.figures;
     figures.seeds = 1;
     figures.violations = violation.is_some() as u64;
@@ -293,6 +294,13 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
     fn trace(&self, message: impl FnOnce() -> String) {
         if self.tracing {
             eprintln!("[{} ns] {}", self.now, message());
+        }
+    }
+
+    /// The running target is dropped: its counters join the figures.
+    fn retire_target(&mut self) {
+        if let Some(target) = self.target.take() {
+            self.figures.cutoff_writes += target.stats().cutoff_writes;
         }
     }
 
@@ -602,6 +610,11 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
                 self.figures.policy_switches += 1;
                 // The simulator only switches to policies its configuration supports.
                 self.target_mut().set_policy(now, policy).expect("policy switch refused");
+                Ok(())
+            }
+            Fault::SetOptions(options) => {
+                self.figures.options_changes += 1;
+                self.target_mut().set_options(now, options).expect("options refused");
                 Ok(())
             }
         }

@@ -1,6 +1,8 @@
 //! Requesters that keep a bounded number of requests outstanding: reads and
 //! writes of 1–4 blocks, biased to a small hot set so blocks are overwritten
-//! while earlier writes are still in flight, and flushes at random.
+//! while earlier writes are still in flight, and flushes at random; with
+//! `sequential_percent`, reads and writes of 1–8 blocks that continue a
+//! sequential read or write stream (for the sequential cutoff).
 //! Periodic flushes and policy switches are scheduled by the runner.
 
 use crate::simcore::prng::Prng;
@@ -18,6 +20,9 @@ pub struct WorkloadSpec {
     pub hot_percent: u32,
     /// A flush every this many ns regardless of requesters (fsync timers).
     pub periodic_flush_ns: Option<Nanos>,
+    /// Share of reads and writes that continue a sequential stream (set by
+    /// the fault plan, not drawn here).
+    pub sequential_percent: u32,
 }
 
 impl WorkloadSpec {
@@ -32,6 +37,7 @@ impl WorkloadSpec {
             hot_blocks_count: prng.between(4, 32),
             hot_percent: prng.between(30, 90) as u32,
             periodic_flush_ns: prng.percent(50).then(|| prng.between(1_000_000, 20_000_000)),
+            sequential_percent: 0,
         }
     }
 }
@@ -48,12 +54,15 @@ pub struct Workload {
     blocks_count: u64,
     prng: Prng,
     outstanding: Vec<u32>,
+    /// Where the next sequential read and write start.
+    read_next: u64,
+    write_next: u64,
 }
 
 impl Workload {
     pub fn new(spec: WorkloadSpec, blocks_count: u64, prng: Prng) -> Workload {
         let outstanding = vec![0; spec.requesters_count as usize];
-        Workload { spec, blocks_count, prng, outstanding }
+        Workload { spec, blocks_count, prng, outstanding, read_next: 0, write_next: blocks_count / 2 }
     }
 
     pub fn requesters_count(&self) -> usize {
@@ -87,9 +96,29 @@ impl Workload {
         if roll < self.spec.flush_percent {
             return Op::Flush;
         }
+        let write = roll < self.spec.flush_percent + self.spec.write_percent;
+        // Drawn only when on, so seeds without streams draw as before.
+        if self.spec.sequential_percent > 0 && self.prng.percent(self.spec.sequential_percent) {
+            return self.next_sequential(write);
+        }
         let blocks_count = self.prng.between(1, self.spec.blocks_per_request_max as u64) as u32;
         let lba = self.draw_lba(blocks_count);
-        if roll < self.spec.flush_percent + self.spec.write_percent {
+        if write {
+            Op::Write { lba, blocks_count }
+        } else {
+            Op::Read { lba, blocks_count }
+        }
+    }
+
+    fn next_sequential(&mut self, write: bool) -> Op {
+        let blocks_count = self.prng.between(1, 8.min(self.blocks_count)) as u32;
+        let next = if write { &mut self.write_next } else { &mut self.read_next };
+        if *next + blocks_count as u64 > self.blocks_count {
+            *next = 0;
+        }
+        let lba = *next;
+        *next += blocks_count as u64;
+        if write {
             Op::Write { lba, blocks_count }
         } else {
             Op::Read { lba, blocks_count }

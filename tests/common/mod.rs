@@ -165,11 +165,25 @@ pub struct Workload {
     next_write: u64,
     lbas: u64,
     pub errors_seen: u64,
+    /// Share of reads and writes (percent) that continue a sequential
+    /// stream, one for reads and one for writes (the sequential cutoff).
+    pub sequential_percent: u64,
+    sequential_next: [u64; 2],
 }
 
 impl Workload {
     pub fn new(harness: Harness, seed: u64, lbas: u64) -> Workload {
-        Workload { harness, model: Model::default(), pending: BTreeMap::new(), rng: seed * 2 + 1, next_write: 1, lbas, errors_seen: 0 }
+        Workload {
+            harness,
+            model: Model::default(),
+            pending: BTreeMap::new(),
+            rng: seed * 2 + 1,
+            next_write: 1,
+            lbas,
+            errors_seen: 0,
+            sequential_percent: 0,
+            sequential_next: [0, lbas / 2],
+        }
     }
 
     fn random(&mut self, bound: u64) -> u64 {
@@ -186,11 +200,27 @@ impl Workload {
         }
     }
 
+    /// A request's first block and length: random, or (drawn only when
+    /// streams are on, so other tests draw as before) the next of a stream.
+    fn extent(&mut self, write: bool, longest: u64) -> (u64, u32) {
+        if self.sequential_percent > 0 && self.random(100) < self.sequential_percent {
+            let blocks = 1 + self.random(8);
+            let next = &mut self.sequential_next[write as usize];
+            if *next + blocks > self.lbas {
+                *next = 0;
+            }
+            let lba = *next;
+            *next += blocks;
+            return (lba, blocks as u32);
+        }
+        let lba = self.lba();
+        (lba, 1 + self.random(longest).min(self.lbas - lba - 1) as u32)
+    }
+
     pub fn submit_one(&mut self) {
         match self.random(10) {
             0..=4 => {
-                let lba = self.lba();
-                let blocks = 1 + self.random(3).min(self.lbas - lba - 1) as u32;
+                let (lba, blocks) = self.extent(true, 3);
                 let mut data = Vec::new();
                 let at = self.model.tick();
                 let first = self.next_write;
@@ -204,8 +234,7 @@ impl Workload {
                 self.pending.insert(id, Pending::Write(first));
             }
             5..=8 => {
-                let lba = self.lba();
-                let blocks = 1 + self.random(4).min(self.lbas - lba - 1) as u32;
+                let (lba, blocks) = self.extent(false, 4);
                 let submitted_at = self.model.tick();
                 let id = self.harness.read(lba, blocks);
                 self.pending.insert(id, Pending::Read { lba, blocks, submitted_at });

@@ -240,6 +240,11 @@ HOSTILE = [
     ("bdev_hhc_create", create(buffer_count=1), "buffer_count 1"),
     ("bdev_hhc_create", create(dirty_threshold=0), "dirty_threshold 0"),
     ("bdev_hhc_create", create(dirty_threshold=101), "dirty_threshold 101"),
+    ("bdev_hhc_create", create(writeback_parallelism=2000), "writeback_parallelism 2000 must be 1..1024"),
+    ("bdev_hhc_create", create(seq_cutoff_threshold=1), "seq_cutoff_threshold 1 bytes"),
+    ("bdev_hhc_create", create(seq_cutoff_policy="sometimes"), "unknown seq_cutoff_policy 'sometimes'"),
+    ("bdev_hhc_create", create(seq_cutoff_policy=1), "invalid parameters"),
+    ("bdev_hhc_create", create(idle_after_ms="50"), "invalid parameters"),
     ("bdev_hhc_create", create(policy="HHC"), "unknown policy 'HHC'"),
     ("bdev_hhc_create", create(logs=None), "policy hhc needs at least one log"),
     ("bdev_hhc_create", create(name=""), "name must not be empty"),
@@ -284,6 +289,31 @@ HOSTILE += [
     ("bdev_hhc_set_policy", {"name": "hhc0", "policy": ""}, "unknown policy ''"),
     ("bdev_hhc_set_policy", {"name": "nope", "policy": "wt"}, "no HHC bdev named 'nope'"),
 ]
+SET_OPTIONS = "bdev_hhc_set_options"
+HOSTILE += [
+    (SET_OPTIONS, None, "invalid parameters"),
+    (SET_OPTIONS, {"dirty_threshold": 30}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "colour": 1}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "dirty_threshold": "30"}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "dirty_threshold": -1}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "writeback_parallelism": 1 << 32}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "seq_cutoff_threshold": 1.5}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "seq_cutoff_policy": 3}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "hhc0", "seq_cutoff_policy": None}, "invalid parameters"),
+    (SET_OPTIONS, {"name": "nope", "dirty_threshold": 30}, "no HHC bdev named 'nope'"),
+    (SET_OPTIONS, {"name": "x\u0004", "dirty_threshold": 30}, "control character"),
+    (SET_OPTIONS, {"name": "hhc0", "dirty_threshold": 0}, "dirty_threshold 0"),
+    (SET_OPTIONS, {"name": "hhc0", "dirty_threshold": 101}, "dirty_threshold 101"),
+    (SET_OPTIONS, {"name": "hhc0", "writeback_parallelism": 0}, "writeback_parallelism 0"),
+    (SET_OPTIONS, {"name": "hhc0", "writeback_parallelism": 65}, "writeback_parallelism 65 exceeds 64"),
+    (SET_OPTIONS, {"name": "hhc0", "idle_after_ms": 0}, "idle_after_ms: 0"),
+    (SET_OPTIONS, {"name": "hhc0", "seq_cutoff_threshold": 4096}, "seq_cutoff_threshold 4096 bytes"),
+    (SET_OPTIONS, {"name": "hhc0", "seq_cutoff_threshold": 1 << 40}, "seq_cutoff_threshold 1099511627776"),
+    (SET_OPTIONS, {"name": "hhc0", "seq_cutoff_policy": "sometimes"}, "unknown seq_cutoff_policy 'sometimes'"),
+    # One bad value among good ones: none of them changes.
+    (SET_OPTIONS, {"name": "hhc0", "dirty_threshold": 40, "seq_cutoff_policy": "Always"}, "unknown seq_cutoff_policy"),
+    (SET_OPTIONS, {"name": "hhc0", "dirty_threshold": 40, "writeback_parallelism": 100}, "exceeds 64"),
+]
 for method in ("bdev_hhc_attach_log", "bdev_hhc_detach_log"):
     HOSTILE += [
         (method, {"name": "hhc0"}, "invalid parameters"),
@@ -303,16 +333,16 @@ def hostile(client):
     """Every request of HOSTILE is refused with an error naming the problem;
     no HHC bdev appears, no claim changes; then a bdev made without logs
     refuses a switch to hhc."""
-    before = (claims(client), hhc_names(client))
+    before = (claims(client), hhc_names(client), stats(client)["options"])
     for method, params, text in HOSTILE:
         expect_error(client, method, params, text)
-        after = (claims(client), hhc_names(client))
-        expect(after == before, "nothing created or claimed", {"before": before, "after": after})
+        after = (claims(client), hhc_names(client), stats(client)["options"])
+        expect(after == before, "nothing created, claimed or changed", {"before": before, "after": after})
     nolog = create(name="nolog", logs=None, policy="wb")
     expect(client.call("bdev_hhc_create", nolog) == "nolog", "a bdev without logs")
     expect_error(client, "bdev_hhc_set_policy", {"name": "nolog", "policy": "hhc"}, "needs at least one log")
     expect(client.call("bdev_hhc_delete", {"name": "nolog"}) is True, "deleted again")
-    expect((claims(client), hhc_names(client)) == before, "back as before")
+    expect((claims(client), hhc_names(client), stats(client)["options"]) == before, "back as before")
     print(len(HOSTILE) + 1, "hostile requests refused")
 
 
@@ -345,7 +375,7 @@ def random_value(rng, depth=0):
 
 
 KEYS = ["name", "backing", "cache", "logs", "policy", "block_size", "segment_size", "buffer_count",
-        "dirty_threshold"]
+        "dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cutoff_threshold", "seq_cutoff_policy"]
 
 
 def random_key(rng):
@@ -354,7 +384,7 @@ def random_key(rng):
 
 METHODS = ["bdev_hhc_create", "bdev_hhc_delete", "bdev_hhc_get_bdevs", "bdev_hhc_get_stats",
            "bdev_hhc_reset_stats", "bdev_hhc_set_policy", "bdev_hhc_flush_all", "bdev_hhc_attach_log",
-           "bdev_hhc_detach_log"]
+           "bdev_hhc_detach_log", "bdev_hhc_set_options"]
 
 
 POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
@@ -369,6 +399,11 @@ def valid_request(rng, method):
         return {"name": rng.choice(["hhc0", fz]), "policy": rng.choice(POLICIES)}
     if method == "bdev_hhc_delete":
         return {"name": fz}
+    if method == "bdev_hhc_set_options":
+        return {"name": rng.choice(["hhc0", fz]), "dirty_threshold": rng.randrange(1, 101),
+                "writeback_parallelism": rng.randrange(1, 65), "idle_after_ms": rng.randrange(1, 200),
+                "seq_cutoff_threshold": rng.choice([65536, 1 << 20, 4 << 20]),
+                "seq_cutoff_policy": rng.choice(["never", "full", "always"])}
     if method in ("bdev_hhc_attach_log", "bdev_hhc_detach_log"):
         return {"name": rng.choice(["hhc0", fz]), "log": rng.choice(["hdd0", "sparelog", "tinylog", "m8k"])}
     return {"name": rng.choice(["hhc0", fz])}
@@ -456,6 +491,46 @@ def raw_garbage(client, rng):
     except OSError:
         pass
     sock.close()
+
+
+def set_options(client):
+    """Every option changed at once: the answer, get_stats' options and
+    gauges show them; a partial change keeps the rest."""
+    wanted = {"dirty_threshold": 45, "writeback_parallelism": 8, "idle_after_ms": 20,
+              "seq_cutoff_threshold": 1 << 20, "seq_cutoff_policy": "always"}
+    answer = client.call("bdev_hhc_set_options", dict(wanted, name="hhc0"))
+    expect(answer == wanted, "set_options answers the options in force", answer)
+    s = stats(client)
+    expect(s["options"] == wanted, "get_stats shows them", s["options"])
+    g = s["gauges"]
+    expect((g["seq_cutoff_threshold_bytes"], g["seq_cutoff_policy"], g["dirty_threshold_percent"],
+            g["writeback_parallelism"]) == (1 << 20, 2, 45, 8), "and the gauges", g)
+    answer = client.call("bdev_hhc_set_options", {"name": "hhc0", "dirty_threshold": 50})
+    expect(answer == dict(wanted, dirty_threshold=50), "a partial change keeps the rest", answer)
+
+
+def cut_off(client, minimum, random_maximum=None):
+    """The cutoff sent at least `minimum` writes past the cache (and, with
+    `random_maximum`, no more than that many)."""
+    c = stats(client)["counters"]
+    print("cutoff counters", {k: v for k, v in c.items() if k.startswith("cutoff")})
+    expect(c["cutoff_writes"] >= int(minimum), f"at least {minimum} writes cut off", c["cutoff_writes"])
+    if random_maximum is not None:
+        expect(c["cutoff_writes"] <= int(random_maximum), f"at most {random_maximum} writes cut off", c["cutoff_writes"])
+
+
+def iostat(client, writes, reads_minimum):
+    """SPDK's own counters of hhc0: exactly the `writes` 4 KiB writes
+    issued, at least `reads_minimum` 4 KiB reads."""
+    bdevs = client.call("bdev_get_iostat", {"name": "hhc0"})["bdevs"]
+    io = next(b for b in bdevs if b["name"] == "hhc0")
+    print("iostat", {k: io[k] for k in ("num_read_ops", "bytes_read", "num_write_ops", "bytes_written")})
+    writes, reads_minimum = int(writes), int(reads_minimum)
+    expect(io["num_write_ops"] == writes and io["bytes_written"] == writes * 4096, f"{writes} writes", io)
+    expect(io["num_read_ops"] >= reads_minimum and io["bytes_read"] >= reads_minimum * 4096,
+           f"at least {reads_minimum} reads", io)
+    # The initiator's examine reads a few blocks of its own.
+    expect(io["bytes_read"] <= (2 * reads_minimum + 256) * 4096, "not far more reads than issued", io)
 
 
 def device(client, name):

@@ -509,6 +509,36 @@ ops_policy_switch() {
     end_fio_passes "$load" && [ "$rc" -eq 0 ]
 }
 
+# The sequential cutoff from bdev_hhc_create (always, 1 MiB): a sequential
+# 8 MiB write in 128 KiB requests goes mostly past the cache and verifies;
+# 4 KiB random writes are never cut off; then bdev_hhc_set_options changes
+# every option online, and save_config records them.
+ops_set_options() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --seq-cutoff-policy always --seq-cutoff-threshold 1048576 &&
+        export_nvmf && remote_fio write --bs=128k --fsync=8 --do_verify=1 >/dev/null && ops cut-off 16 &&
+        $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
+        remote_fio randwrite --randseed=3 --fsync=16 --do_verify=1 >/dev/null && ops cut-off 0 0 &&
+        ops set-options &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/options.json" &&
+        hhc_create_call "$WORK/options.json" | tee "$WORK/options-create" &&
+        grep -q '"seq_cutoff_policy": "always"' "$WORK/options-create" &&
+        grep -q '"dirty_threshold": 50' "$WORK/options-create" &&
+        grep -q '"writeback_parallelism": 8' "$WORK/options-create" &&
+        $RPC bdev_hhc_set_options -b hhc0 --seq-cutoff-policy never --dirty-threshold 30 >/dev/null &&
+        remote_fio randwrite --randseed=3 --verify_only=1 >/dev/null
+}
+
+# SPDK's bdev_get_iostat of hhc0 counts what was issued over NVMe-oF:
+# exactly 2048 writes of 4 KiB, then at least 2048 reads for the verify.
+iostat_counts() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --do_verify=0 >/dev/null && ops iostat 2048 0 &&
+        remote_fio randwrite --verify_only=1 >/dev/null && ops iostat 2048 2048
+}
+
 # The bases of the hostile requests besides hhc0's (tests/spdk/ops_checks.py).
 hostile_bases() {
     $RPC bdev_malloc_create -b spare 64 4096 && $RPC bdev_malloc_create -b sparecache 16 4096 &&
@@ -572,19 +602,23 @@ for s in json.load(open(sys.argv[1]))["subsystems"]:
         if c["method"] == "bdev_hhc_create": print(json.dumps(c, sort_keys=True))' "$1"
 }
 
-# save_config after a policy switch, then a restart with that JSON: the
-# HHC bdev comes back warm with the same options and the switched policy
-# (examine assembles it under the policy it was created with; the saved
-# create call switches it), and every block verifies.
+# save_config after a policy switch and set_options, then a restart with
+# that JSON: the HHC bdev comes back warm with the same options and the
+# switched policy (examine assembles it under the policy and options it was
+# created with; the saved create call switches them), and every block
+# verifies.
 save_config_restart() {
     start_tgt && tgt_bases &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
-            --buffer-count 4 --dirty-threshold 50 &&
+            --buffer-count 4 --dirty-threshold 50 --seq-cutoff-policy always &&
         export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
         $RPC bdev_hhc_set_policy -b hhc0 -p wb >/dev/null &&
+        $RPC bdev_hhc_set_options -b hhc0 --dirty-threshold 60 --seq-cutoff-threshold 2097152 >/dev/null &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved.json" || return 1
     hhc_create_call "$WORK/saved.json" | tee "$WORK/saved-create"
-    grep -q '"policy": "wb"' "$WORK/saved-create" && grep -q '"dirty_threshold": 50' "$WORK/saved-create" || return 1
+    grep -q '"policy": "wb"' "$WORK/saved-create" && grep -q '"dirty_threshold": 60' "$WORK/saved-create" &&
+        grep -q '"seq_cutoff_policy": "always"' "$WORK/saved-create" &&
+        grep -q '"seq_cutoff_threshold": 2097152' "$WORK/saved-create" || return 1
     stop_tgt
     local mark
     mark=$(wc -l <"$WORK/tgt.log")
@@ -683,7 +717,13 @@ main() {
     check "hostile requests to every RPC: each refused naming the problem, nothing created; hhc0 serves on" hostile_rpcs
     stop_tgt
     make_files
-    check "save_config after a policy switch, restart with it: warm, same options and policy, data verifies" save_config_restart
+    check "sequential cutoff: a sequential write bypasses the cache, 4 KiB random writes never; set_options online, saved" ops_set_options
+    stop_tgt
+    make_files
+    check "bdev_get_iostat of hhc0 counts the reads and writes issued" iostat_counts
+    stop_tgt
+    make_files
+    check "save_config after a policy switch and set_options, restart with it: warm, same options and policy, data verifies" save_config_restart
     stop_tgt
     make_files
     check "log mirrors detached and attached online; the re-synced mirror alone brings flushed data back" log_mirrors

@@ -31,7 +31,7 @@ impl<F: TargetFactory> Sim<'_, F> {
             mirror.power_loss(in_flight_writes.remove(&DeviceRole::Log(i as u8)).unwrap_or_default());
         }
         self.devices.backing.power_loss(in_flight_writes.remove(&DeviceRole::Backing).unwrap_or_default());
-        self.target = None;
+        self.retire_target();
         self.in_flight.clear();
         self.requests.clear();
         self.events.retain(|e| matches!(e, Event::Fault(_) | Event::PeriodicFlush | Event::IdleEnd));
@@ -63,6 +63,7 @@ impl<F: TargetFactory> Sim<'_, F> {
         let target = self.factory.start(&config, start, self.now).map_err(|reason| {
             self.violation("2 (durability)", None, "the target starts", &format!("{start:?} refused: {reason}"), "start")
         })?;
+        self.retire_target();
         self.target = Some(target);
         let started = |sim: &Self| *sim.target.as_ref().unwrap().state() != EngineState::Starting;
         self.run_until_within(started, PHASE_LIMIT_NS, &format!("{start:?}"))?;
