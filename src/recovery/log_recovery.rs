@@ -243,6 +243,13 @@ impl LogRecovery {
 }
 
 impl RecoveryProgress {
+    /// Nothing had to be replayed (the policy kept no dirty data the
+    /// backing device lacks), or nothing could be: `error` says why.
+    pub fn without_log(error: Option<String>) -> RecoveryProgress {
+        let stage = if error.is_some() { RecoveryStage::Failed } else { RecoveryStage::Done };
+        RecoveryProgress { stage, error, ..RecoveryProgress::start() }
+    }
+
     fn start() -> RecoveryProgress {
         RecoveryProgress {
             stage: RecoveryStage::Scanning,
