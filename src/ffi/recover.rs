@@ -29,7 +29,7 @@ fn mode(mode: &str, cache: Option<&str>) -> Result<Mode, Error> {
         "replay" => Mode::Replay,
         other => {
             let other: String = other.chars().take(64).collect();
-            return Err(Error::InvalidParams(format!("mode: unknown mode {other:?}; passthrough, cache or replay")));
+            return Err(Error::InvalidParams(format!("mode: unknown mode '{other}'; passthrough, cache or replay")));
         }
     };
     match (mode, cache) {
@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(mode("cache", Some("ssd2")), Ok(Mode::Cache));
         assert!(mode("cache", None).unwrap_err().message().contains("needs the fresh cache bdev"));
         assert!(mode("passthrough", Some("x")).unwrap_err().message().contains("only mode cache"));
-        assert!(mode("Cache", None).unwrap_err().message().contains("unknown mode \"Cache\""));
+        assert!(mode("Cache", None).unwrap_err().message().contains("unknown mode 'Cache'"));
         assert!(mode(&"x".repeat(1000), None).unwrap_err().message().len() < 200);
     }
 }

@@ -290,7 +290,7 @@ HOSTILE += [
     ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache", "cache": ["spare"]}, "invalid parameters"),
     ("bdev_hhc_recover", {"name": "nope", "mode": "passthrough"}, "no HHC bdev named 'nope'"),
     ("bdev_hhc_recover", {"name": "x\u0004", "mode": "replay"}, "control character"),
-    ("bdev_hhc_recover", {"name": "hhc0", "mode": "fast"}, "unknown mode \"fast\""),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "fast"}, "unknown mode 'fast'"),
     ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache"}, "needs the fresh cache bdev"),
     ("bdev_hhc_recover", {"name": "hhc0", "mode": "passthrough", "cache": "spare"}, "only mode cache"),
     ("bdev_hhc_recover", {"name": "hhc0", "mode": "passthrough"}, "has not lost its cache (state running)"),
