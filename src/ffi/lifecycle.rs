@@ -1,7 +1,9 @@
 //! The life of a node: open its bases, probe the cache bdev (new or warm),
 //! start the engine, register the bdev, serve; then stop cleanly for
-//! destruct, or fail, recover the log onto the backing bdev if the cache
-//! was lost, and unregister. Messages about a node go to its owner thread.
+//! destruct, or fail and unregister. A node that served and lost its cache
+//! unregisters its bdev at once and stays as a record (recover.rs) while
+//! the log is replayed onto the backing bdev and after. Messages about a
+//! node go to its owner thread.
 
 use super::base::Bases;
 use super::errno::{self, Error};
