@@ -239,6 +239,34 @@ impl CreateParams {
     }
 }
 
+/// What `bdev_hhc_recover` is asked to do with a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoverMode {
+    Passthrough,
+    Cache,
+    Replay,
+}
+
+/// The `mode` of `bdev_hhc_recover` and whether it takes `cache`.
+pub fn recover_mode(mode: &str, cache: Option<&str>) -> Result<RecoverMode, ConfigError> {
+    let mode = match mode {
+        "passthrough" => RecoverMode::Passthrough,
+        "cache" => RecoverMode::Cache,
+        "replay" => RecoverMode::Replay,
+        other => {
+            let other: String = other.chars().take(64).collect();
+            return Err(ConfigError(format!("mode: unknown mode '{other}'; passthrough, cache or replay")));
+        }
+    };
+    match (mode, cache) {
+        (RecoverMode::Cache, None) => Err(ConfigError("cache: mode cache needs the fresh cache bdev".into())),
+        (RecoverMode::Passthrough | RecoverMode::Replay, Some(_)) => {
+            Err(ConfigError("cache: only mode cache takes a cache bdev".into()))
+        }
+        _ => Ok(mode),
+    }
+}
+
 /// A bdev name becomes a C string and a log line: no NUL or other control
 /// character, and a length any SPDK component takes.
 pub fn check_name(role: &str, name: &str) -> Result<(), ConfigError> {
@@ -379,6 +407,17 @@ mod tests {
         }
         let nul_in_rpc = CreateParams::new("a\0".into(), "b".into(), "c".into(), vec![], Some("wt"), None, None, None, None);
         assert!(nul_in_rpc.unwrap_err().0.contains("control character"));
+    }
+
+    #[test]
+    fn recover_modes_and_their_cache() {
+        assert_eq!(recover_mode("passthrough", None), Ok(RecoverMode::Passthrough));
+        assert_eq!(recover_mode("replay", None), Ok(RecoverMode::Replay));
+        assert_eq!(recover_mode("cache", Some("ssd2")), Ok(RecoverMode::Cache));
+        assert!(recover_mode("cache", None).unwrap_err().0.contains("needs the fresh cache bdev"));
+        assert!(recover_mode("passthrough", Some("x")).unwrap_err().0.contains("only mode cache"));
+        assert!(recover_mode("Cache", None).unwrap_err().0.contains("unknown mode 'Cache'"));
+        assert!(recover_mode(&"x".repeat(1000), None).unwrap_err().0.len() < 200);
     }
 
     #[test]

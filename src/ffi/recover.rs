@@ -8,38 +8,12 @@ use super::base::Base;
 use super::errno::Error;
 use super::lifecycle::{open_node, start_node};
 use super::node::{Core, Node, Phase};
-use super::params::{check_name, CreateParams};
+use super::params::{check_name, recover_mode, CreateParams, RecoverMode as Mode};
 use super::rpc::{text, Rpc};
 use super::{json, registry, sys};
 use crate::config::Policy;
 use crate::io::DeviceRole;
 use std::ffi::c_char;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Passthrough,
-    Cache,
-    Replay,
-}
-
-fn mode(mode: &str, cache: Option<&str>) -> Result<Mode, Error> {
-    let mode = match mode {
-        "passthrough" => Mode::Passthrough,
-        "cache" => Mode::Cache,
-        "replay" => Mode::Replay,
-        other => {
-            let other: String = other.chars().take(64).collect();
-            return Err(Error::InvalidParams(format!("mode: unknown mode '{other}'; passthrough, cache or replay")));
-        }
-    };
-    match (mode, cache) {
-        (Mode::Cache, None) => Err(Error::InvalidParams("cache: mode cache needs the fresh cache bdev".into())),
-        (Mode::Passthrough | Mode::Replay, Some(_)) => {
-            Err(Error::InvalidParams("cache: only mode cache takes a cache bdev".into()))
-        }
-        _ => Ok(mode),
-    }
-}
 
 /// What a recover call leads to, decided inside the record.
 enum Next {
@@ -155,7 +129,7 @@ pub unsafe extern "C" fn hhc_rs_recover(
     let checked = check_name("name", &name)
         .and_then(|()| cache.as_deref().map_or(Ok(()), |c| check_name("cache", c)))
         .map_err(Error::from)
-        .and_then(|()| mode(&mode_text, cache.as_deref()));
+        .and_then(|()| recover_mode(&mode_text, cache.as_deref()).map_err(Error::from));
     let mode = match checked {
         Ok(mode) => mode,
         Err(error) => return rpc.reply_error(&error),
@@ -215,21 +189,5 @@ pub fn drop_records() {
                 core.finish_destruct();
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes_and_their_cache() {
-        assert_eq!(mode("passthrough", None), Ok(Mode::Passthrough));
-        assert_eq!(mode("replay", None), Ok(Mode::Replay));
-        assert_eq!(mode("cache", Some("ssd2")), Ok(Mode::Cache));
-        assert!(mode("cache", None).unwrap_err().message().contains("needs the fresh cache bdev"));
-        assert!(mode("passthrough", Some("x")).unwrap_err().message().contains("only mode cache"));
-        assert!(mode("Cache", None).unwrap_err().message().contains("unknown mode 'Cache'"));
-        assert!(mode(&"x".repeat(1000), None).unwrap_err().message().len() < 200);
     }
 }
