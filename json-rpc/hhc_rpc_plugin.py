@@ -11,12 +11,12 @@ SEQ_CUTOFF_POLICIES = ["never", "full", "always"]
 OPTIONS = ["dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cutoff_threshold", "seq_cutoff_policy"]
 
 
-def bdev_hhc_create(client, name, backing, cache, logs=None, policy=None, block_size=None,
+def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, block_size=None,
                     segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
                     idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None):
     """Create an HHC bdev; returns its name."""
-    params = {"name": name, "backing": backing, "cache": cache}
-    optional = {"logs": logs, "policy": policy, "block_size": block_size, "segment_size": segment_size,
+    params = {"name": name, "backing": backing}
+    optional = {"cache": cache, "logs": logs, "policy": policy, "block_size": block_size, "segment_size": segment_size,
                 "buffer_count": buffer_count, "dirty_threshold": dirty_threshold,
                 "writeback_parallelism": writeback_parallelism, "idle_after_ms": idle_after_ms,
                 "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy}
@@ -76,6 +76,16 @@ def bdev_hhc_detach_log(client, name, log):
     return client.call("bdev_hhc_detach_log", {"name": name, "log": log})
 
 
+def bdev_hhc_recover(client, name, mode, cache=None):
+    """After the cache bdev was lost and the log replayed: bring the HHC bdev
+    back (mode passthrough, or cache onto a fresh cache bdev), or replay again
+    after a failed replay (mode replay)."""
+    params = {"name": name, "mode": mode}
+    if cache is not None:
+        params["cache"] = cache
+    return client.call("bdev_hhc_recover", params)
+
+
 def _print(result):
     import json
     print(json.dumps(result, indent=2))
@@ -118,7 +128,8 @@ def spdk_rpc_plugin_initialize(subparsers):
                               "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
     p.add_argument("-b", "--name", required=True, help="name of the new HHC bdev")
     p.add_argument("--backing", required=True, help="backing bdev (e.g. the iSCSI RAID); its size is the HHC size")
-    p.add_argument("--cache", required=True, help="cache bdev (SSD); formatted on first use, reopened warm later")
+    p.add_argument("--cache", help="cache bdev (SSD); formatted on first use, reopened warm later; only policy "
+                   "passthrough without logs goes without one (requests straight to the backing bdev)")
     p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs); policy hhc needs at least one")
     p.add_argument("--policy", choices=POLICIES, help="write policy (default hhc)")
     p.add_argument("--block-size", type=int, dest="block_size",
@@ -215,3 +226,18 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
     p.add_argument("-l", "--log", required=True, help="the log bdev to detach")
     p.set_defaults(func=detach_log)
+
+    def recover(args):
+        _print(bdev_hhc_recover(args.client, name=args.name, mode=args.mode, cache=args.cache))
+
+    p = subparsers.add_parser("bdev_hhc_recover", help="After an HHC bdev lost its cache bdev and its log was "
+                              "replayed onto the backing bdev (bdev_hhc_get_stats: state recovered, recovery.stage "
+                              "done): bring it back under the same name as a passthrough over the backing bdev "
+                              "(-m passthrough), or as a new HHC bdev over the backing bdev, a fresh cache bdev "
+                              "(formatted, starting empty) and the surviving log mirrors (formatted) (-m cache "
+                              "--cache BDEV); answers once the bdev is registered. After a failed replay "
+                              "(recovery_failed), -m replay runs the scan and replay again")
+    p.add_argument("-b", "--name", required=True, help="name of the HHC bdev")
+    p.add_argument("-m", "--mode", required=True, choices=["passthrough", "cache", "replay"], help="what to do")
+    p.add_argument("-c", "--cache", help="the fresh cache bdev (mode cache)")
+    p.set_defaults(func=recover)

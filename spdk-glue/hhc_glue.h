@@ -198,6 +198,11 @@ void hhc_rs_control(enum hhc_glue_control op, const char *name, const char *arg,
 /* bdev_hhc_set_options: `name` and `options` are valid for this call only;
  * `rpc` is answered exactly once. */
 void hhc_rs_set_options(const char *name, const struct hhc_glue_options *options, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_recover; `cache` may be NULL. */
+void hhc_rs_recover(const char *name, const char *mode, const char *cache, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_delete of an HHC bdev that lost its cache (a record without a
+ * bdev): true if `name` is one, and then `rpc` is answered. */
+bool hhc_rs_delete_record(const char *name, struct hhc_glue_rpc *rpc);
 /* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
 void hhc_rs_examine_config(const char *name);
 void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);

@@ -1,9 +1,9 @@
 /*   SPDX-License-Identifier: BSD-3-Clause
  *
  * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete,
- * bdev_hhc_get_bdevs and the operator RPCs (get_stats, reset_stats,
- * set_policy, set_options, flush_all, attach_log, detach_log), their parameter decoders, and the
- * answers Rust sends.
+ * bdev_hhc_get_bdevs, the operator RPCs (get_stats, reset_stats,
+ * set_policy, set_options, flush_all, attach_log, detach_log),
+ * bdev_hhc_recover, their parameter decoders, and the answers Rust sends.
  */
 
 #include "hhc_glue_internal.h"
@@ -64,7 +64,7 @@ decode_logs(const struct spdk_json_val *val, void *out)
 static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
 	{"name", offsetof(struct rpc_create, name), spdk_json_decode_string},
 	{"backing", offsetof(struct rpc_create, backing), spdk_json_decode_string},
-	{"cache", offsetof(struct rpc_create, cache), spdk_json_decode_string},
+	{"cache", offsetof(struct rpc_create, cache), spdk_json_decode_string, true},
 	{"logs", offsetof(struct rpc_create, logs), decode_logs, true},
 	{"policy", offsetof(struct rpc_create, policy), spdk_json_decode_string, true},
 	{"block_size", offsetof(struct rpc_create, block_size), spdk_json_decode_uint32, true},
@@ -110,7 +110,8 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	if (params == NULL || spdk_json_decode_object(params, g_rpc_create_decoders,
 			SPDK_COUNTOF(g_rpc_create_decoders), &req)) {
 		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
-						 "invalid parameters: need name, backing, cache (strings); optional logs "
+						 "invalid parameters: need name, backing (strings); optional cache "
+						 "(string; only policy passthrough without logs goes without one), logs "
 						 "(array of at most 8 bdev names), policy (string), block_size, "
 						 "segment_size, buffer_count, dirty_threshold, writeback_parallelism, "
 						 "idle_after_ms, seq_cutoff_threshold (unsigned integers), "
@@ -169,6 +170,11 @@ rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json
 			SPDK_COUNTOF(g_rpc_name_decoders), &req)) {
 		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
 						 "invalid parameters: need name (string)");
+		free(req.name);
+		return;
+	}
+	/* An HHC bdev that lost its cache is a record without a bdev. */
+	if (hhc_rs_delete_record(req.name, (struct hhc_glue_rpc *)request)) {
 		free(req.name);
 		return;
 	}
@@ -320,6 +326,38 @@ SPDK_RPC_REGISTER("bdev_hhc_set_options", rpc_bdev_hhc_set_options, SPDK_RPC_RUN
 
 RPC_CONTROL_LOG(bdev_hhc_attach_log, HHC_GLUE_CONTROL_ATTACH_LOG)
 RPC_CONTROL_LOG(bdev_hhc_detach_log, HHC_GLUE_CONTROL_DETACH_LOG)
+
+/* bdev_hhc_recover {name, mode, cache?}: after the cache bdev was lost. */
+struct rpc_recover {
+	char *name;
+	char *mode;
+	char *cache;
+};
+
+static const struct spdk_json_object_decoder g_rpc_recover_decoders[] = {
+	{"name", offsetof(struct rpc_recover, name), spdk_json_decode_string},
+	{"mode", offsetof(struct rpc_recover, mode), spdk_json_decode_string},
+	{"cache", offsetof(struct rpc_recover, cache), spdk_json_decode_string, true},
+};
+
+static void
+rpc_bdev_hhc_recover(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	struct rpc_recover req = {0};
+
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_recover_decoders,
+			SPDK_COUNTOF(g_rpc_recover_decoders), &req)) {
+		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						 "invalid parameters: need name, mode (strings); optional cache "
+						 "(string); no other keys");
+	} else {
+		hhc_rs_recover(req.name, req.mode, req.cache, (struct hhc_glue_rpc *)request);
+	}
+	free(req.name);
+	free(req.mode);
+	free(req.cache);
+}
+SPDK_RPC_REGISTER("bdev_hhc_recover", rpc_bdev_hhc_recover, SPDK_RPC_RUNTIME)
 
 int
 hhc_rpc_linked(void)

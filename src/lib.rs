@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cache;
 pub mod config;
+pub mod direct;
 pub mod driver;
 pub mod engine;
 pub mod ffi;

@@ -191,12 +191,13 @@ impl Bases {
         &self.bases[0]
     }
 
-    pub fn cache(&self) -> &Base {
-        &self.bases[1]
+    /// None for a passthrough without a cache.
+    pub fn cache(&self) -> Option<&Base> {
+        self.bases.get(1)
     }
 
     pub fn logs(&self) -> &[Base] {
-        &self.bases[2..]
+        self.bases.get(2..).unwrap_or(&[])
     }
 
     pub fn all(&self) -> &[Base] {

@@ -120,8 +120,19 @@ impl Core {
     }
 
     fn not_running(&self) -> Error {
-        let state = format!("{:?}", self.phase).to_lowercase();
-        Error::Busy(format!("name: HHC bdev '{}' is not running (state {state})", self.params.name))
+        let name = &self.params.name;
+        if self.direct.is_some() {
+            return Error::Busy(format!(
+                "name: HHC bdev '{name}' is a passthrough over its backing bdev without a cache; re-create it with a cache for this"
+            ));
+        }
+        if self.phase.is_record() {
+            return Error::Busy(format!(
+                "name: HHC bdev '{name}' lost its cache bdev (state {}); see its recovery in bdev_hhc_get_stats, then bdev_hhc_recover",
+                self.phase.name()
+            ));
+        }
+        Error::Busy(format!("name: HHC bdev '{name}' is not running (state {})", self.phase.name()))
     }
 
     /// The engine, if it serves requests.
@@ -157,7 +168,10 @@ impl Core {
             };
             object.number("index", i as u64).string("mirror", mirror.name()).number("segments_behind", behind).finish()
         };
-        let mut roles = vec![DeviceRole::Backing, DeviceRole::Cache];
+        let mut roles = vec![DeviceRole::Backing];
+        if self.bases.cache().is_some() {
+            roles.push(DeviceRole::Cache);
+        }
         roles.extend((0..self.bases.logs().len() as u8).map(DeviceRole::Log));
         json::array(roles.into_iter().map(device))
     }
@@ -165,11 +179,14 @@ impl Core {
     fn get_stats(&mut self) -> Result<String, Error> {
         let mut object = JsonObject::new()
             .string("name", &self.params.name)
-            .string("state", &format!("{:?}", self.phase).to_lowercase())
+            .string("state", self.phase.name())
             .string("policy", self.policy().name())
             .raw("policy_target", &policy_json(self.engine.as_ref().and_then(Engine::policy_target)));
         if let Some(reason) = &self.failure {
             object = object.string("failure", reason);
+        }
+        if let Some(progress) = self.recovery_now() {
+            object = object.raw("recovery", &super::recovery::progress_json(&progress));
         }
         if let Some(engine) = &self.engine {
             let progress = engine.flush_all_progress();
@@ -187,7 +204,7 @@ impl Core {
     }
 
     fn reset_stats(&mut self) -> Result<String, Error> {
-        let Some(engine) = &self.engine else { return Err(self.not_running()) };
+        let Some(engine) = self.engine.as_ref().filter(|_| !self.phase.is_record()) else { return Err(self.not_running()) };
         let fields = self.counter_fields(engine);
         self.baseline.reset(now_ns(), fields);
         self.requests.flush_latency.clear();

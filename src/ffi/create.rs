@@ -101,7 +101,7 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     }
     let mut rpc = Some(rpc);
     let phase = node.core.try_enter(|core| {
-        if !matches!(core.phase, Phase::Stopping | Phase::Failed | Phase::Recovering | Phase::Done) {
+        if !matches!(core.phase, Phase::Stopping | Phase::Failed | Phase::Done) && !core.phase.is_record() {
             core.want_policy(b.policy);
             core.want_options(&b.options);
         }
@@ -117,6 +117,9 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     if phase == Some(Phase::Running) {
         log::info!("{}: exists already with these devices", params.name);
         rpc.reply_json(&json::string(&params.name));
+    } else if phase.is_some_and(Phase::is_record) {
+        let message = format!("name: HHC bdev '{}' lost its cache bdev; see bdev_hhc_get_stats, then bdev_hhc_recover or bdev_hhc_delete", params.name);
+        rpc.reply_error(&Error::Busy(message));
     } else {
         rpc.reply_error(&Error::Busy(format!("name: HHC bdev '{}' is being created or deleted", params.name)));
     }

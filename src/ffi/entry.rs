@@ -108,6 +108,7 @@ pub unsafe extern "C" fn hhc_rs_channel_poll(rs_channel: *mut c_void) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn hhc_rs_module_fini() {
+    super::recover::drop_records();
     let left = registry::count();
     if left > 0 {
         log::warn!("module fini with {left} HHC bdevs still alive");

@@ -1,12 +1,15 @@
 //! What the module reports about a node: `bdev_hhc_get_bdevs`, the bdev's
 //! `dump_info_json` (driver-specific info in `bdev_get_bdevs`) and
-//! `write_config_json` (the create call that `save_config` records).
+//! `write_config_json` (the create call that `save_config` records). An
+//! HHC bdev that lost its cache has no bdev, so it shows only here (with its
+//! `recovery`) and in `bdev_hhc_get_stats`, and `save_config` leaves it out.
 
 use super::base::Base;
 use super::errno::Error;
 use super::json::{self, JsonObject};
 use super::node::{Core, Node};
 use super::params::CreateParams;
+use super::recovery::progress_json;
 use super::report::stat_fields;
 use super::rpc::{text, Rpc};
 use super::{registry, sys};
@@ -18,13 +21,16 @@ impl Core {
         let mut object = JsonObject::new()
             .string("name", &self.params.name)
             .string("policy", self.policy().name())
-            .string("state", &format!("{:?}", self.phase).to_lowercase())
+            .string("state", self.phase.name())
             .number("block_size", self.config.block_size as u64)
             .raw("backing", &base(self.bases.backing()))
-            .raw("cache", &base(self.bases.cache()))
+            .raw("cache", &self.bases.cache().map_or_else(|| "null".to_string(), base))
             .raw("logs", &json::array(self.bases.logs().iter().map(base)));
         if let Some(reason) = &self.failure {
             object = object.string("failure", reason);
+        }
+        if let Some(progress) = self.recovery_now() {
+            object = object.raw("recovery", &progress_json(&progress));
         }
         if let Some(engine) = &self.engine {
             let fields = stat_fields(&engine.stats());

@@ -1,7 +1,9 @@
 //! The life of a node: open its bases, probe the cache bdev (new or warm),
 //! start the engine, register the bdev, serve; then stop cleanly for
-//! destruct, or fail, recover the log onto the backing bdev if the cache
-//! was lost, and unregister. Messages about a node go to its owner thread.
+//! destruct, or fail and unregister. A node that served and lost its cache
+//! unregisters its bdev at once and stays as a record (recover.rs) while
+//! the log is replayed onto the backing bdev and after. Messages about a
+//! node go to its owner thread.
 
 use super::base::{Bases, COMMANDS_BESIDE_ENGINE};
 use super::errno::{self, Error};
@@ -13,7 +15,9 @@ use super::recovery::Recovery;
 use super::registry;
 use super::rpc::Rpc;
 use super::{json, sys};
+use crate::config::Policy;
 use crate::engine::{Engine, EngineState, StartMode};
+use crate::recovery::{RecoveryProgress, RecoveryStage};
 use crate::format::{CacheSuperblock, UNIT_BYTES};
 use crate::io::{DeviceRole, IoAllocator, IoStatus};
 use std::ffi::{c_int, c_void, CString};
@@ -21,14 +25,21 @@ use std::ffi::{c_int, c_void, CString};
 /// Opens and claims every base bdev, checks them against the parameters and
 /// gets the owner thread's channels. On error everything is closed again.
 pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
-    let mut roles = vec![(DeviceRole::Backing, params.backing.clone()), (DeviceRole::Cache, params.cache.clone())];
+    let mut roles = vec![(DeviceRole::Backing, params.backing.clone())];
+    if !params.is_direct() {
+        roles.push((DeviceRole::Cache, params.cache.clone()));
+    }
     roles.extend(params.logs.iter().enumerate().map(|(i, l)| (DeviceRole::Log(i as u8), l.clone())));
     let node = Node::new(params);
     let address = &*node as *const Node as *const c_void;
     let mut bases = Bases::open(address, &roles)?;
     let facts: Vec<_> = bases.all().iter().map(|b| b.facts()).collect();
-    let sized = node.params.config(facts[0], facts[1], &facts[2..]).map_err(Error::from).and_then(|config| {
-        let commands = Engine::device_commands_max(&config)?;
+    let direct = node.params.is_direct();
+    let config = if direct { node.params.direct_config(facts[0]) } else { node.params.config(facts[0], facts[1], &facts[2..]) };
+    let sized = config.map_err(Error::from).and_then(|config| {
+        // Without a cache, one backing command per request (start_request
+        // keeps them under requests_max).
+        let commands = if direct { config.requests_max as usize } else { Engine::device_commands_max(&config)? };
         bases.use_pool(commands + COMMANDS_BESIDE_ENGINE)?;
         Ok(config)
     });
@@ -104,6 +115,13 @@ unsafe extern "C" fn free_node(arg: *mut c_void) {
 
 impl Core {
     pub(super) fn start_probe(&mut self) {
+        if self.params.is_direct() {
+            let blocks_count = self.config.backing_device_bytes / self.config.block_size as u64;
+            let requests_max = self.config.requests_max as usize;
+            self.direct = Some(crate::direct::Direct::new(self.config.block_size, blocks_count, requests_max));
+            self.phase = Phase::Starting;
+            return;
+        }
         let mut region = DmaAllocator.alloc(UNIT_BYTES);
         let iov = super::iov::region_iovec(region.as_mut_slice(), 0, UNIT_BYTES as u64);
         self.probe = Some(region);
@@ -122,7 +140,7 @@ impl Core {
         }
         let mut region = self.probe.take().expect("probe buffer");
         let mode = match CacheSuperblock::decode(region.as_mut_slice()) {
-            Ok(superblock) => {
+            Ok(superblock) if !self.force_format => {
                 if superblock.block_size != self.config.block_size {
                     return self.fail(Error::InvalidParams(format!(
                         "block_size {}: cache bdev '{}' holds an HHC cache with block size {}",
@@ -133,7 +151,7 @@ impl Core {
                 self.config.instance_id = superblock.instance_id;
                 StartMode::Open
             }
-            Err(_) => {
+            _ => {
                 self.config.instance_id = random_instance_id();
                 log::info!("{}: formatting cache bdev {} (instance {:#x})", self.params.name, self.params.cache, self.config.instance_id);
                 StartMode::Format
@@ -153,6 +171,7 @@ impl Core {
         let state = self.engine.as_ref().map(|e| e.state().clone());
         match (self.phase, state) {
             (Phase::Starting, Some(EngineState::Ready)) => self.register(),
+            (Phase::Starting, None) if self.direct.is_some() => self.register(),
             (Phase::Starting | Phase::Running | Phase::Stopping, Some(EngineState::Failed(reason))) => {
                 self.fail(Error::from(&reason))
             }
@@ -176,7 +195,8 @@ impl Core {
             Ok(glue) => {
                 self.glue = glue;
                 self.phase = Phase::Running;
-                let blocks_count = self.engine.as_ref().map_or(0, Engine::blocks_count);
+                self.served = true;
+                let blocks_count = self.blocks_count();
                 log::info!("{}: registered ({} policy, {} blocks of {} bytes)", self.params.name, self.config.policy, blocks_count, self.config.block_size);
                 self.start_wanted_policy();
                 self.start_wanted_options();
@@ -189,9 +209,21 @@ impl Core {
         // so the cache stays consistent, then report.
         self.failure = Some(error.message().to_string());
         self.reply(Err(&error));
-        self.engine.as_mut().expect("engine").shutdown(now_ns());
-        self.phase = Phase::Stopping;
         self.destructing = true;
+        match self.engine.as_mut() {
+            Some(engine) => {
+                engine.shutdown(now_ns());
+                self.phase = Phase::Stopping;
+            }
+            None => self.phase = Phase::Done,
+        }
+    }
+
+    fn blocks_count(&self) -> u64 {
+        match &self.direct {
+            Some(direct) => direct.blocks_count(),
+            None => self.engine.as_ref().map_or(0, Engine::blocks_count),
+        }
     }
 
     /// Reads and writes longer than this are split by the bdev layer: 1 MiB,
@@ -202,7 +234,7 @@ impl Core {
 
     fn register_bdev(&mut self, name: &CString) -> Result<*mut sys::hhc_glue_node, Error> {
         let alignment_log2 = self.bases.all().iter().map(|b| b.info.required_alignment_log2).max().unwrap_or(0);
-        let blocks_count = self.engine.as_ref().expect("engine").blocks_count();
+        let blocks_count = self.blocks_count();
         let mut glue = std::ptr::null_mut();
         // SAFETY: name is a valid C string; the node outlives the bdev (it is
         // freed only after hhc_glue_node_destruct_done); glue is an out pointer.
@@ -230,7 +262,7 @@ impl Core {
     /// The node fails with `error` (its kind answers a create RPC still
     /// waiting).
     pub(super) fn fail(&mut self, error: Error) {
-        if matches!(self.phase, Phase::Failed | Phase::Recovering | Phase::Done) {
+        if matches!(self.phase, Phase::Failed | Phase::Done) || self.phase.is_record() {
             return;
         }
         let reason = error.message().to_string();
@@ -245,9 +277,15 @@ impl Core {
     }
 
     fn after_failure_drained(&mut self) {
+        if self.cache_lost && self.served && !self.destructing {
+            return self.keep_record();
+        }
         let recoverable = self.cache_lost && self.policy().uses_log() && self.engine.is_some();
-        if recoverable && self.start_recovery() {
-            return;
+        if recoverable {
+            self.start_recovery();
+            if self.phase == Phase::Recovering {
+                return;
+            }
         }
         let policy = self.policy();
         if self.cache_lost && policy.is_write_back() && !policy.uses_log() {
@@ -267,10 +305,37 @@ impl Core {
         unsafe { sys::hhc_glue_node_unregister(self.glue) }
     }
 
+    /// The cache is gone: nothing may be served from it, so the bdev goes
+    /// now; the node stays, as a record of the replay (if the policy has a
+    /// log to replay) that the operator reads and acts on.
+    fn keep_record(&mut self) {
+        let policy = self.policy();
+        if policy.uses_log() && self.engine.is_some() {
+            self.start_recovery();
+        } else if policy.is_write_back() && policy != Policy::WriteBackFlush {
+            let error = format!("cache lost under policy {policy}: dirty data is gone");
+            log::error!("{}: {error}", self.params.name);
+            self.recovery_progress = Some(RecoveryProgress::without_log(Some(error)));
+            self.phase = Phase::RecoveryFailed;
+        } else {
+            // wt and passthrough keep nothing dirty; wb-flush writes every
+            // flushed block back before the flush completes.
+            log::warn!("{}: cache lost under policy {policy}: every flushed write is on the backing bdev", self.params.name);
+            self.recovery_progress = Some(RecoveryProgress::without_log(None));
+            self.phase = Phase::Recovered;
+        }
+        self.unregister();
+    }
+
     /// The bdev's destruct, on the owner thread.
     fn begin_destruct(&mut self) {
         self.destructing = true;
         match self.phase {
+            Phase::Running if self.direct.is_some() => {
+                self.phase = Phase::Done;
+                self.finish_destruct();
+            }
+            phase if phase.is_record() => self.bdev_gone(),
             Phase::Running => {
                 self.engine.as_mut().expect("engine").shutdown(now_ns());
                 self.phase = Phase::Stopping;
@@ -280,10 +345,19 @@ impl Core {
         }
     }
 
+    /// A record's bdev finished unregistering; the node stays.
+    fn bdev_gone(&mut self) {
+        // SAFETY: glue is our registered bdev in its destruct; called once.
+        unsafe { sys::hhc_glue_node_destruct_done(self.glue) };
+        self.glue = std::ptr::null_mut();
+        self.destructing = false;
+        log::info!("{}: bdev unregistered; its record stays until bdev_hhc_recover or bdev_hhc_delete", self.params.name);
+    }
+
     /// Closes everything, drops the node from the registry, ends the bdev's
     /// destruct and frees the node from a message to its owner thread, once
     /// no caller up the stack uses it.
-    fn finish_destruct(&mut self) {
+    pub(super) fn finish_destruct(&mut self) {
         self.bases.close_all();
         if !self.poller.is_null() {
             // SAFETY: the poller was started for this node and is stopped once.
@@ -306,27 +380,44 @@ impl Core {
 
     // ---- cache loss: replay the log onto the backing device ----
 
-    fn start_recovery(&mut self) -> bool {
+    /// Starts the scan and replay of the surviving log mirrors (again, for
+    /// a retry); without any, the record says the data is lost.
+    pub(super) fn start_recovery(&mut self) {
         let layout = *self.engine.as_ref().expect("engine").log_layout();
         let mirrors: Vec<u8> =
             (0..self.config.mirrors_count).filter(|&i| !self.bases.get(DeviceRole::Log(i)).removed).collect();
         if mirrors.is_empty() {
-            log::error!("{}: cache and every log mirror lost; dirty data cannot be recovered", self.params.name);
-            return false;
+            let error = "cache and every log mirror lost; dirty data cannot be recovered".to_string();
+            log::error!("{}: {error}", self.params.name);
+            self.recovery_progress = Some(RecoveryProgress::without_log(Some(error)));
+            self.phase = Phase::RecoveryFailed;
+            return;
         }
         log::warn!("{}: cache lost; replaying the log ({} mirrors) onto backing bdev {}", self.params.name, mirrors.len(), self.params.backing);
         self.recovery = Some(Recovery::new(layout, mirrors, self.config.backing_has_flush));
         self.phase = Phase::Recovering;
-        true
     }
 
     pub(super) fn advance_recovery(&mut self) {
-        let Some(recovery) = self.recovery.take() else { return };
-        self.recovery = recovery.advance(&self.params.name, &self.params.backing);
-        if self.recovery.is_none() {
-            self.phase = Phase::Done;
+        let Some(recovery) = self.recovery.as_mut() else { return };
+        let Some(progress) = recovery.finished(&self.params.name, &self.params.backing) else { return };
+        self.recovery = None;
+        let replayed = progress.stage == RecoveryStage::Done;
+        self.recovery_progress = Some(progress);
+        // A bdev_hhc_delete before the loss still ends the node.
+        self.phase = match (self.destructing, replayed) {
+            (true, _) => Phase::Done,
+            (false, true) => Phase::Recovered,
+            (false, false) => Phase::RecoveryFailed,
+        };
+        if self.phase == Phase::Done {
             self.unregister();
         }
+    }
+
+    /// The recovery's progress: the running one's, else how the last ended.
+    pub(super) fn recovery_now(&self) -> Option<RecoveryProgress> {
+        self.recovery.as_ref().map(Recovery::progress).or_else(|| self.recovery_progress.clone())
     }
 
     /// Answers the pending create call, if it has not been answered yet.

@@ -21,8 +21,9 @@
 //! - `node` (a node and its owner's loop), then `registry` (the node list),
 //!   `lifecycle` (open, probe, register, fail, destruct, recovery), `info`
 //!   (reports), `control` (the operator RPCs: stats, policy, flush_all),
-//!   `create` (the create RPC and examine), `entry` (data path and channel
-//!   entry points).
+//!   `recover` (bdev_hhc_recover and the records of lost caches), `create`
+//!   (the create RPC and examine), `entry` (data path and channel entry
+//!   points).
 
 pub mod errno;
 pub mod iov;
@@ -52,6 +53,8 @@ mod node;
 mod owner;
 #[cfg(hhc_spdk)]
 mod recovery;
+#[cfg(hhc_spdk)]
+mod recover;
 #[cfg(hhc_spdk)]
 mod registry;
 #[cfg(hhc_spdk)]

@@ -43,8 +43,36 @@ pub enum Phase {
     /// The engine failed; waiting for its device commands to drain.
     Failed,
     /// The cache device is gone: replaying the log onto the backing device.
+    /// From here on the bdev is unregistered and the node is a record that
+    /// the operator reads and acts on (bdev_hhc_recover, bdev_hhc_delete).
     Recovering,
+    /// The replay is done: every flushed write is on the backing device.
+    Recovered,
+    /// The replay (or the cache loss itself) left data that is not on the
+    /// backing device; the error says why.
+    RecoveryFailed,
     Done,
+}
+
+impl Phase {
+    /// The HHC bdev lost its cache and is a record without a bdev now.
+    pub fn is_record(self) -> bool {
+        matches!(self, Phase::Recovering | Phase::Recovered | Phase::RecoveryFailed)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Probing => "probing",
+            Phase::Starting => "starting",
+            Phase::Running => "running",
+            Phase::Stopping => "stopping",
+            Phase::Failed => "failed",
+            Phase::Recovering => "recovering",
+            Phase::Recovered => "recovered",
+            Phase::RecoveryFailed => "recovery_failed",
+            Phase::Done => "done",
+        }
+    }
 }
 
 pub struct Node {
@@ -74,6 +102,15 @@ pub struct Core {
     pub(super) rpc: Option<Rpc>,
     pub(super) probe: Option<Box<dyn crate::io::IoRegion>>,
     pub(super) recovery: Option<Recovery>,
+    /// How the last recovery went (or goes), for the operator.
+    pub(super) recovery_progress: Option<crate::recovery::RecoveryProgress>,
+    /// A passthrough without a cache: requests go straight to the backing bdev.
+    pub(super) direct: Option<crate::direct::Direct>,
+    /// The bdev was registered once: losing the cache leaves a record.
+    pub(super) served: bool,
+    /// Format the cache bdev even if it holds an HHC superblock
+    /// (bdev_hhc_recover onto a fresh cache).
+    pub(super) force_format: bool,
     /// Device commands of the engine in flight (completions of a failed
     /// engine are dropped, but recovery waits for them).
     pub(super) engine_ios: u32,
@@ -115,6 +152,10 @@ impl Node {
             rpc: None,
             probe: None,
             recovery: None,
+            recovery_progress: None,
+            direct: None,
+            served: false,
+            force_format: false,
             engine_ios: 0,
             immediate: VecDeque::with_capacity(64),
             now: now_ns(),
@@ -260,10 +301,15 @@ impl Core {
             }
             SubmitKind::Engine(kind) => kind,
         };
-        let ready = self.phase == Phase::Running && self.engine.as_ref().is_some_and(|e| *e.state() == EngineState::Ready);
+        let ready = self.phase == Phase::Running
+            && (self.direct.is_some() || self.engine.as_ref().is_some_and(|e| *e.state() == EngineState::Ready));
+        // Without a cache no engine says busy: the table's bound is kept
+        // here (the base I/O contexts are sized by it).
+        let direct_full = self.direct.is_some() && self.requests.live() >= self.config.requests_max as usize;
         let refusal = match u32::try_from(submission.blocks_count) {
             Err(_) => Some(Refusal::TooLong),
             Ok(_) if !ready => Some(Refusal::NotReady),
+            Ok(_) if direct_full => Some(Refusal::Full),
             Ok(_) => None,
         };
         if let Some(refusal) = refusal {
@@ -272,6 +318,9 @@ impl Core {
         }
         let key = self.requests.insert(&submission, self.now);
         let request = Request { id: key as u64, kind, lba: submission.lba, blocks_count: submission.blocks_count as u32 };
+        if let Some(direct) = self.direct.as_mut() {
+            return direct.handle_request(request);
+        }
         let engine = self.engine.as_mut().expect("running engine");
         if kind == RequestKind::Write {
             // SAFETY: the request is outstanding; the engine copies or lends
@@ -297,6 +346,14 @@ impl Core {
                 self.submit_engine_io(io);
             }
             while let Some(completion) = self.engine.as_mut().and_then(Engine::poll_completion) {
+                progressed = true;
+                self.requests.completed(completion, self.now);
+            }
+            while let Some(io) = self.direct.as_mut().and_then(crate::direct::Direct::poll_io) {
+                progressed = true;
+                self.submit_engine_io(io);
+            }
+            while let Some(completion) = self.direct.as_mut().and_then(crate::direct::Direct::poll_completion) {
                 progressed = true;
                 self.requests.completed(completion, self.now);
             }
@@ -363,6 +420,9 @@ impl Core {
     }
 
     fn engine_io_done(&mut self, id: IoId, status: IoStatus) {
+        if let Some(direct) = self.direct.as_mut() {
+            return direct.handle_io_completion(id, status);
+        }
         let Some(engine) = self.engine.as_mut() else { return };
         // A failed engine forgot its operations; their completions go nowhere.
         if !matches!(engine.state(), EngineState::Failed(_)) {
@@ -376,11 +436,14 @@ impl Core {
         self.cache_lost |= role == DeviceRole::Cache;
         match self.phase {
             Phase::Probing => self.fail(Error::NoDevice(format!("{role} bdev removed during creation"))),
+            Phase::Starting | Phase::Running | Phase::Stopping if self.direct.is_some() => {
+                self.fail(Error::NoDevice(format!("{role} bdev removed")))
+            }
             Phase::Starting | Phase::Running | Phase::Stopping => {
                 let engine = self.engine.as_mut().expect("engine");
                 engine.handle_device_removed(now_ns(), role);
             }
-            Phase::Failed | Phase::Recovering | Phase::Done => {}
+            Phase::Failed | Phase::Recovering | Phase::Recovered | Phase::RecoveryFailed | Phase::Done => {}
         }
     }
 

@@ -15,6 +15,8 @@ pub const NAME_BYTES_MAX: usize = 255;
 pub struct CreateParams {
     pub name: String,
     pub backing: String,
+    /// Empty: no cache, requests go straight to the backing bdev (policy
+    /// passthrough without logs only; what `bdev_hhc_recover` makes).
     pub cache: String,
     pub logs: Vec<String>,
     pub policy: Policy,
@@ -153,12 +155,23 @@ impl CreateParams {
         Ok(params)
     }
 
+    /// No cache bdev: a passthrough straight to the backing bdev.
+    pub fn is_direct(&self) -> bool {
+        self.cache.is_empty()
+    }
+
     fn check_names(&self) -> Result<(), ConfigError> {
         if self.name.is_empty() {
             return Err(ConfigError::invalid("name must not be empty"));
         }
         check_name("name", &self.name)?;
-        let mut roles: Vec<(&str, &str)> = vec![("backing", &self.backing), ("cache", &self.cache)];
+        if self.is_direct() && (self.policy != Policy::Passthrough || !self.logs.is_empty()) {
+            return Err(ConfigError::invalid("cache must name a bdev (only policy passthrough without logs goes without one)"));
+        }
+        let mut roles: Vec<(&str, &str)> = vec![("backing", &self.backing)];
+        if !self.is_direct() {
+            roles.push(("cache", &self.cache));
+        }
         roles.extend(self.logs.iter().map(|l| ("logs", l.as_str())));
         for (index, (role, bdev)) in roles.iter().enumerate() {
             if bdev.is_empty() {
@@ -211,6 +224,25 @@ impl CreateParams {
             check_base_block_size("logs", name, *facts, UNIT_BYTES as u32)?;
         }
         Ok(config)
+    }
+
+    /// The configuration of a passthrough without a cache: only the block
+    /// size and the backing bdev matter.
+    pub fn direct_config(&self, backing: BaseFacts) -> Result<Config, ConfigError> {
+        let defaults = Config::default();
+        let block_size = self.block_size.unwrap_or(defaults.block_size);
+        if !block_size.is_power_of_two() || !(UNIT_BYTES as u32..=65536).contains(&block_size) {
+            return Err(ConfigError::invalid(format!("block_size {block_size} must be a power of two from 4096 to 65536")));
+        }
+        check_base_block_size("backing", &self.backing, backing, block_size)?;
+        Ok(Config {
+            policy: Policy::Passthrough,
+            block_size,
+            backing_device_bytes: backing.bytes(),
+            backing_has_flush: backing.supports_flush,
+            mirrors_count: 0,
+            ..defaults
+        })
     }
 
     /// The create parameters as the cache superblock's owner record, one
@@ -283,8 +315,11 @@ impl CreateParams {
     pub fn to_json(&self) -> String {
         let mut object = JsonObject::new()
             .string("name", &self.name)
-            .string("backing", &self.backing)
-            .string("cache", &self.cache)
+            .string("backing", &self.backing);
+        if !self.is_direct() {
+            object = object.string("cache", &self.cache);
+        }
+        object = object
             .raw("logs", &json::array(self.logs.iter().map(|l| json::string(l))))
             .string("policy", self.policy.name());
         for (key, value) in self.optional_numbers() {
@@ -293,6 +328,34 @@ impl CreateParams {
             }
         }
         self.options.add_to(object).finish()
+    }
+}
+
+/// What `bdev_hhc_recover` is asked to do with a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoverMode {
+    Passthrough,
+    Cache,
+    Replay,
+}
+
+/// The `mode` of `bdev_hhc_recover` and whether it takes `cache`.
+pub fn recover_mode(mode: &str, cache: Option<&str>) -> Result<RecoverMode, ConfigError> {
+    let mode = match mode {
+        "passthrough" => RecoverMode::Passthrough,
+        "cache" => RecoverMode::Cache,
+        "replay" => RecoverMode::Replay,
+        other => {
+            let other: String = other.chars().take(64).collect();
+            return Err(ConfigError::invalid(format!("mode: unknown mode '{other}'; passthrough, cache or replay")));
+        }
+    };
+    match (mode, cache) {
+        (RecoverMode::Cache, None) => Err(ConfigError::invalid("cache: mode cache needs the fresh cache bdev")),
+        (RecoverMode::Passthrough | RecoverMode::Replay, Some(_)) => {
+            Err(ConfigError::invalid("cache: only mode cache takes a cache bdev"))
+        }
+        _ => Ok(mode),
     }
 }
 
@@ -339,6 +402,22 @@ mod tests {
         )
     }
 
+    fn no_cache(policy: &str, logs: &[&str]) -> Result<CreateParams, ConfigError> {
+        params(policy, logs).map(|p| CreateParams { cache: String::new(), ..p }).and_then(|p| {
+            p.check_names()?;
+            Ok(p)
+        })
+    }
+
+    #[test]
+    fn a_passthrough_without_cache_records_no_cache() {
+        let p = no_cache("passthrough", &[]).unwrap();
+        assert!(p.is_direct());
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert!(value.get("cache").is_none(), "{value}");
+        assert_eq!((value["backing"].as_str(), value["policy"].as_str()), (Some("back"), Some("passthrough")));
+    }
+
     fn facts(mib: u64) -> BaseFacts {
         BaseFacts { block_size: 512, blocks_count: mib << 11, supports_flush: true }
     }
@@ -362,6 +441,8 @@ mod tests {
             (params("wb", &["hhc0"]), "name of the HHC bdev"),
             (params("wb", &[""]), "logs must name a bdev"),
             (params("wb", &["hdd0", "hdd0"]), "logs: bdev 'hdd0' is given twice"),
+            (no_cache("wb", &[]), "cache must name a bdev"),
+            (no_cache("passthrough", &["hdd0"]), "only policy passthrough without logs"),
             (
                 OptionParams::new(Some(101), None, None, None, None)
                     .and_then(|o| CreateParams::new("x".into(), "a".into(), "b".into(), vec![], Some("wt"), None, None, None, o)),
@@ -445,6 +526,17 @@ mod tests {
         let p = CreateParams { options: change, ..params("wb", &[]).unwrap() };
         let config = p.config(facts(1024), facts(64), &[]).unwrap();
         assert_eq!(config.options(), merged, "create takes the options too");
+    }
+
+    #[test]
+    fn recover_modes_and_their_cache() {
+        assert_eq!(recover_mode("passthrough", None), Ok(RecoverMode::Passthrough));
+        assert_eq!(recover_mode("replay", None), Ok(RecoverMode::Replay));
+        assert_eq!(recover_mode("cache", Some("ssd2")), Ok(RecoverMode::Cache));
+        assert!(recover_mode("cache", None).unwrap_err().message.contains("needs the fresh cache bdev"));
+        assert!(recover_mode("passthrough", Some("x")).unwrap_err().message.contains("only mode cache"));
+        assert!(recover_mode("Cache", None).unwrap_err().message.contains("unknown mode 'Cache'"));
+        assert!(recover_mode(&"x".repeat(1000), None).unwrap_err().message.len() < 200);
     }
 
     #[test]

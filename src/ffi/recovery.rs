@@ -1,15 +1,16 @@
 //! After the cache bdev was lost: scan the log mirrors, then replay the log
 //! onto the backing bdev, through the node's bases. The machine is the one
 //! the simulator and `hhc recover` run (`recovery::LogRecovery`); this room
-//! only drives it.
+//! only drives it, and says how far it got (`progress_json`).
 
 use super::base::{Bases, TAG_RECOVERY};
 use super::iov::region_iovec;
+use super::json::JsonObject;
 use super::memory::DmaAllocator;
 use super::owner::now_ns;
 use crate::config::LogLayout;
 use crate::io::{IoBuffer, IoId, IoMachine, IoStatus};
-use crate::recovery::{LogRecovery, Recovered};
+use crate::recovery::{LogRecovery, Recovered, RecoveryProgress};
 
 pub struct Recovery(LogRecovery);
 
@@ -41,19 +42,44 @@ impl Recovery {
         self.0.handle_io_completion(now_ns(), id, status);
     }
 
-    /// Itself while it runs; None once the replay is done or a step failed
-    /// (both logged, under `name`).
-    pub fn advance(mut self, name: &str, backing: &str) -> Option<Recovery> {
-        match self.0.result() {
-            None => return Some(self),
-            Some(Ok(Recovered::Replayed(report))) => log::warn!(
-                "{name}: replayed {} blocks from {} log parts onto {backing}; the HHC bdev goes away",
-                report.blocks_replayed,
-                report.segments_replayed
-            ),
-            Some(Ok(Recovered::Scanned(_))) => log::error!("{name}: the recovery stopped after its scan"),
-            Some(Err(error)) => log::error!("{name}: {error}"),
-        }
-        None
+    pub fn progress(&self) -> RecoveryProgress {
+        self.0.progress()
     }
+
+    /// None while it runs; then how it ended (logged, under `name`).
+    pub fn finished(&mut self, name: &str, backing: &str) -> Option<RecoveryProgress> {
+        match self.0.result()? {
+            Ok(Recovered::Replayed(report)) => log::warn!(
+                "{name}: replayed {} blocks from {} log parts onto {backing} (last barrier sequence {}); \
+                 waiting for bdev_hhc_recover",
+                report.blocks_replayed,
+                report.segments_replayed,
+                report.last_sequence.map_or_else(|| "none".to_string(), |s| s.to_string())
+            ),
+            Ok(Recovered::Scanned(_)) => log::error!("{name}: the recovery stopped after its scan"),
+            Err(error) => log::error!("{name}: {error}"),
+        }
+        Some(self.0.progress())
+    }
+}
+
+/// The `recovery` object of `bdev_hhc_get_stats` and `bdev_hhc_get_bdevs`.
+pub fn progress_json(progress: &RecoveryProgress) -> String {
+    let object = JsonObject::new()
+        .string("stage", progress.stage.name())
+        .number("parts_scanned", progress.parts_scanned)
+        .number("parts_replayed", progress.parts_replayed)
+        .number("parts_after_barrier", progress.parts_after_barrier)
+        .number("blocks_total", progress.blocks_total)
+        .number("blocks_replayed", progress.blocks_replayed)
+        .number("corrupt_copies_detected", progress.corrupt_copies_detected);
+    let object = match progress.last_barrier_sequence {
+        Some(sequence) => object.number("last_barrier_sequence", sequence),
+        None => object.raw("last_barrier_sequence", "null"),
+    };
+    match &progress.error {
+        Some(error) => object.string("error", error),
+        None => object.raw("error", "null"),
+    }
+    .finish()
 }

@@ -1,5 +1,5 @@
-//! The list of live HHC bdevs (nodes): the RPCs and examine look nodes up
-//! here. Nodes are boxed and never move; a node is added when it starts and
+//! The list of live HHC bdevs (nodes), and of those that lost their cache
+//! and are records without a bdev: the RPCs and examine look nodes up here. Nodes are boxed and never move; a node is added when it starts and
 //! removed on its owner thread before it is freed (lifecycle).
 
 use super::node::Node;

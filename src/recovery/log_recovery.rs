@@ -19,7 +19,8 @@
 //!    block is on the backing device (flushed) and the log is re-initialised;
 //!    `Some(Err(_))` when it cannot finish. A finished recovery emits nothing.
 //!
-//! `blocks_replayed()` / `blocks_total()` give progress, and
+//! `blocks_replayed()` / `blocks_total()` give progress, `progress()` all of
+//! it (what an operator is shown, also after a failure), and
 //! `corrupt_copies_detected()` what the scan skipped. Dropping the machine
 //! with commands in flight is allowed only once the driver will not touch
 //! their buffers again (the regions are freed with it).
@@ -56,6 +57,46 @@ pub enum Recovered {
     Replayed(ReplayReport),
 }
 
+/// Where a recovery is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryStage {
+    Scanning,
+    Replaying,
+    Done,
+    Failed,
+}
+
+impl RecoveryStage {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecoveryStage::Scanning => "scanning",
+            RecoveryStage::Replaying => "replaying",
+            RecoveryStage::Done => "done",
+            RecoveryStage::Failed => "failed",
+        }
+    }
+}
+
+/// A recovery's progress: while it runs, and as it stood when it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryProgress {
+    pub stage: RecoveryStage,
+    /// Valid log parts found from the head so far.
+    pub parts_scanned: u64,
+    /// Parts up to and including the last barrier (known once scanned).
+    pub parts_replayed: u64,
+    /// Valid parts after the last barrier: never covered by a flush, dropped.
+    pub parts_after_barrier: u64,
+    /// Blocks live at the last barrier, to be written to the backing device.
+    pub blocks_total: u64,
+    pub blocks_replayed: u64,
+    /// Sequence of the segment holding the last barrier; None if none was found.
+    pub last_barrier_sequence: Option<u64>,
+    pub corrupt_copies_detected: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
 enum Stage {
     Scan(Box<LogScanner>),
     Replay(Box<Replay>),
@@ -70,6 +111,8 @@ pub struct LogRecovery {
     alloc: Box<dyn IoAllocator>,
     stage: Stage,
     corrupt_copies_detected: u64,
+    /// The progress when the last stage ended (a failure keeps it).
+    last_progress: RecoveryProgress,
 }
 
 impl LogRecovery {
@@ -87,7 +130,7 @@ impl LogRecovery {
 
     fn build(layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool, scan_only: bool, mut alloc: Box<dyn IoAllocator>) -> LogRecovery {
         let scanner = LogScanner::new(layout, mirrors.clone(), alloc.as_mut());
-        LogRecovery { layout, mirrors, backing_has_flush, scan_only, alloc, stage: Stage::Scan(Box::new(scanner)), corrupt_copies_detected: 0 }
+        LogRecovery { layout, mirrors, backing_has_flush, scan_only, alloc, stage: Stage::Scan(Box::new(scanner)), corrupt_copies_detected: 0, last_progress: RecoveryProgress::start() }
     }
 
     /// `None` while running; then the outcome, which stays.
@@ -122,14 +165,55 @@ impl LogRecovery {
         }
     }
 
+    /// Everything an operator is shown about the recovery.
+    pub fn progress(&self) -> RecoveryProgress {
+        let last = &self.last_progress;
+        let corrupt_copies_detected = self.corrupt_copies_detected;
+        match &self.stage {
+            Stage::Scan(scanner) => RecoveryProgress { parts_scanned: scanner.parts_scanned(), ..RecoveryProgress::start() },
+            Stage::Replay(replay) => {
+                let report = replay.report();
+                RecoveryProgress {
+                    stage: RecoveryStage::Replaying,
+                    blocks_total: replay.blocks_total(),
+                    blocks_replayed: report.blocks_replayed,
+                    corrupt_copies_detected,
+                    ..last.clone()
+                }
+            }
+            Stage::Done(Ok(Recovered::Replayed(report))) => RecoveryProgress {
+                stage: RecoveryStage::Done,
+                blocks_total: report.blocks_replayed,
+                blocks_replayed: report.blocks_replayed,
+                corrupt_copies_detected,
+                ..last.clone()
+            },
+            Stage::Done(Ok(Recovered::Scanned(_))) => {
+                RecoveryProgress { stage: RecoveryStage::Done, corrupt_copies_detected, ..last.clone() }
+            }
+            Stage::Done(Err(error)) => RecoveryProgress {
+                stage: RecoveryStage::Failed,
+                corrupt_copies_detected,
+                error: Some(error.to_string()),
+                ..last.clone()
+            },
+        }
+    }
+
     /// Moves on to the next stage once the current one is finished.
     fn advance(&mut self) {
+        // What the ending stage knew, for progress() after it.
+        if let Stage::Replay(replay) = &self.stage {
+            self.last_progress.blocks_total = replay.blocks_total();
+            self.last_progress.blocks_replayed = replay.blocks_replayed();
+        }
         let next = match &mut self.stage {
             Stage::Scan(scanner) => match scanner.take_result() {
                 None => return,
                 Some(Err(error)) => Stage::Done(Err(RecoveryError::Scan(error))),
                 Some(Ok(scanned)) => {
                     self.corrupt_copies_detected += scanned.corrupt_copies_detected;
+                    self.last_progress = RecoveryProgress::scanned(&scanned);
                     if self.scan_only {
                         Stage::Done(Ok(Recovered::Scanned(scanned)))
                     } else {
@@ -158,6 +242,42 @@ impl LogRecovery {
     }
 }
 
+impl RecoveryProgress {
+    /// Nothing had to be replayed (the policy kept no dirty data the
+    /// backing device lacks), or nothing could be: `error` says why.
+    pub fn without_log(error: Option<String>) -> RecoveryProgress {
+        let stage = if error.is_some() { RecoveryStage::Failed } else { RecoveryStage::Done };
+        RecoveryProgress { stage, error, ..RecoveryProgress::start() }
+    }
+
+    fn start() -> RecoveryProgress {
+        RecoveryProgress {
+            stage: RecoveryStage::Scanning,
+            parts_scanned: 0,
+            parts_replayed: 0,
+            parts_after_barrier: 0,
+            blocks_total: 0,
+            blocks_replayed: 0,
+            last_barrier_sequence: None,
+            corrupt_copies_detected: 0,
+            error: None,
+        }
+    }
+
+    /// What the scan found: the parts the replay will use and the barrier.
+    fn scanned(scanned: &ScannedLog) -> RecoveryProgress {
+        let parts_scanned = scanned.segments.len() as u64;
+        let parts_replayed = scanned.last_barrier.map_or(0, |last| last as u64 + 1);
+        RecoveryProgress {
+            parts_scanned,
+            parts_replayed,
+            parts_after_barrier: parts_scanned - parts_replayed,
+            last_barrier_sequence: scanned.last_barrier.map(|last| scanned.segments[last].sequence),
+            ..RecoveryProgress::start()
+        }
+    }
+}
+
 impl IoMachine for LogRecovery {
     fn poll_io(&mut self) -> Option<DeviceIo> {
         self.advance();
@@ -178,7 +298,8 @@ impl IoMachine for LogRecovery {
 mod tests {
     use super::*;
     use crate::driver::mem::MemDevices;
-    use crate::io::{DeviceRole, HeapAllocator, IoKind};
+    use crate::driver::SyncDevices;
+    use crate::io::{DeviceRole, HeapAllocator, IoBuffer, IoKind};
     use crate::recovery::test_log::{expected_backing, layout, scan, spec, LogImage, SegmentSpec};
 
     const MIRRORS: [u8; 2] = [0, 1];
@@ -213,6 +334,40 @@ mod tests {
         assert_eq!((report.blocks_replayed, report.segments_replayed, report.segments_after_barrier), (3, 2, 1));
         assert_eq!((recovery.blocks_replayed(), recovery.blocks_total()), (3, 3));
         assert_eq!(recovery.corrupt_copies_detected(), 0);
+        let progress = recovery.progress();
+        assert_eq!(progress.stage, RecoveryStage::Done);
+        assert_eq!((progress.parts_scanned, progress.parts_replayed, progress.parts_after_barrier), (3, 2, 1));
+        assert_eq!((progress.blocks_total, progress.blocks_replayed), (3, 3));
+        assert_eq!((progress.last_barrier_sequence, progress.error), (Some(21), None));
+    }
+
+    #[test]
+    fn progress_moves_through_the_stages() {
+        let run = run();
+        let mut devices = devices(&run);
+        let mut recovery = LogRecovery::new(layout(6), MIRRORS.to_vec(), true, Box::new(HeapAllocator));
+        assert_eq!(recovery.progress().stage, RecoveryStage::Scanning);
+        let mut seen = vec![recovery.progress()];
+        // One command at a time, so every step's progress is seen.
+        while let Some(io) = recovery.poll_io() {
+            let status = match io.buffer {
+                IoBuffer::Engine { region, offset_bytes } => {
+                    let memory = &mut recovery.io_memory_mut(region)[offset_bytes as usize..][..io.len_bytes as usize];
+                    devices.execute(&io, memory)
+                }
+                _ => devices.execute(&io, &mut []),
+            };
+            recovery.handle_io_completion(0, io.id, status);
+            seen.push(recovery.progress());
+        }
+        let stages: Vec<RecoveryStage> = seen.iter().map(|p| p.stage).collect();
+        assert!(stages.windows(2).all(|w| w[0] as u8 <= w[1] as u8), "stages go forward: {stages:?}");
+        assert!(stages.contains(&RecoveryStage::Replaying), "{stages:?}");
+        let replaying: Vec<&RecoveryProgress> = seen.iter().filter(|p| p.stage == RecoveryStage::Replaying).collect();
+        assert!(replaying.iter().all(|p| p.blocks_total == 3 && p.last_barrier_sequence == Some(21)), "{replaying:?}");
+        assert!(replaying.windows(2).all(|w| w[0].blocks_replayed <= w[1].blocks_replayed));
+        assert!(seen.iter().filter(|p| p.stage == RecoveryStage::Scanning).all(|p| p.parts_scanned <= 3));
+        assert_eq!(seen.last().unwrap().stage, RecoveryStage::Done);
     }
 
     #[test]
@@ -240,5 +395,10 @@ mod tests {
         let error = finish(&mut devices, &mut recovery).unwrap_err();
         assert!(matches!(error, RecoveryError::Replay(_)), "{error:?}");
         assert!(error.to_string().starts_with("replay failed: "), "{error}");
+        // What was found stays visible after the failure.
+        let progress = recovery.progress();
+        assert_eq!((progress.stage, progress.last_barrier_sequence, progress.blocks_total), (RecoveryStage::Failed, Some(21), 3));
+        assert_eq!(progress.blocks_replayed, 0);
+        assert_eq!(progress.error, Some(error.to_string()));
     }
 }

@@ -11,7 +11,7 @@ pub mod scan;
 #[cfg(test)]
 mod test_log;
 
-pub use log_recovery::{LogRecovery, Recovered, RecoveryError};
+pub use log_recovery::{LogRecovery, Recovered, RecoveryError, RecoveryProgress, RecoveryStage};
 pub use replay::{plan_replay, LiveBlock, Replay, ReplayError, ReplayPlan, ReplayReport};
 pub use scan::{LogScanner, ScanError, ScannedLog, ScannedSegment};
 

@@ -243,6 +243,11 @@ impl Replay {
         self.plan.blocks.len() as u64
     }
 
+    /// The report so far: the plan's counts, blocks replayed up to now.
+    pub fn report(&self) -> &ReplayReport {
+        &self.report
+    }
+
     fn queue(
         &mut self,
         device: DeviceRole,

@@ -168,6 +168,15 @@ impl LogScanner {
         self.result.as_ref().filter(|_| self.is_done())
     }
 
+    /// Parts of the run accepted so far (progress while it scans).
+    pub fn parts_scanned(&self) -> u64 {
+        match (&self.phase, &self.result) {
+            (Phase::Segments(scan), _) => scan.segments.len() as u64,
+            (_, Some(Ok(scanned))) => scanned.segments.len() as u64,
+            _ => 0,
+        }
+    }
+
     /// Moves the result out once the scan is done.
     pub fn take_result(&mut self) -> Option<Result<ScannedLog, ScanError>> {
         if self.is_done() {

@@ -263,6 +263,8 @@ HOSTILE = [
     ("bdev_hhc_create", create(cache="m8k"), "cache bdev 'm8k' has block size 8192"),
     ("bdev_hhc_create", create(logs=["tinylog"]), "log device of 1048576 bytes holds 0 segments"),
     ("bdev_hhc_create", create(cache="nope"), "cache: no bdev named 'nope'"),
+    ("bdev_hhc_create", create(cache=None), "cache must name a bdev"),
+    ("bdev_hhc_create", create(cache=None, policy="passthrough"), "only policy passthrough without logs"),
     ("bdev_hhc_delete", None, "invalid parameters"),
     ("bdev_hhc_delete", {"name": 5}, "invalid parameters"),
     ("bdev_hhc_delete", {"name": "hhc0", "force": True}, "invalid parameters"),
@@ -322,6 +324,21 @@ for method in ("bdev_hhc_attach_log", "bdev_hhc_detach_log"):
         (method, {"name": "hhc0", "log": "x\u0003"}, "control character"),
     ]
 HOSTILE += [
+    ("bdev_hhc_recover", None, "invalid parameters"),
+    ("bdev_hhc_recover", {"name": "hhc0"}, "invalid parameters"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": 5}, "invalid parameters"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "passthrough", "now": 1}, "invalid parameters"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache", "cache": ["spare"]}, "invalid parameters"),
+    ("bdev_hhc_recover", {"name": "nope", "mode": "passthrough"}, "no HHC bdev named 'nope'"),
+    ("bdev_hhc_recover", {"name": "x\u0004", "mode": "replay"}, "control character"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "fast"}, "unknown mode 'fast'"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache"}, "needs the fresh cache bdev"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "passthrough", "cache": "spare"}, "only mode cache"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "passthrough"}, "has not lost its cache (state running)"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache", "cache": "sparecache"}, "has not lost its cache"),
+    ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache", "cache": "x\u0005"}, "cache: bdev name"),
+]
+HOSTILE += [
     ("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'"),
     ("bdev_hhc_attach_log", {"name": "hhc0", "log": "sparelog"}, "log mirror slots of 'hhc0' are in use"),
     ("bdev_hhc_detach_log", {"name": "hhc0", "log": "sparelog"}, "no attached log mirror 'sparelog'"),
@@ -355,7 +372,8 @@ def random_value(rng, depth=0):
         return "".join(chr(rng.choice([rng.randrange(0, 32), rng.randrange(32, 127), rng.randrange(128, 0x3000)]))
                        for _ in range(rng.choice([1, 5, 40, 254, 255, 256, 600])))
     if kind == 2:
-        return rng.choice(["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc", "HHC", "lru"])
+        return rng.choice(["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc", "HHC", "lru", "cache",
+                           "replay"])
     if kind == 3:
         return rng.choice([0, 1, -1, 2, 7, 100, 101, 512, 3000, 4096, 65536, 131072, 1 << 20, 1 << 31,
                            (1 << 32) - 1, 1 << 32, 1 << 63, 1 << 64, -(1 << 63)])
@@ -375,7 +393,8 @@ def random_value(rng, depth=0):
 
 
 KEYS = ["name", "backing", "cache", "logs", "policy", "block_size", "segment_size", "buffer_count",
-        "dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cutoff_threshold", "seq_cutoff_policy"]
+        "dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cutoff_threshold", "seq_cutoff_policy",
+        "mode"]
 
 
 def random_key(rng):
@@ -384,7 +403,7 @@ def random_key(rng):
 
 METHODS = ["bdev_hhc_create", "bdev_hhc_delete", "bdev_hhc_get_bdevs", "bdev_hhc_get_stats",
            "bdev_hhc_reset_stats", "bdev_hhc_set_policy", "bdev_hhc_flush_all", "bdev_hhc_attach_log",
-           "bdev_hhc_detach_log", "bdev_hhc_set_options"]
+           "bdev_hhc_detach_log", "bdev_hhc_set_options", "bdev_hhc_recover"]
 
 
 POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
@@ -404,6 +423,12 @@ def valid_request(rng, method):
                 "writeback_parallelism": rng.randrange(1, 65), "idle_after_ms": rng.randrange(1, 200),
                 "seq_cutoff_threshold": rng.choice([65536, 1 << 20, 4 << 20]),
                 "seq_cutoff_policy": rng.choice(["never", "full", "always"])}
+    if method == "bdev_hhc_recover":
+        mode = rng.choice(["passthrough", "cache", "replay"])
+        params = {"name": rng.choice(["hhc0", fz]), "mode": mode}
+        if mode == "cache":
+            params["cache"] = rng.choice(["sparecache", "spare", "m8k"])
+        return params
     if method in ("bdev_hhc_attach_log", "bdev_hhc_detach_log"):
         return {"name": rng.choice(["hhc0", fz]), "log": rng.choice(["hdd0", "sparelog", "tinylog", "m8k"])}
     return {"name": rng.choice(["hhc0", fz])}
@@ -570,6 +595,78 @@ def log_mirrors(client):
     expect(d["mirror"] == "healthy" and d["segments_behind"] == 0, "hdd2 re-synced and healthy", d)
     expect(stats(client)["gauges"]["healthy_mirrors"] == 2, "two healthy mirrors")
     expect(client.call("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd0"}) is True, "hdd0 may go now")
+
+
+def recovery(client):
+    s = stats(client)
+    return s, s.get("recovery")
+
+
+def wait_recovered(client, timeout_s=60):
+    """After the cache bdev went: the record shows the replay going forward
+    and ending done, blocks replayed, the last barrier; the HHC bdev itself
+    is gone from the bdev layer; get_bdevs shows the record."""
+    deadline = time.time() + float(timeout_s)
+    stages = []
+    while time.time() < deadline:
+        s, r = recovery(client)
+        if r is not None and (not stages or stages[-1] != r["stage"]):
+            stages.append(r["stage"])
+            print("recovery", s["state"], r)
+        if s["state"] in ("recovered", "recovery_failed"):
+            break
+        time.sleep(0.02)
+    print("stages seen", stages)
+    expect(s["state"] == "recovered" and r["stage"] == "done" and r["error"] is None, "replay done", s)
+    expect(r["blocks_replayed"] > 0 and r["blocks_replayed"] == r["blocks_total"], "blocks replayed", r)
+    expect(isinstance(r["last_barrier_sequence"], int) and r["parts_replayed"] > 0
+           and r["parts_scanned"] >= r["parts_replayed"], "the last barrier found", r)
+    expect(all(st in ("scanning", "replaying", "done") for st in stages), "stages known", stages)
+    expect_error(client, "bdev_get_bdevs", {"name": "hhc0"}, "No such device")
+    infos = client.call("bdev_hhc_get_bdevs", {"name": "hhc0"})
+    expect(infos[0]["state"] == "recovered" and infos[0]["recovery"] == r, "get_bdevs shows the record", infos)
+    expect(infos[0]["cache"]["health"] == "removed", "the cache is removed", infos)
+
+
+def still_recovered(client):
+    s, r = recovery(client)
+    expect(s["state"] == "recovered" and r["stage"] == "done", "nothing changed: still recovered", s)
+    expect_error(client, "bdev_get_bdevs", {"name": "hhc0"}, "No such device")
+
+
+def recover_refusals(client, backing, log):
+    """Refusals on a record whose replay is done; each changes nothing."""
+    cases = [
+        ({"name": "nope", "mode": "passthrough"}, "no HHC bdev named 'nope'"),
+        ({"name": "hhc0", "mode": "fast"}, "unknown mode"),
+        ({"name": "hhc0", "mode": "cache"}, "needs the fresh cache bdev"),
+        ({"name": "hhc0", "mode": "passthrough", "cache": "ssd2"}, "only mode cache"),
+        ({"name": "hhc0", "mode": "replay"}, "replayed already"),
+        ({"name": "hhc0", "mode": "cache", "cache": "nope"}, "cache: no bdev named 'nope'"),
+        ({"name": "hhc0", "mode": "cache", "cache": backing}, f"bdev '{backing}' is given both as backing and as cache"),
+        ({"name": "hhc0", "mode": "cache", "cache": log}, f"bdev '{log}' is given both as cache and as logs"),
+        ({"name": "hhc0", "mode": "cache", "cache": "hhc0"}, "is the name of the HHC bdev itself"),
+        ({"name": "hhc0", "mode": "cache", "cache": "m8k"}, "cache bdev 'm8k' has block size 8192"),
+        ({"name": "hhc0", "mode": "cache", "cache": "pt0base"}, "cache: bdev 'pt0base' is already claimed"),
+    ]
+    for params, text in cases:
+        expect_error(client, "bdev_hhc_recover", params, text)
+        still_recovered(client)
+    expect_error(client, "bdev_hhc_set_policy", {"name": "hhc0", "policy": "wt"}, "lost its cache bdev")
+    expect_error(client, "bdev_hhc_flush_all", {"name": "hhc0"}, "lost its cache bdev")
+    expect_error(client, "bdev_hhc_create", {"name": "hhc0", "backing": backing, "cache": "ssd", "logs": [log]},
+                 "lost its cache bdev")
+    expect(not claimed(client, "m8k") and claimed(client, backing), "m8k unclaimed; the record holds the backing")
+    still_recovered(client)
+
+
+def recovered_as(client, policy, cache=None):
+    s = stats(client)
+    expect(s["state"] == "running" and s["policy"] == policy and "recovery" not in s, f"running as {policy}", s)
+    roles = {d["role"]: d["name"] for d in s["devices"]}
+    expect(roles.get("cache") == cache, f"cache {cache}", s["devices"])
+    if cache is None:
+        expect_error(client, "bdev_hhc_set_policy", {"name": "hhc0", "policy": "wb"}, "without a cache")
 
 
 def main():

@@ -358,6 +358,72 @@ cache_loss() {
     replayed_then_backing_verifies 7
 }
 
+# The cache bdev deleted under load as in cache_loss, with the hostile
+# requests' bases around; the replay's record is then waited for and
+# checked (tests/spdk/ops_checks.py wait_recovered).
+lose_cache_then_recovered() {
+    start_tgt && tgt_bases && hostile_bases >/dev/null &&
+        $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 2000000 -n 2000000 &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null || return 1
+    raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
+        bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
+        bdev_aio_delete '{"name":"ssd"}' >/dev/null || return 1
+    ops wait-recovered && ops recover-refusals slowback hdd0
+}
+
+# bdev_hhc_recover passthrough: hhc0 comes back under its name over the
+# backing bdev alone; what fio wrote and flushed before the loss verifies
+# through it; save_config records a create call without a cache, and a
+# restart with it serves the same data.
+recover_passthrough() {
+    lose_cache_then_recovered &&
+        $RPC bdev_hhc_recover -b hhc0 -m passthrough | grep -q '"hhc0"' &&
+        ops recovered-as passthrough &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --verify_only=1 >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/pt.json" || return 1
+    hhc_create_call "$WORK/pt.json" | tee "$WORK/pt-create"
+    grep -q '"policy": "passthrough"' "$WORK/pt-create" && ! grep -q '"cache"' "$WORK/pt-create" || return 1
+    stop_tgt
+    start_tgt --json "$WORK/pt.json" || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    ops recovered-as passthrough && remote_fio randwrite --verify_only=1 >/dev/null
+}
+
+# bdev_hhc_recover cache: a new HHC instance over the backing bdev, a fresh
+# cache bdev (an aio file) and the log mirror, formatted; the data flushed
+# before the loss verifies (from the backing bdev), new writes with flushes
+# verify, and a restart from save_config's JSON finds the new cache warm.
+recover_cache() {
+    truncate -s 32M "$WORK/ssd2.img"
+    lose_cache_then_recovered && $RPC bdev_aio_create "$WORK/ssd2.img" ssd2 4096 >/dev/null &&
+        $RPC bdev_hhc_recover -b hhc0 -m cache -c ssd2 | grep -q '"hhc0"' &&
+        grep -q "formatting cache bdev ssd2" "$WORK/tgt.log" &&
+        ops recovered-as hhc ssd2 &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --verify_only=1 >/dev/null &&
+        remote_fio randwrite --randseed=9 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/rc.json" || return 1
+    hhc_create_call "$WORK/rc.json" | tee "$WORK/rc-create"
+    grep -q '"cache": "ssd2"' "$WORK/rc-create" && grep -q '"logs": \["hdd0"\]' "$WORK/rc-create" || return 1
+    stop_tgt
+    local mark
+    mark=$(wc -l <"$WORK/tgt.log")
+    start_tgt --json "$WORK/rc.json" || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev ssd2" &&
+        remote_fio randwrite --randseed=9 --verify_only=1 >/dev/null
+}
+
+# bdev_hhc_delete drops a record: the backing and log bdevs are released.
+recover_delete() {
+    lose_cache_then_recovered && $RPC bdev_hhc_delete hhc0 &&
+        [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
+        $RPC bdev_get_bdevs -b hdd0 | grep -q '"claimed": false'
+}
+
 # After the cache bdev went: the module replayed dirty blocks from the log
 # (some must have come from there), and the backing bdev alone, read by fio
 # without HHC, holds what the fio pass with seed $1 wrote.
@@ -688,6 +754,15 @@ main() {
     stop_tgt
     make_files
     check "cache bdev deleted under load; flushed data comes back from the log onto the backing bdev" cache_loss
+    stop_tgt
+    make_files
+    check "cache lost, replay visible, refusals; bdev_hhc_recover passthrough serves the flushed data, save_config and restart" recover_passthrough
+    stop_tgt
+    make_files
+    check "cache lost; bdev_hhc_recover cache onto a fresh bdev: flushed data verifies, new writes verify, warm restart" recover_cache
+    stop_tgt
+    make_files
+    check "cache lost; bdev_hhc_delete drops the record and releases the bdevs" recover_delete
     stop_tgt
     make_files
     check "examine: a restarted target assembles the HHC bdev from its cache bdev, warm" examine_assembles

@@ -1,0 +1,193 @@
+//! After the cache bdev was lost: `bdev_hhc_recover` brings the HHC bdev
+//! back from its record, once the replay is done, as a passthrough over the
+//! backing bdev or as a new instance on a fresh cache bdev (formatted, the
+//! log mirrors too); or runs a failed replay again. `bdev_hhc_delete` drops
+//! a record. A refusal changes nothing.
+
+use super::base::Base;
+use super::errno::Error;
+use super::lifecycle::{open_node, start_node};
+use super::node::{Core, Node, Phase};
+use super::params::{check_name, recover_mode, CreateParams, OptionParams, RecoverMode as Mode};
+use super::rpc::{text, Rpc};
+use super::{json, registry, sys};
+use crate::config::Policy;
+use crate::io::DeviceRole;
+use std::ffi::c_char;
+
+/// What a recover call leads to, decided inside the record.
+enum Next {
+    Answer(String),
+    /// A new node to start in place of the record, answered once registered.
+    Replace(Box<Node>),
+}
+
+impl Core {
+    fn recover(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {
+        let name = self.params.name.clone();
+        if !self.phase.is_record() {
+            let state = self.phase.name();
+            return Err(Error::Busy(format!("name: HHC bdev '{name}' has not lost its cache (state {state})")));
+        }
+        let progress = self.recovery_now().expect("a record has a recovery");
+        let error = progress.error.clone().unwrap_or_default();
+        match (self.phase, mode) {
+            (Phase::Recovering, _) => Err(Error::Busy(format!(
+                "name: HHC bdev '{name}' is still replaying its log ({}, {} of {} blocks); try again once its recovery is done",
+                progress.stage.name(),
+                progress.blocks_replayed,
+                progress.blocks_total
+            ))),
+            (Phase::Recovered, Mode::Replay) => Err(Error::Busy(format!(
+                "mode: the log of '{name}' is replayed already; every flushed write is on backing bdev '{}'",
+                self.params.backing
+            ))),
+            (Phase::RecoveryFailed, Mode::Replay) if self.engine.is_some() && self.policy().uses_log() => {
+                self.start_recovery();
+                log::info!("{name}: replay started again ({})", self.phase.name());
+                Ok(Next::Answer(json::string(self.phase.name())))
+            }
+            (Phase::RecoveryFailed, _) => Err(Error::Busy(format!(
+                "name: the recovery of '{name}' failed ({error}); its flushed writes are not all on the backing bdev"
+            ))),
+            (Phase::Recovered, _) if !self.glue.is_null() => {
+                Err(Error::Busy(format!("name: HHC bdev '{name}' is still being unregistered; try again")))
+            }
+            (Phase::Recovered, mode) => self.replace(mode, cache),
+            _ => unreachable!("is_record covers Recovering, Recovered and RecoveryFailed"),
+        }
+    }
+
+    /// The create parameters of what comes back: the backing bdev alone,
+    /// or it with the fresh cache and the log mirrors that survived.
+    fn params_after(&self, mode: Mode, cache: Option<&str>) -> Result<CreateParams, ConfigFault> {
+        let p = &self.params;
+        let (cache, logs, policy) = match mode {
+            Mode::Passthrough => (String::new(), Vec::new(), Policy::Passthrough),
+            _ => {
+                let logs = self.bases.logs().iter().filter(|b| !b.removed).map(|b| b.name.clone()).collect();
+                (cache.unwrap_or_default().to_string(), logs, self.policy_wanted())
+            }
+        };
+        let block_size = Some(self.config.block_size);
+        // Log and write-back options mean nothing without a cache.
+        let numbers = match mode {
+            Mode::Passthrough => (None, None, OptionParams::default()),
+            _ => (p.segment_size, p.buffer_count, p.options.clone()),
+        };
+        let policy = Some(policy.name());
+        let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
+        made.map_err(|e| ConfigFault(e.message))
+    }
+
+    fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {
+        let params = self.params_after(mode, cache).map_err(|ConfigFault(e)| Error::InvalidParams(e))?;
+        if mode == Mode::Cache {
+            self.check_fresh_cache(&params)?;
+        }
+        // The record's claims go first, so the new node can take the bdevs;
+        // if it cannot, the record stays (its bases closed, reopened by a retry).
+        self.bases.close_all();
+        let node = open_node(params.clone())?;
+        node.core.enter(|core| core.force_format = true).expect("a new node is not entered");
+        let how = if params.is_direct() { "a passthrough over its backing bdev".to_string() } else { format!("an HHC bdev over fresh cache bdev {}", params.cache) };
+        log::warn!("{}: brought back as {how}", params.name);
+        self.finish_destruct();
+        Ok(Next::Replace(node))
+    }
+
+    /// The fresh cache bdev opened, checked against the record's other
+    /// bdevs and closed again: a fault is reported with nothing changed.
+    fn check_fresh_cache(&self, params: &CreateParams) -> Result<(), Error> {
+        let mut base = Base::open(self.node.cast(), DeviceRole::Cache, &params.cache)?;
+        let logs: Vec<_> = self.bases.logs().iter().filter(|b| !b.removed).map(Base::facts).collect();
+        let fits = params.config(self.bases.backing().facts(), base.facts(), &logs);
+        base.close_now();
+        // (The messages name the cache bdev.)
+        fits.map(|_| ()).map_err(Error::from)
+    }
+}
+
+struct ConfigFault(String);
+
+/// bdev_hhc_recover.
+///
+/// # Safety
+/// `name`, `mode` and `cache` are NULL or C strings valid for this call;
+/// `rpc` is a pending request.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_recover(
+    name: *const c_char,
+    mode_text: *const c_char,
+    cache: *const c_char,
+    rpc: *mut sys::hhc_glue_rpc,
+) {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let (name, mode_text, cache) = unsafe { (text(name).unwrap_or_default(), text(mode_text).unwrap_or_default(), text(cache)) };
+    let checked = check_name("name", &name)
+        .and_then(|()| cache.as_deref().map_or(Ok(()), |c| check_name("cache", c)))
+        .map_err(Error::from)
+        .and_then(|()| recover_mode(&mode_text, cache.as_deref()).map_err(Error::from));
+    let mode = match checked {
+        Ok(mode) => mode,
+        Err(error) => return rpc.reply_error(&error),
+    };
+    let Some(node) = registry::find(&name) else {
+        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
+    };
+    let next = node.core.try_enter(|core| core.recover(mode, cache.as_deref()));
+    let next = next.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
+    match next {
+        Ok(Next::Answer(answer)) => {
+            if node.core.on_owner_thread() {
+                node.run();
+            }
+            rpc.reply_json(&answer)
+        }
+        Ok(Next::Replace(new_node)) => start_node(new_node, Some(rpc)),
+        Err(error) => rpc.reply_error(&error),
+    }
+}
+
+/// bdev_hhc_delete of a record: answered here (true) if `name` is one.
+///
+/// # Safety
+/// `name` is NULL or a C string valid for this call; `rpc` is a pending
+/// request, answered here only if this returns true.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_delete_record(name: *const c_char, rpc: *mut sys::hhc_glue_rpc) -> bool {
+    // SAFETY: the function's contract.
+    let Some(name) = (unsafe { text(name) }) else { return false };
+    let Some(node) = registry::find(&name) else { return false };
+    let answer = node.core.try_enter(|core| {
+        if !core.phase.is_record() {
+            return None;
+        }
+        if core.phase == Phase::Recovering || !core.glue.is_null() {
+            let why = format!("name: HHC bdev '{name}' is still replaying its log or being unregistered; try again");
+            return Some(Err(Error::Busy(why)));
+        }
+        log::info!("{name}: record of the lost cache dropped");
+        core.finish_destruct();
+        Some(Ok("true".to_string()))
+    });
+    let Some(Some(answer)) = answer else { return false };
+    // SAFETY: the function's contract: rpc is pending and answered once, here.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return true };
+    rpc.reply(answer.as_ref().map(String::as_str));
+    true
+}
+
+/// Module fini: records have no bdev for the bdev layer to tear down, so
+/// their bases are released here.
+pub fn drop_records() {
+    for node in registry::nodes() {
+        node.core.try_enter(|core| {
+            if core.phase.is_record() && core.recovery.is_none() && core.glue.is_null() {
+                core.finish_destruct();
+            }
+        });
+    }
+}
