@@ -222,15 +222,14 @@ impl Node {
         let mut busy = false;
         loop {
             core.now = now_ns();
-            let progressed = match self.pop_input() {
-                Some(input) => {
-                    core.handle_input(input);
-                    true
-                }
-                None => core.take_submissions(|| self.pop_local().or_else(|| self.shared.submissions.pop())),
-            };
-            let pumped = core.pump();
-            if !progressed && !pumped {
+            let mut progressed = false;
+            while let Some(input) = self.pop_input() {
+                core.handle_input(input);
+                progressed = true;
+            }
+            progressed |= core.take_submissions(|| self.pop_local().or_else(|| self.shared.submissions.pop()));
+            progressed |= core.pump();
+            if !progressed {
                 break;
             }
             busy = true;
@@ -336,35 +335,36 @@ impl Core {
     fn pump(&mut self) -> bool {
         let mut any = false;
         loop {
-            let mut progressed = false;
             while let Some((id, status)) = self.immediate.pop_front() {
-                progressed = true;
+                any = true;
                 self.engine_io_done(id, status);
             }
             while let Some(io) = self.engine.as_mut().and_then(Engine::poll_io) {
-                progressed = true;
+                any = true;
                 self.submit_engine_io(io);
             }
             while let Some(completion) = self.engine.as_mut().and_then(Engine::poll_completion) {
-                progressed = true;
+                any = true;
                 self.requests.completed(completion, self.now);
             }
             while let Some(io) = self.direct.as_mut().and_then(crate::direct::Direct::poll_io) {
-                progressed = true;
+                any = true;
                 self.submit_engine_io(io);
             }
             while let Some(completion) = self.direct.as_mut().and_then(crate::direct::Direct::poll_completion) {
-                progressed = true;
+                any = true;
                 self.requests.completed(completion, self.now);
             }
-            if let Some(recovery) = self.recovery.as_mut() {
-                progressed |= recovery.pump(&mut self.bases);
-            }
+            let recovered = self.recovery.as_mut().is_some_and(|recovery| recovery.pump(&mut self.bases));
+            any |= recovered;
             self.advance_recovery();
-            if !progressed {
+            // Another pass only for what this one made: commands that could
+            // not start (completed at once), recovery steps done inline. A
+            // completion handed to the bdev layer changes no machine here
+            // (a request it submits in turn waits in a queue).
+            if self.immediate.is_empty() && !recovered {
                 return any;
             }
-            any = true;
         }
     }
 
