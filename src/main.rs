@@ -1,4 +1,5 @@
-//! `hhc`: the offline tool — log inspection, recovery, simulators, analysis.
+//! `hhc`: the offline tool — log inspection, recovery, simulators, analysis —
+//! and `hhc stats`, the view of a running SPDK target's HHC bdevs.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ enum Command {
     Mttdl(cli::mttdl::Args),
     /// Engine micro-benchmarks: CPU per request and RAM per block.
     Bench(cli::bench::Args),
+    /// A running SPDK target's HHC bdevs: requests, blocks, log, devices, latency.
+    Stats(cli::stats::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Mttdl(args) => cli::mttdl::run(args),
         Command::Bench(args) => cli::bench::run_cli(args),
+        Command::Stats(args) => cli::stats::run(args),
     };
     match result {
         Ok(code) => code,

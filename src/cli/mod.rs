@@ -6,6 +6,7 @@ mod log_files;
 pub mod mttdl;
 pub mod recover;
 pub mod simulate;
+pub mod stats;
 pub mod torture;
 
 /// A subcommand's outcome: an exit code, or a message for stderr (exit 2).
