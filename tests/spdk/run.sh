@@ -4,7 +4,8 @@
 # and an RPC client: bin/spdk-rpc, scripts/rpc.py or python/rpc.py, found by
 # tests/spdk/env.sh), fio (FIO, else fio on PATH, else /opt/fio/fio, else
 # /opt/src/fio/fio) and the artifacts of `make -C spdk-glue` in OUT (default
-# target/spdk).
+# target/spdk, or $CARGO_TARGET_DIR/spdk), and `hhc` of `cargo build --release`
+# in HHC (default target/release/hhc, or $CARGO_TARGET_DIR/release/hhc).
 #
 # Memory (MiB, --no-huge): HHC_TGT_MEM_MB (default 2048: with OCF built in,
 # OCF's pools take ~490 MiB at start-up and the iSCSI subsystem fails below
@@ -23,7 +24,9 @@ SPDK_DIR=${SPDK_DIR:-/opt/spdk}
 # shellcheck source=tests/spdk/env.sh
 . "$REPO/tests/spdk/env.sh"
 spdk_find_fio
-OUT=${OUT:-$REPO/target/spdk}
+# Where cargo and spdk-glue/Makefile put them.
+OUT=${OUT:-${CARGO_TARGET_DIR:-$REPO/target}/spdk}
+HHC=${HHC:-${CARGO_TARGET_DIR:-$REPO/target}/release/hhc}
 HHC_TGT_MEM_MB=${HHC_TGT_MEM_MB:-2048}
 BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-1024}
 FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-1024}
@@ -538,6 +541,43 @@ ops_stats() {
         remote_fio randwrite --verify_only=1 >/dev/null && ops read-misses-zero
 }
 
+# `hhc stats` (src/cli/stats) on the target while fio_passes run: one
+# report of hhc0 and two refreshes with the key lines and rates; every
+# bdev without --name; --json; an unknown name fails with the RPC's message.
+stats_view() {
+    [ -x "$HHC" ] || { echo "missing $HHC: cargo build --release"; return 1; }
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf || return 1
+    fio_passes &
+    local load=$! rc=0
+    ops wait-counter flushes 1 && stats_lines || rc=1
+    end_fio_passes "$load" && [ "$rc" -eq 0 ]
+}
+
+stats_lines() {
+    local out=$WORK/stats-once.txt line
+    timeout 30 "$HHC" stats --socket "$SOCK" --name hhc0 >"$out" || { cat "$out"; return 1; }
+    cat "$out"
+    for line in "hhc0  state running  policy hhc" "read hit ratio" "dirty" "flush latency (us)" "flushes timed"; do
+        grep -qF "$line" "$out" || { echo "no '$line'"; return 1; }
+    done
+    out=$WORK/stats-refresh.txt
+    timeout 30 "$HHC" stats --socket "$SOCK" --name hhc0 -i 1 --count 2 >"$out" || { cat "$out"; return 1; }
+    [ "$(grep -c '^== hhc stats .*: report [12] of 2 ==$' "$out")" -eq 2 ] &&
+        grep -q "rates  *over the last [0-9.]* s" "$out" && grep -q "^requests  *per second$" "$out" ||
+        { echo "not two reports, the second with rates:"; cat "$out"; return 1; }
+    timeout 30 "$HHC" stats --socket "$SOCK" >"$WORK/stats-all.txt" && grep -q "^hhc0  state running" "$WORK/stats-all.txt" &&
+        timeout 30 "$HHC" stats --socket "$SOCK" --name hhc0 --json >"$WORK/stats.json" &&
+        python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["name"] == "hhc0" and s["counters"]["writes"] > 0, s' \
+            "$WORK/stats.json" || return 1
+    if timeout 30 "$HHC" stats --socket "$SOCK" --name nope >"$WORK/stats-nope.txt" 2>&1; then
+        echo "--name nope succeeded"; return 1
+    fi
+    cat "$WORK/stats-nope.txt"
+    grep -q "^hhc: bdev_hhc_get_stats: name: no HHC bdev named 'nope' (error -19)$" "$WORK/stats-nope.txt"
+}
+
 # fio passes over NVMe-oF that write and verify 8 MiB each, a new seed a
 # pass (from 201), until $WORK/load-done exists (at most 60 passes); the
 # last finished pass's seed goes to $WORK/load-seed. Run in the background.
@@ -781,6 +821,9 @@ main() {
     stop_tgt
     make_files
     check "bdev_hhc_get_stats/reset_stats: counters move under I/O, reset zeroes them, bad names refused" ops_stats
+    stop_tgt
+    make_files
+    check "hhc stats: reports of hhc0 under fio write+verify passes, refreshes with rates, --json, an unknown name refused" stats_view
     stop_tgt
     make_files
     check "bdev_hhc_set_policy hhc -> wt -> wb -> hhc under fio write+verify passes; data verifies" ops_policy_switch
