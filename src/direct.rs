@@ -4,6 +4,7 @@
 //! like the engine: requests in, one backing command per request out (its
 //! buffer lent from the request), completions out.
 
+use crate::queue::Rewind;
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Request, RequestCompletion, RequestError, RequestId, RequestKind};
 use std::collections::{HashMap, VecDeque};
 
@@ -63,11 +64,11 @@ impl Direct {
     }
 
     pub fn poll_io(&mut self) -> Option<DeviceIo> {
-        self.io_out.pop_front()
+        self.io_out.pop_front_rewound()
     }
 
     pub fn poll_completion(&mut self) -> Option<RequestCompletion> {
-        self.completions_out.pop_front()
+        self.completions_out.pop_front_rewound()
     }
 
     /// Backing commands not completed yet.

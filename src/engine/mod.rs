@@ -30,6 +30,7 @@ mod writeback;
 pub use control::{ControlError, FlushAllProgress, MirrorState};
 pub use stats::{MemoryReport, Stats};
 
+use crate::queue::Rewind;
 use crate::cache::CacheIndex;
 use crate::config::{CacheLayout, Config, ConfigError, LogLayout, Mutation, Options, Policy};
 use crate::format::UNIT_BYTES;
@@ -438,11 +439,11 @@ impl Engine {
     // ---- outputs ----
 
     pub fn poll_io(&mut self) -> Option<DeviceIo> {
-        self.io_out.pop_front()
+        self.io_out.pop_front_rewound()
     }
 
     pub fn poll_completion(&mut self) -> Option<RequestCompletion> {
-        self.completions_out.pop_front()
+        self.completions_out.pop_front_rewound()
     }
 
     /// When the engine wants `handle_timer` next, if at all.

@@ -2,6 +2,7 @@
 //! a write-through behind a backing write of the same block): they wait in
 //! arrival order and are retried after every input.
 
+use crate::queue::Rewind;
 use super::held::HELD_NONE;
 use super::requests::{WriteMode, WHOLE_REQUEST};
 use super::Engine;
@@ -35,7 +36,7 @@ impl Engine {
         let mut remaining = self.waiting.len();
         while remaining > 0 {
             remaining -= 1;
-            let Some(waiting) = self.waiting.pop_front() else { break };
+            let Some(waiting) = self.waiting.pop_front_rewound() else { break };
             if self.requests.get(waiting.request).is_none() {
                 self.held.release(waiting.held);
                 continue;

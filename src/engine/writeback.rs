@@ -7,6 +7,7 @@
 //! (revokes.rs) — only once the backing write is durable (DESIGN.md §2,
 //! invariant 4).
 
+use crate::queue::Rewind;
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
 use super::{Engine, FailKind, FailReason, Op};
@@ -234,7 +235,7 @@ impl Engine {
                     continue;
                 }
             }
-            let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
+            let from_queue = if queued > 0 { self.writeback.queue.pop_front_rewound() } else { None };
             queued = queued.saturating_sub(1);
             if let Some((lba, tag)) = from_queue {
                 if !self.start_writeback(lba, tag) {

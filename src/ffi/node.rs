@@ -6,6 +6,7 @@
 //! (lifecycle.rs), recovery (recovery.rs) and reports (info.rs) are the
 //! other methods of `Core`.
 
+use crate::queue::Rewind;
 use super::base::{Bases, TAG_PROBE, TAG_RECOVERY};
 use super::errno::{Error, Refusal};
 use super::iov::{region_iovec, IovecData};
@@ -200,7 +201,7 @@ impl Node {
     }
 
     fn pop_local(&self) -> Option<Submission> {
-        self.local.enter(VecDeque::pop_front).expect("the local queue is never entered twice")
+        self.local.enter(VecDeque::pop_front_rewound).expect("the local queue is never entered twice")
     }
 
     fn push_input(&self, input: Input) {
@@ -208,7 +209,7 @@ impl Node {
     }
 
     fn pop_input(&self) -> Option<Input> {
-        self.inbox.enter(VecDeque::pop_front).expect("the inbox is never entered twice")
+        self.inbox.enter(VecDeque::pop_front_rewound).expect("the inbox is never entered twice")
     }
 
     /// Does all pending work unless a caller up the stack already is (a
@@ -335,7 +336,7 @@ impl Core {
     fn pump(&mut self) -> bool {
         let mut any = false;
         loop {
-            while let Some((id, status)) = self.immediate.pop_front() {
+            while let Some((id, status)) = self.immediate.pop_front_rewound() {
                 any = true;
                 self.engine_io_done(id, status);
             }
