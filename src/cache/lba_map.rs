@@ -1,36 +1,35 @@
-//! LBA -> cache blocks: open addressing with linear probing. A slot holds
-//! the LBA beside the block number (8 bytes), so a probe compares keys in
-//! the table itself: a lookup touches one or two cache lines of the table,
-//! not the block table entry of every block on its probe chain (at a load
-//! of 0.8 that chain averages three slots, each a cache miss on a large
-//! cache when the key had to be read back from the block). An LBA may hold
-//! several blocks (its current one and older ones whose durable entries are
-//! still valid); every block is held at most once, so the table never fills.
+//! LBA -> cache blocks: open addressing with linear probing. Slots hold
+//! only block numbers; the key is read back from the block table, so a slot
+//! costs 4 bytes. An LBA may hold several blocks (its current one and older
+//! ones whose durable entries are still valid); every block is held at most
+//! once, so the table never fills.
 
 pub const NO_BLOCK: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-struct Slot {
-    lba: u32,
-    block: u32,
+/// Where the map reads a block's LBA back from.
+pub trait LbaOf {
+    fn lba_of(&self, block: u32) -> u32;
 }
 
-const EMPTY: Slot = Slot { lba: 0, block: NO_BLOCK };
+impl LbaOf for [u32] {
+    fn lba_of(&self, block: u32) -> u32 {
+        self[block as usize]
+    }
+}
 
 pub struct LbaMap {
-    slots: Box<[Slot]>,
+    slots: Box<[u32]>,
 }
 
 impl LbaMap {
     /// Sized for `blocks_count` entries at a load of at most 0.8.
     pub fn new(blocks_count: u32) -> Self {
         let capacity = (blocks_count as usize * 5 / 4).max(8) + 1;
-        LbaMap { slots: vec![EMPTY; capacity].into_boxed_slice() }
+        LbaMap { slots: vec![NO_BLOCK; capacity].into_boxed_slice() }
     }
 
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots)
+        self.slots.len() * 4
     }
 
     fn home(&self, lba: u32) -> usize {
@@ -47,66 +46,64 @@ impl LbaMap {
         }
     }
 
-    /// Starts loading `lba`'s home slot into the CPU cache, for a lookup
-    /// soon after (a driver does it when a request arrives).
+    /// Starts loading `lba`'s home slot into the CPU cache.
     #[inline]
     pub fn prefetch(&self, lba: u32) {
         prefetch_address(&self.slots[self.home(lba)]);
     }
 
-    /// The first block in `lba`'s home slot if it holds `lba` (without
-    /// following the probe chain): what a lookup will most likely find.
+    /// The block in `lba`'s home slot, whichever LBA it is of: the block a
+    /// lookup most likely reads first.
     #[inline]
     pub fn likely_block(&self, lba: u32) -> Option<u32> {
-        let slot = self.slots[self.home(lba)];
-        (slot.block != NO_BLOCK && slot.lba == lba).then_some(slot.block)
+        let block = self.slots[self.home(lba)];
+        (block != NO_BLOCK).then_some(block)
     }
 
     /// The block held for `lba` that `wanted` accepts.
-    pub fn find(&self, lba: u32, wanted: impl Fn(u32) -> bool) -> Option<u32> {
-        self.blocks_of(lba).find(|&block| wanted(block))
+    pub fn find<L: LbaOf + ?Sized>(&self, lba: u32, lba_of: &L, wanted: impl Fn(u32) -> bool) -> Option<u32> {
+        self.blocks_of(lba, lba_of).find(|&block| wanted(block))
     }
 
     /// Every block held for `lba`: they all sit between its home slot and
     /// the next empty one.
-    pub fn blocks_of(&self, lba: u32) -> impl Iterator<Item = u32> + '_ {
+    pub fn blocks_of<'a, L: LbaOf + ?Sized>(&'a self, lba: u32, lba_of: &'a L) -> impl Iterator<Item = u32> + 'a {
         let mut slot = self.home(lba);
         std::iter::from_fn(move || loop {
-            let entry = self.slots[slot];
-            if entry.block == NO_BLOCK {
+            let block = self.slots[slot];
+            if block == NO_BLOCK {
                 return None;
             }
             slot = self.next(slot);
-            if entry.lba == lba {
-                return Some(entry.block);
+            if lba_of.lba_of(block) == lba {
+                return Some(block);
             }
         })
     }
 
-    /// Adds `block` for `lba`; an LBA may hold several blocks, and a block
-    /// is held at most once.
-    pub fn insert(&mut self, lba: u32, block: u32) {
-        debug_assert_ne!(block, NO_BLOCK);
+    /// Adds `block` for `lba` (which `lba_of[block]` already holds); an LBA
+    /// may hold several blocks, and a block is held at most once.
+    pub fn insert<L: LbaOf + ?Sized>(&mut self, lba: u32, block: u32, lba_of: &L) {
+        debug_assert_eq!(lba_of.lba_of(block), lba);
         let mut slot = self.home(lba);
-        while self.slots[slot].block != NO_BLOCK {
-            debug_assert_ne!(self.slots[slot].block, block, "block {block} held twice");
+        while self.slots[slot] != NO_BLOCK {
+            debug_assert_ne!(self.slots[slot], block, "block {block} held twice");
             slot = self.next(slot);
         }
-        self.slots[slot] = Slot { lba, block };
+        self.slots[slot] = block;
     }
 
     /// Removes `block` (held for `lba`); backward-shift deletion keeps probe
     /// chains intact.
-    pub fn remove(&mut self, lba: u32, block: u32) {
+    pub fn remove<L: LbaOf + ?Sized>(&mut self, lba: u32, block: u32, lba_of: &L) {
         let mut slot = self.home(lba);
         loop {
             let current = self.slots[slot];
-            if current.block == NO_BLOCK {
+            if current == NO_BLOCK {
                 debug_assert!(false, "block {block} of LBA {lba} not held");
                 return;
             }
-            if current.block == block {
-                debug_assert_eq!(current.lba, lba, "block {block} held for another LBA");
+            if current == block {
                 break;
             }
             slot = self.next(slot);
@@ -114,20 +111,20 @@ impl LbaMap {
         let mut hole = slot;
         let mut probe = self.next(hole);
         loop {
-            let entry = self.slots[probe];
-            if entry.block == NO_BLOCK {
+            let block = self.slots[probe];
+            if block == NO_BLOCK {
                 break;
             }
-            let home = self.home(entry.lba);
+            let home = self.home(lba_of.lba_of(block));
             // Move the entry back if its home is not cyclically in (hole, probe].
             let stays = if hole <= probe { hole < home && home <= probe } else { hole < home || home <= probe };
             if !stays {
-                self.slots[hole] = entry;
+                self.slots[hole] = block;
                 hole = probe;
             }
             probe = self.next(probe);
         }
-        self.slots[hole] = EMPTY;
+        self.slots[hole] = NO_BLOCK;
     }
 }
 
@@ -155,6 +152,7 @@ mod tests {
         #[test]
         fn behaves_like_a_multimap(ops in proptest::collection::vec((0u32..24, any::<bool>()), 1..400)) {
             let blocks = 48u32;
+            let mut lba_of = vec![u32::MAX; blocks as usize];
             let mut free: Vec<u32> = (0..blocks).rev().collect();
             let mut map = LbaMap::new(blocks);
             let mut model: HashMap<u32, BTreeSet<u32>> = HashMap::new();
@@ -162,19 +160,21 @@ mod tests {
                 let held = model.entry(lba).or_default();
                 if insert {
                     if let Some(block) = free.pop() {
-                        map.insert(lba, block);
+                        lba_of[block as usize] = lba;
+                        map.insert(lba, block, lba_of.as_slice());
                         held.insert(block);
                     }
                 } else if let Some(&block) = held.iter().nth(lba as usize % 3).or(held.first()) {
-                    map.remove(lba, block);
+                    map.remove(lba, block, lba_of.as_slice());
                     held.remove(&block);
+                    lba_of[block as usize] = u32::MAX;
                     free.push(block);
                 }
                 for probe in 0..24 {
-                    let found: BTreeSet<u32> = map.blocks_of(probe).collect();
+                    let found: BTreeSet<u32> = map.blocks_of(probe, lba_of.as_slice()).collect();
                     prop_assert_eq!(found, model.get(&probe).cloned().unwrap_or_default());
                     let newest = model.get(&probe).and_then(|held| held.last().copied());
-                    let highest = newest.and_then(|n| map.find(probe, |b| b == n));
+                    let highest = newest.and_then(|n| map.find(probe, lba_of.as_slice(), |b| b == n));
                     prop_assert_eq!(highest, newest);
                 }
             }

@@ -109,6 +109,12 @@ struct Block {
 
 const _: () = assert!(std::mem::size_of::<Block>() == 16);
 
+impl lba_map::LbaOf for [Block] {
+    fn lba_of(&self, block: u32) -> u32 {
+        self[block as usize].lba
+    }
+}
+
 pub struct CacheIndex {
     /// One entry per block, together so that a lookup touches one cache line.
     blocks: Box<[Block]>,
@@ -220,7 +226,7 @@ impl CacheIndex {
 
     /// The current block of `lba`.
     pub fn lookup(&self, lba: u32) -> Option<u32> {
-        self.map.find(lba, |block| self.blocks[block as usize].state == BlockState::Mapped)
+        self.map.find(lba, &*self.blocks, |block| self.blocks[block as usize].state == BlockState::Mapped)
     }
 
     /// Starts loading what a lookup of `lba` reads first (its map slot).
@@ -228,8 +234,9 @@ impl CacheIndex {
         self.map.prefetch(lba);
     }
 
-    /// Starts loading the block entry a lookup of `lba` most likely ends at
-    /// (after `prefetch_slot`, when its slot is in the CPU cache).
+    /// Starts loading the block entry a lookup of `lba` most likely reads
+    /// (its home slot's; after `prefetch_slot`, when the slot is in the CPU
+    /// cache).
     pub fn prefetch_block(&self, lba: u32) {
         if let Some(block) = self.map.likely_block(lba) {
             lba_map::prefetch_address(&self.blocks[block as usize]);
@@ -359,7 +366,7 @@ impl CacheIndex {
             }
             self.supersede(old);
         }
-        self.map.insert(lba, block);
+        self.map.insert(lba, block, &*self.blocks);
         self.set_dirty_flag(block, dirty);
     }
 
@@ -420,7 +427,7 @@ impl CacheIndex {
 
     /// Takes a block out of the map and frees it once nothing is in flight.
     fn drop_block(&mut self, block: u32) {
-        self.map.remove(self.lba(block), block);
+        self.map.remove(self.lba(block), block, &*self.blocks);
         self.blocks[block as usize].state = BlockState::Dropped;
         self.free_if_dropped(block);
     }
@@ -476,7 +483,7 @@ impl CacheIndex {
 
     /// The superseded and evicted blocks of `lba` (a durable entry still valid).
     pub fn superseded_of(&self, lba: u32) -> impl Iterator<Item = u32> + '_ {
-        self.map.blocks_of(lba).filter(|&block| self.superseded.contains(block))
+        self.map.blocks_of(lba, &*self.blocks).filter(|&block| self.superseded.contains(block))
     }
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
@@ -672,18 +679,18 @@ impl CacheIndex {
         match self.lookup(entry.lba) {
             None => {
                 self.blocks[b].state = BlockState::Mapped;
-                self.map.insert(entry.lba, block);
+                self.map.insert(entry.lba, block, &*self.blocks);
                 self.set_dirty_flag(block, entry.dirty);
             }
             Some(other) if serial_newer(self.blocks[other as usize].version, entry.version) => {
                 self.add_superseded(block);
-                self.map.insert(entry.lba, block);
+                self.map.insert(entry.lba, block, &*self.blocks);
             }
             Some(other) => {
                 self.set_dirty_flag(other, false);
                 self.add_superseded(other);
                 self.blocks[b].state = BlockState::Mapped;
-                self.map.insert(entry.lba, block);
+                self.map.insert(entry.lba, block, &*self.blocks);
                 self.set_dirty_flag(block, entry.dirty);
             }
         }
