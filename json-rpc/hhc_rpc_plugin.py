@@ -110,7 +110,7 @@ def _add_options(p, defaults):
     p.add_argument("--seq-cutoff-policy", choices=SEQ_CUTOFF_POLICIES, dest="seq_cutoff_policy",
                    help="when a stream over the threshold bypasses the cache: never, full (only while the cache "
                    "is full, as OCF), always (as bcache); reads then fill nothing, writes go to the backing bdev "
-                   "alone unless a block of theirs is dirty or logged" + default("full"))
+                   "alone unless a block of theirs is dirty or logged" + default("never"))
 
 
 def _options_of(args):

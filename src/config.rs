@@ -321,10 +321,11 @@ impl Default for Config {
             requests_max: 4096,
             request_blocks_max: 8192,
             idle_after_ns: 50_000_000,
-            // OCF's default policy with bcache's default threshold: a cache
-            // with room caches every stream (benchmarks' sequential warm-ups
-            // stay cached), a full one lets streams of 4 MiB pass by.
-            seq_cutoff_policy: CutoffPolicy::Full,
+            // Off: a warmed cache is always full, so OCF's `full` would cut
+            // streams off in steady state and send their writes to the slow
+            // backing device (docs/engine.md). bcache's threshold for when
+            // it is turned on.
+            seq_cutoff_policy: CutoffPolicy::Never,
             seq_cutoff_threshold_bytes: SEQ_CUTOFF_THRESHOLD_DEFAULT,
             superblock_interval_ns: 5_000_000_000,
             backing_has_flush: true,

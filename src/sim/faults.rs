@@ -178,8 +178,7 @@ fn draw_config(prng: &mut Prng, policy: Policy, mutation: Mutation, mirrors_coun
 
 /// Half the seeds cut sequential streams off at 64–256 KiB (16–64 blocks),
 /// with a workload whose requests often continue a stream; the others keep
-/// the cutoff off (`never`), since the default `full` would rarely trigger
-/// with the simulator's short random requests anyway.
+/// the cutoff off (`never`, the default).
 fn draw_seq_cutoff(prng: &mut Prng, config: &mut Config, workload: &mut WorkloadSpec, kinds: &mut FaultKinds) {
     kinds.seq_cutoff = prng.percent(50);
     if !kinds.seq_cutoff {
