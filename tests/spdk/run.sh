@@ -411,12 +411,7 @@ recover_cache() {
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/rc.json" || return 1
     hhc_create_call "$WORK/rc.json" | tee "$WORK/rc-create"
     grep -q '"cache": "ssd2"' "$WORK/rc-create" && grep -q '"logs": \["hdd0"\]' "$WORK/rc-create" || return 1
-    stop_tgt
-    local mark
-    mark=$(wc -l <"$WORK/tgt.log")
-    start_tgt --json "$WORK/rc.json" || return 1
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
-    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev ssd2" &&
+    restart_warm_from "$WORK/rc.json" ssd2 &&
         remote_fio randwrite --randseed=9 --verify_only=1 >/dev/null
 }
 
@@ -708,6 +703,17 @@ for s in json.load(open(sys.argv[1]))["subsystems"]:
         if c["method"] == "bdev_hhc_create": print(json.dumps(c, sort_keys=True))' "$1"
 }
 
+# Restarts the target with a save_config output; succeeds once hhc0 is
+# back and the target logged its warm start from cache bdev $2.
+restart_warm_from() { # config.json cache-bdev
+    local mark
+    stop_tgt
+    mark=$(wc -l <"$WORK/tgt.log")
+    start_tgt --json "$1" || return 1
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev $2"
+}
+
 # save_config after a policy switch and set_options, then a restart with
 # that JSON: the HHC bdev comes back warm with the same options and the
 # switched policy (examine assembles it under the policy and options it was
@@ -725,12 +731,7 @@ save_config_restart() {
     grep -q '"policy": "wb"' "$WORK/saved-create" && grep -q '"dirty_threshold": 60' "$WORK/saved-create" &&
         grep -q '"seq_cutoff_policy": "always"' "$WORK/saved-create" &&
         grep -q '"seq_cutoff_threshold": 2097152' "$WORK/saved-create" || return 1
-    stop_tgt
-    local mark
-    mark=$(wc -l <"$WORK/tgt.log")
-    start_tgt --json "$WORK/saved.json" || return 1
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
-    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev ssd" &&
+    restart_warm_from "$WORK/saved.json" ssd &&
         ops wait-switched wb 30 &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved-again.json" &&
         hhc_create_call "$WORK/saved-again.json" >"$WORK/saved-again-create" &&
