@@ -211,8 +211,9 @@ bad_inputs() {
         expect_rpc_error "No such device" $RPC bdev_hhc_delete zz
 }
 
-# RPC output goes to a file before grep: `grep -q` closes the pipe at its first
-# match, and under pipefail rpc.py's BrokenPipeError would fail the step.
+# RPC output goes to a file, or to a grep that reads it all, never to `grep -q`:
+# that closes the pipe at its first match, and under pipefail rpc.py's
+# BrokenPipeError fails the step.
 rpc_lifecycle() {
     $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/hhc_bdevs.json" &&
@@ -382,7 +383,7 @@ lose_cache_then_recovered() {
 # restart with it serves the same data.
 recover_passthrough() {
     lose_cache_then_recovered &&
-        $RPC bdev_hhc_recover -b hhc0 -m passthrough | grep -q '"hhc0"' &&
+        $RPC bdev_hhc_recover -b hhc0 -m passthrough | grep '"hhc0"' >/dev/null &&
         ops recovered-as passthrough &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
         remote_fio randwrite --verify_only=1 >/dev/null &&
@@ -402,7 +403,7 @@ recover_passthrough() {
 recover_cache() {
     truncate -s 32M "$WORK/ssd2.img"
     lose_cache_then_recovered && $RPC bdev_aio_create "$WORK/ssd2.img" ssd2 4096 >/dev/null &&
-        $RPC bdev_hhc_recover -b hhc0 -m cache -c ssd2 | grep -q '"hhc0"' &&
+        $RPC bdev_hhc_recover -b hhc0 -m cache -c ssd2 | grep '"hhc0"' >/dev/null &&
         grep -q "formatting cache bdev ssd2" "$WORK/tgt.log" &&
         ops recovered-as hhc ssd2 &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
@@ -419,7 +420,7 @@ recover_cache() {
 recover_delete() {
     lose_cache_then_recovered && $RPC bdev_hhc_delete hhc0 &&
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
-        $RPC bdev_get_bdevs -b hdd0 | grep -q '"claimed": false'
+        $RPC bdev_get_bdevs -b hdd0 | grep '"claimed": false' >/dev/null
 }
 
 # After the cache bdev went: the module replayed dirty blocks from the log
@@ -711,7 +712,7 @@ restart_warm_from() { # config.json cache-bdev
     mark=$(wc -l <"$WORK/tgt.log")
     start_tgt --json "$1" || return 1
     for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
-    tail -n +"$mark" "$WORK/tgt.log" | grep -q "warm start from cache bdev $2"
+    tail -n +"$mark" "$WORK/tgt.log" | grep "warm start from cache bdev $2" >/dev/null
 }
 
 # save_config after a policy switch and set_options, then a restart with
@@ -754,7 +755,7 @@ log_mirrors() {
         export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
         ops log-mirrors &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/mirrors.json" &&
-        hhc_create_call "$WORK/mirrors.json" | grep -q '"logs": \["hdd0", "hdd2"\]' &&
+        hhc_create_call "$WORK/mirrors.json" | grep '"logs": \["hdd0", "hdd2"\]' >/dev/null &&
         remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null || return 1
     raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
         bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
