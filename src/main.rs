@@ -29,6 +29,8 @@ enum Command {
     Bench(cli::bench::Args),
     /// A running SPDK target's HHC bdevs: requests, blocks, log, devices, latency.
     Stats(cli::stats::Args),
+    /// A simulator workload as fio iologs (one per thread), to replay on a bdev.
+    Trace(cli::trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Mttdl(args) => cli::mttdl::run(args),
         Command::Bench(args) => cli::bench::run_cli(args),
         Command::Stats(args) => cli::stats::run(args),
+        Command::Trace(args) => cli::trace::run(args),
     };
     match result {
         Ok(code) => code,

@@ -66,3 +66,76 @@ fn unknown_experiment_names_the_steady_one() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("steady"));
 }
+
+/// The `[flushes, writes]` figures of each point of a `--json` run.
+fn flushes_and_writes(json: &str) -> Vec<(f64, f64)> {
+    number_after(json, "flushes").into_iter().zip(number_after(json, "writes")).collect()
+}
+
+#[test]
+fn bare_fsync_replaces_the_journal_with_one_flush_per_fsync() {
+    let run = |fsync: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let output = hhc(&[
+            "simulate", "--experiment", "custom", "--job", "varmail", "--threads", "4", "--fsync", fsync,
+            "--cache-mib", "64", "--log-mib", "64", "--policies", "wb", "--settle-s", "0.5", "--duration-s", "1",
+            "--json", "--out-dir", dir.path().to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let json = String::from_utf8(output.stdout).unwrap();
+        assert!(json.contains("\"threads\":4"), "{json}");
+        flushes_and_writes(&json)[0]
+    };
+    // varmail fsyncs after each of its appends, and an append is one request.
+    let (flushes, writes) = run("flush");
+    assert!(writes > 100.0 && (flushes - writes).abs() <= 4.0, "{flushes} flushes, {writes} writes");
+    // ext4's journal groups them, and adds its own commit writes.
+    let (flushes, writes) = run("journal");
+    assert!(flushes > 0.0 && flushes < writes / 2.0, "{flushes} flushes, {writes} writes");
+    let output = hhc(&["simulate", "--experiment", "custom", "--job", "varmail", "--fsync", "never", "--out-dir", "/nonexistent/x"]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("journal or flush"));
+}
+
+#[test]
+fn trace_writes_one_replayable_iolog_per_thread_deterministically() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = |out: &str| {
+        let out = dir.path().join(out);
+        let output = hhc(&[
+            "trace", "--workload", "varmail", "--threads", "3", "--ops-per-thread", "60", "--filename", "dev0",
+            "--out-dir", out.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let summary = String::from_utf8(output.stdout).unwrap();
+        let logs: Vec<String> = (0..3).map(|t| std::fs::read_to_string(out.join(format!("thread-{t:03}.iolog"))).unwrap()).collect();
+        (summary, logs)
+    };
+    let (summary, logs) = trace("a");
+    assert_eq!(trace("b").1, logs, "same arguments, same iologs");
+    let space = number_after(&summary, "address_space_bytes")[0] as u64;
+    for log in &logs {
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines[..3], ["fio version 2 iolog", "dev0 add", "dev0 open"]);
+        assert_eq!(lines.last(), Some(&"dev0 close"));
+        let ops = &lines[3..lines.len() - 1];
+        assert_eq!(ops.len(), 60);
+        let mut syncs = 0;
+        for op in ops {
+            let fields: Vec<&str> = op.split(' ').collect();
+            let (offset, len): (u64, u64) = (fields[2].parse().unwrap(), fields[3].parse().unwrap());
+            match fields[1] {
+                "sync" => {
+                    syncs += 1;
+                    assert_eq!((offset, len), (0, 0));
+                }
+                "read" | "write" => assert!(len > 0 && len % 4096 == 0 && offset % 4096 == 0 && offset + len <= space, "{op}"),
+                other => panic!("action {other}"),
+            }
+        }
+        // Two fsyncs in each varmail loop of six requests or more.
+        assert!(syncs >= 10, "{syncs} syncs in {ops:?}");
+    }
+    assert_ne!(logs[0], logs[1], "every thread draws its own requests");
+    let output = hhc(&["trace", "--workload", "nope", "--out-dir", dir.path().join("c").to_str().unwrap()]);
+    assert!(!output.status.success());
+}

@@ -8,6 +8,7 @@ pub mod recover;
 pub mod simulate;
 pub mod stats;
 pub mod torture;
+pub mod trace;
 
 /// A subcommand's outcome: an exit code, or a message for stderr (exit 2).
 pub type CliResult = Result<std::process::ExitCode, String>;

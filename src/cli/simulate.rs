@@ -8,7 +8,7 @@ use hhc::simcore::EngineFactory;
 use hhc::timed::experiments::{self, PointResult, Settings};
 use hhc::timed::figures;
 use hhc::timed::profile::Profile;
-use hhc::timed::workloads::{CustomJob, WorkloadKind};
+use hhc::timed::workloads::WorkloadKind;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -50,9 +50,23 @@ pub struct Args {
     /// Points simulated in parallel (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// The custom job, e.g. read=70,size_kib=16,threads=8,flush_every=4,working_set_mib=1024,random=1
+    /// The custom job: a personality (websearch, fileserver, varmail) or a
+    /// block job, e.g. read=70,size_kib=16,threads=8,flush_every=4,working_set_mib=1024,random=1
     #[arg(long)]
     job: Option<String>,
+    /// Threads of the custom job (default: the personality's, or the job's).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Cache device size in MiB, instead of the paper's 4 GB times --scale.
+    #[arg(long)]
+    cache_mib: Option<u64>,
+    /// Log device size in MiB, instead of the profile's.
+    #[arg(long)]
+    log_mib: Option<u64>,
+    /// What an fsync is: `journal` (ext4's group commit, the paper's hosts)
+    /// or `flush` (a bare FLUSH by the thread, as fio replaying `hhc trace`).
+    #[arg(long, default_value = "journal")]
+    fsync: String,
     /// Comma-separated policies (passthrough, wt, wb, wb-flush, wb-ordered, hhc).
     #[arg(long)]
     policies: Option<String>,
@@ -82,6 +96,17 @@ fn settings(args: &Args) -> Result<Settings, String> {
     if let Some(jobs) = args.jobs {
         settings.jobs = jobs.max(1);
     }
+    settings.threads = args.threads;
+    if args.threads.is_some_and(|t| !(1..=1024).contains(&t)) {
+        return Err("--threads must be from 1 to 1024".into());
+    }
+    settings.cache_bytes = args.cache_mib.map(|mib| mib << 20);
+    settings.log_bytes = args.log_mib.map(|mib| mib << 20);
+    settings.fsync_as_flush = match args.fsync.as_str() {
+        "journal" => false,
+        "flush" => true,
+        other => return Err(format!("--fsync {other}: expected journal or flush")),
+    };
     if let Some(list) = &args.policies {
         settings.policies = list.split(',').map(|p| p.trim().parse::<Policy>().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
     }
@@ -110,8 +135,8 @@ fn points(experiment: &str, args: &Args, settings: &Settings) -> Result<Vec<expe
         "memory" => experiments::memory_points(),
         experiments::STEADY => experiments::steady_points(settings),
         _ => {
-            let job = CustomJob::parse(args.job.as_deref().unwrap_or(""))?;
-            experiments::custom_points(settings, WorkloadKind::Custom(job))
+            let workload = WorkloadKind::parse(args.job.as_deref().unwrap_or(""))?;
+            experiments::custom_points(settings, workload)
         }
     })
 }

@@ -28,6 +28,14 @@ pub struct Settings {
     pub profile: Profile,
     pub jobs: usize,
     pub policies: Vec<Policy>,
+    /// The custom experiment's thread count (default: the workload's).
+    pub threads: Option<usize>,
+    /// Device sizes that replace the scaled paper's (a rig's real devices).
+    pub cache_bytes: Option<u64>,
+    pub log_bytes: Option<u64>,
+    /// No ext4 journal: a thread's fsync is a bare FLUSH of its own, as when
+    /// fio replays the workload's trace (`hhc trace`) against a block device.
+    pub fsync_as_flush: bool,
 }
 
 impl Default for Settings {
@@ -42,6 +50,10 @@ impl Default for Settings {
             profile: Profile::default(),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             policies: Policy::ALL.to_vec(),
+            threads: None,
+            cache_bytes: None,
+            log_bytes: None,
+            fsync_as_flush: false,
         }
     }
 }
@@ -148,13 +160,15 @@ pub fn memory_points() -> Vec<Point> {
 }
 
 pub fn custom_points(settings: &Settings, workload: WorkloadKind) -> Vec<Point> {
-    let threads = workload.default_threads();
-    grid("custom", &[(workload, 4.0, threads)], &settings.policies)
+    let threads = settings.threads.unwrap_or_else(|| workload.default_threads());
+    // A given cache size, stated like the paper's sizes (before scaling).
+    let cache_gb = settings.cache_bytes.map_or(4.0, |bytes| bytes as f64 / GB as f64 / settings.scale);
+    grid("custom", &[(workload, cache_gb, threads)], &settings.policies)
 }
 
 /// The engine configuration of a point: the paper's devices, scaled.
 pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u64) -> Config {
-    let cache_bytes = (point.cache_gb * settings.scale * GB as f64) as u64;
+    let cache_bytes = settings.cache_bytes.unwrap_or((point.cache_gb * settings.scale * GB as f64) as u64);
     // Room for the file set plus the journal and log areas, in whole MiB.
     let backing_bytes = (address_space_blocks * 4096).div_ceil(1 << 20) * (1 << 20) + (64 << 20);
     let engine = &settings.profile.engine;
@@ -168,7 +182,7 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         log_buffers_count: engine.log_buffers_count as u32,
         cache_device_bytes: cache_bytes,
         // The engine refuses a log too small for its buffers.
-        log_device_bytes: (log_mib * (1u64 << 20) as f64) as u64,
+        log_device_bytes: settings.log_bytes.unwrap_or((log_mib * (1u64 << 20) as f64) as u64),
         backing_device_bytes: backing_bytes,
         // Every thread's largest request (a custom job's up to 1 MiB) and
         // the journal's at once: the simulated host has no retry on Busy.
@@ -183,7 +197,10 @@ fn secs(seconds: f64) -> Nanos {
 
 pub fn run_point<F: TargetFactory>(factory: &F, point: &Point, settings: &Settings) -> PointResult {
     let started = std::time::Instant::now();
-    let workload = Workload::new(point.workload.clone(), point.threads, settings.scale, settings.seed);
+    let mut workload = Workload::new(point.workload.clone(), point.threads, settings.scale, settings.seed);
+    if settings.fsync_as_flush {
+        workload = workload.with_fsync_as_flush();
+    }
     let config = engine_config(point, settings, workload.address_space_blocks());
     let (settle_s, measure_s) = settings.windows_s(point);
     let spec = RunSpec {

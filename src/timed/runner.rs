@@ -206,6 +206,9 @@ pub struct Simulation<T: Machine> {
     next_request_id: RequestId,
     workload: Workload,
     journal: Journal,
+    /// Whether writes and fsyncs go through the ext4 journal model (not for a
+    /// raw block job, nor for a trace replayed with bare FLUSHes).
+    journal_on: bool,
     /// Writes held back by the journal's dirty limit, per thread.
     parked: Vec<Option<Op>>,
     fsync_started_at: Vec<Option<Nanos>>,
@@ -222,7 +225,8 @@ pub struct Simulation<T: Machine> {
 impl<T: Machine> Simulation<T> {
     pub fn new(target: T, profile: &Profile, kept_areas: KeptAreas, workload: Workload) -> Simulation<T> {
         let threads = workload.threads_count();
-        let dirty_limit = if workload.uses_journal() { HOST_DIRTY_LIMIT_BLOCKS } else { u64::MAX };
+        let journal_on = workload.uses_journal();
+        let dirty_limit = if journal_on { HOST_DIRTY_LIMIT_BLOCKS } else { u64::MAX };
         Simulation {
             target,
             now: 0,
@@ -237,6 +241,7 @@ impl<T: Machine> Simulation<T> {
             next_request_id: 1,
             workload,
             journal: Journal::new(EXT4_COMMIT_INTERVAL_NS, dirty_limit),
+            journal_on,
             parked: vec![None; threads],
             fsync_started_at: vec![None; threads],
             dirty_sample_interval_ns: 100_000_000,
@@ -544,7 +549,9 @@ impl<T: Machine> Simulation<T> {
         match op {
             Op::Read { lba, blocks } => self.send(RequestKind::Read, lba, blocks, origin(RequestKind::Read)),
             Op::Write { lba, blocks } if self.journal.write_allowed() => {
-                self.journal.note_write(self.now, blocks);
+                if self.journal_on {
+                    self.journal.note_write(self.now, blocks);
+                }
                 self.send(RequestKind::Write, lba, blocks, origin(RequestKind::Write));
             }
             Op::Write { .. } => {

@@ -89,6 +89,17 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// A personality by name (websearch, fileserver, varmail) or a custom
+    /// job's `key=value` list.
+    pub fn parse(text: &str) -> Result<WorkloadKind, String> {
+        match text.trim() {
+            "websearch" => Ok(WorkloadKind::Websearch),
+            "fileserver" => Ok(WorkloadKind::Fileserver),
+            "varmail" => Ok(WorkloadKind::Varmail),
+            job => CustomJob::parse(job).map(WorkloadKind::Custom),
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             WorkloadKind::Websearch => "websearch",
@@ -158,6 +169,8 @@ pub struct Workload {
     log_area: (u64, u64),
     log_cursor_blocks: u64,
     threads: Vec<ThreadState>,
+    /// An fsync is a bare FLUSH (`Op::Flush`), with no journal in between.
+    fsync_as_flush: bool,
 }
 
 /// 64 MiB for websearch's access log file.
@@ -193,7 +206,22 @@ impl Workload {
                 },
             })
             .collect();
-        Workload { kind, files, files_end_lba, log_area: (files_end_lba, WEB_LOG_BLOCKS), log_cursor_blocks: 0, threads }
+        Workload {
+            kind,
+            files,
+            files_end_lba,
+            log_area: (files_end_lba, WEB_LOG_BLOCKS),
+            log_cursor_blocks: 0,
+            threads,
+            fsync_as_flush: false,
+        }
+    }
+
+    /// The same op streams with every fsync a bare FLUSH of its thread and
+    /// no journal: what fio does replaying the workload's trace.
+    pub fn with_fsync_as_flush(mut self) -> Workload {
+        self.fsync_as_flush = true;
+        self
     }
 
     pub fn kind(&self) -> &WorkloadKind {
@@ -225,13 +253,15 @@ impl Workload {
 
     /// Whether the ext4 journal model applies (not to the raw custom job).
     pub fn uses_journal(&self) -> bool {
-        !matches!(self.kind, WorkloadKind::Custom(_))
+        !matches!(self.kind, WorkloadKind::Custom(_)) && !self.fsync_as_flush
     }
 
     pub fn next_op(&mut self, thread: usize) -> Op {
         loop {
-            if let Some(op) = self.threads[thread].pending.pop_front() {
-                return op;
+            match self.threads[thread].pending.pop_front() {
+                Some(Op::Fsync) if self.fsync_as_flush => return Op::Flush,
+                Some(op) => return op,
+                None => {}
             }
             self.plan_iteration(thread);
         }
