@@ -47,9 +47,12 @@ impl Core {
                 log::info!("{name}: replay started again ({})", self.phase.name());
                 Ok(Next::Answer(json::string(self.phase.name())))
             }
-            (Phase::RecoveryFailed, _) => Err(Error::Busy(format!(
-                "name: the recovery of '{name}' failed ({error}); its flushed writes are not all on the backing bdev"
-            ))),
+            (Phase::RecoveryFailed, _) => {
+                let retry = if self.engine.is_some() && self.policy().uses_log() { "; mode replay runs the replay again" } else { "" };
+                Err(Error::Busy(format!(
+                    "name: the recovery of '{name}' failed ({error}); its flushed writes are not all on the backing bdev{retry}"
+                )))
+            }
             (Phase::Recovered, _) if !self.glue.is_null() => {
                 Err(Error::Busy(format!("name: HHC bdev '{name}' is still being unregistered; try again")))
             }

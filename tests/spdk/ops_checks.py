@@ -628,6 +628,34 @@ def wait_recovered(client, timeout_s=60):
     expect(infos[0]["cache"]["health"] == "removed", "the cache is removed", infos)
 
 
+def wait_recovery_failed(client, timeout_s=60):
+    """The replay could not write to the backing bdev: the record says so,
+    names the block, and keeps the HHC bdev away from the bdev layer."""
+    deadline = time.time() + float(timeout_s)
+    while time.time() < deadline:
+        s, r = recovery(client)
+        if s["state"] in ("recovered", "recovery_failed"):
+            break
+        time.sleep(0.02)
+    print("recovery", s["state"], r)
+    expect(s["state"] == "recovery_failed" and r["stage"] == "failed", "the replay failed", s)
+    expect("to the backing device failed" in (r["error"] or ""), "the error names the backing write", r)
+    expect(r["blocks_replayed"] < r["blocks_total"], "not every block replayed", r)
+    expect_error(client, "bdev_get_bdevs", {"name": "hhc0"}, "No such device")
+    for mode, text in (("passthrough", "mode replay runs the replay again"), ("cache", "not all on the backing bdev")):
+        params = {"name": "hhc0", "mode": mode}
+        if mode == "cache":
+            params["cache"] = "sparecache"
+        expect_error(client, "bdev_hhc_recover", params, text)
+
+
+def replay_again(client):
+    """bdev_hhc_recover replay runs a failed replay again."""
+    answer = client.call("bdev_hhc_recover", {"name": "hhc0", "mode": "replay"})
+    expect(answer in ("recovering", "recovered"), "the replay runs again", answer)
+    wait_recovered(client)
+
+
 def still_recovered(client):
     s, r = recovery(client)
     expect(s["state"] == "recovered" and r["stage"] == "done", "nothing changed: still recovered", s)

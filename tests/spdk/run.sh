@@ -416,6 +416,30 @@ recover_cache() {
         remote_fio randwrite --randseed=9 --verify_only=1 >/dev/null
 }
 
+# A replay that cannot write to the backing bdev (bdev_error fails every
+# write) fails visibly and refuses to bring the bdev back; once the backing
+# bdev takes writes again, bdev_hhc_recover replay runs it again, and the
+# passthrough that follows serves every flushed write.
+recover_replay_retry() {
+    start_tgt && tgt_bases && hostile_bases >/dev/null &&
+        $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 2000000 -n 2000000 &&
+        $RPC bdev_error_create slowback &&
+        $RPC bdev_hhc_create -b hhc0 --backing EE_slowback --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null || return 1
+    $RPC bdev_error_inject_error EE_slowback write failure -n 100000000 &&
+        raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
+            bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
+            bdev_aio_delete '{"name":"ssd"}' >/dev/null &&
+        ops wait-recovery-failed || return 1
+    $RPC bdev_error_inject_error EE_slowback clear failure &&
+        ops replay-again &&
+        $RPC bdev_hhc_recover -b hhc0 -m passthrough >/dev/null &&
+        ops recovered-as passthrough &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --verify_only=1 >/dev/null
+}
+
 # bdev_hhc_delete drops a record: the backing and log bdevs are released.
 recover_delete() {
     lose_cache_then_recovered && $RPC bdev_hhc_delete hhc0 &&
@@ -805,6 +829,9 @@ main() {
     stop_tgt
     make_files
     check "cache lost; bdev_hhc_delete drops the record and releases the bdevs" recover_delete
+    stop_tgt
+    make_files
+    check "cache lost, the replay's backing writes fail: visible, refused; bdev_hhc_recover replay again, data verifies" recover_replay_retry
     stop_tgt
     make_files
     check "examine: a restarted target assembles the HHC bdev from its cache bdev, warm" examine_assembles
