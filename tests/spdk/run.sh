@@ -767,11 +767,12 @@ log_mirrors() {
 # (test only)"). Under hhc_tgt: bad model, unknown or bad parameter, missing or
 # claimed base are refused with nothing created; save_config brings a model
 # bdev back on restart with its params; deleting the base unregisters it. Then
-# one bdevperf run, a job per model bdev, each over its own 16 MiB malloc bdev so no
-# two jobs share a head, and coarse ranges that prove the models set the pace.
+# one bdevperf run, a job per model bdev, each over its own 16 MiB malloc bdev,
+# and coarse ranges that prove the models set the pace; two jobs (two threads,
+# two channels) on hdd_2 show its one head.
 model_devices() {
     local before m='{"name":"m","base_bdev_name":"mb","model":'
-    local name model params rw bs depth
+    local name model params rw bs depth count i
     bdev_names() { $RPC bdev_get_bdevs >"$WORK/names.json" &&
         python3 -c 'import json,sys; print(" ".join(sorted(b["name"] for b in json.load(open(sys.argv[1])))))' "$WORK/names.json"; }
     refused() { # expected-text command...: fails naming it, no bdev appears
@@ -809,14 +810,16 @@ PY
     [ "$(bdev_names)" = "" ] || { echo "m outlived its base: $(bdev_names)"; return 1; }
     stop_tgt
 
-    # name model params-json bdevperf-job-lines (rw bs iodepth)
-    local jobs="hdd_r hdd {\"capacity_gb\":0.016777216} randread 4096 1
-hdd_w hdd {} write 131072 8
-hdd_f hdd {} flush 4096 1
-ssd_r ssd {} randread 4096 1
-ssd_f ssd {} flush 4096 1
-raid_s raid5 {} randwrite 4096 1
-raid_f raid5 {} write 262144 1"
+    # bdev model params-json, then its bdevperf jobs: rw bs iodepth count (hdd_2
+    # has two jobs, each on its own SPDK thread and channel, sharing one head)
+    local jobs="hdd_r hdd {\"capacity_gb\":0.016777216} randread 4096 1 1
+hdd_2 hdd {\"capacity_gb\":0.016777216} randread 4096 1 2
+hdd_w hdd {} write 131072 8 1
+hdd_f hdd {} flush 4096 1 1
+ssd_r ssd {} randread 4096 1 1
+ssd_f ssd {} flush 4096 1 1
+raid_s raid5 {} randwrite 4096 1 1
+raid_f raid5 {} write 262144 1 1"
     {
         echo '{"subsystems":[{"subsystem":"bdev","config":['
         while read -r name model params _; do
@@ -825,12 +828,14 @@ raid_f raid5 {} write 262144 1"
         done <<<"$jobs"
         echo ' {"method":"bdev_wait_for_examine"}]}]}'
     } >"$WORK/models.json"
-    while read -r name _ _ rw bs depth; do
-        printf '[%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$name" "$rw" "$bs" "$depth"
+    while read -r name _ _ rw bs depth count; do
+        for i in $(seq "$count"); do
+            printf '[%s_job%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$i" "$name" "$rw" "$bs" "$depth"
+        done
     done <<<"$jobs" >"$WORK/models.jobs"
     rm -f "$WORK/bdevperf.sock"
-    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" --json "$WORK/models.json" \
-        -j "$WORK/models.jobs" -t 4 -z -r "$WORK/bdevperf.sock" >"$WORK/bdevperf-models.log" 2>&1 &
+    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
+        --json "$WORK/models.json" -j "$WORK/models.jobs" -t 4 -z -r "$WORK/bdevperf.sock" >"$WORK/bdevperf-models.log" 2>&1 &
     local perf=$!
     for _ in $(seq 100); do [ -S "$WORK/bdevperf.sock" ] && break; sleep 0.1; done
     timeout 60 python3 - "$WORK/bdevperf.sock" <<'PY'
@@ -844,11 +849,14 @@ for _ in range(100):
     except Exception:
         import time
         time.sleep(0.1)
-results = {r["job"]: r for r in client.call("perform_tests", {})["results"]}
-stats = {name: client.call("bdev_hhc_model_get_stats", {"name": name}) for name in results}
-for name, r in results.items():
-    s = stats[name]
-    print("%-7s %-9s bs %6d qd %d: %8.0f IOPS %7.2f MiB/s avg %9.1f us max %9.1f us | model: %d cmds, "
+runs = client.call("perform_tests", {})["results"]
+bdev = {r["job"]: r["job"].rsplit("_job", 1)[0] for r in runs}
+stats = {r["job"]: client.call("bdev_hhc_model_get_stats", {"name": bdev[r["job"]]}) for r in runs}
+two = [r for r in runs if bdev[r["job"]] == "hdd_2"]
+results = {bdev[r["job"]]: r for r in runs if r not in two}
+for r in runs:
+    name, s = r["job"], stats[r["job"]]
+    print("%-11s %-9s bs %6d qd %d: %8.0f IOPS %7.2f MiB/s avg %9.1f us max %9.1f us | model: %d cmds, "
           "model latency %d us, delay added avg %d us, max %d us, busy %.2f s, qd max %d"
           % (name, r["workload"], r["io_size"], r["queue_depth"], r["iops"], r["mibps"], r["avg_latency_us"],
              r["max_latency_us"], s["commands"], s["model_latency_avg_us"], s["delay_added_avg_us"],
@@ -865,7 +873,10 @@ checks = [
     ("raid5 QD1 random 4 KiB writes (read-modify-write): 8-60 ms", 8000 <= avg["raid_s"] <= 60000),
     ("raid5 small random writes slower than full-stripe ones", avg["raid_s"] > avg["raid_f"]),
     ("raid5 full-stripe writes move 10x the bytes of small ones", mibps["raid_f"] > 10 * mibps["raid_s"]),
-    ("every job's I/O went through its model", all(stats[n]["commands"] >= results[n]["iops"] for n in results)),
+    ("one hdd head for two threads: together about one job's IOPS, each waiting for the other",
+     len(two) == 2 and sum(r["iops"] for r in two) < 1.4 * results["hdd_r"]["iops"]
+     and min(r["avg_latency_us"] for r in two) > 1.4 * avg["hdd_r"]),
+    ("every job's I/O went through its model", all(stats[r["job"]]["commands"] >= r["iops"] for r in runs)),
 ]
 failed = [text for text, ok in checks if not ok]
 for text, ok in checks:
