@@ -9,8 +9,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The C shim's files (not hhc_tgt.c, which spdk-glue/Makefile links).
-const GLUE_SOURCES: [&str; 4] =
-    ["spdk-glue/hhc_glue.c", "spdk-glue/hhc_base.c", "spdk-glue/hhc_node.c", "spdk-glue/hhc_rpc.c"];
+const GLUE_SOURCES: [&str; 5] = [
+    "spdk-glue/hhc_glue.c",
+    "spdk-glue/hhc_base.c",
+    "spdk-glue/hhc_node.c",
+    "spdk-glue/hhc_rpc.c",
+    "spdk-glue/hhc_model.c",
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

@@ -86,6 +86,40 @@ def bdev_hhc_recover(client, name, mode, cache=None):
     return client.call("bdev_hhc_recover", params)
 
 
+MODELS = ["hdd", "ssd", "raid5"]
+
+
+def bdev_hhc_model_create(client, name, base_bdev_name, model, params=None):
+    """Create a test-only device-model bdev over base_bdev_name: I/O completes when the timed simulator's
+    model of an HDD, SSD or RAID5 says so (and not before the base bdev). params: {key: number} overriding
+    the profile defaults of that kind (keys of `hhc simulate --print-profile`, section prefix optional)."""
+    request = {"name": name, "base_bdev_name": base_bdev_name, "model": model}
+    if params:
+        request["params"] = params
+    return client.call("bdev_hhc_model_create", request)
+
+
+def bdev_hhc_model_delete(client, name):
+    """Delete a device-model bdev (its base bdev stays)."""
+    return client.call("bdev_hhc_model_delete", {"name": name})
+
+
+def bdev_hhc_model_get_stats(client, name):
+    """Commands, model busy time, latency and delay added, queue depth of a device-model bdev."""
+    return client.call("bdev_hhc_model_get_stats", {"name": name})
+
+
+def _model_params(text):
+    """key=value[,key=value...] -> {key: number}."""
+    params = {}
+    for item in filter(None, (text or "").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError("expected key=value, got '%s'" % item)
+        params[key.strip()] = float(value)
+    return params
+
+
 def _print(result):
     import json
     print(json.dumps(result, indent=2))
@@ -241,3 +275,42 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("-m", "--mode", required=True, choices=["passthrough", "cache", "replay"], help="what to do")
     p.add_argument("-c", "--cache", help="the fresh cache bdev (mode cache)")
     p.set_defaults(func=recover)
+
+    def model_create(args):
+        _print(bdev_hhc_model_create(args.client, name=args.name, base_bdev_name=args.base_bdev_name,
+                                     model=args.model, params=_model_params(args.params)))
+
+    p = subparsers.add_parser("bdev_hhc_model_create", help="TEST ONLY: create a device-model bdev over a base "
+                              "bdev. Every I/O is forwarded to the base and completes at the later of the base's "
+                              "completion and the completion the timed simulator's model gives it (one head for "
+                              "all threads): hdd = one 7200 rpm disk (seek, rotation, transfer, write cache off), "
+                              "ssd = a SATA SSD, raid5 = MD RAID5 of such HDDs behind a 1 GbE iSCSI link "
+                              "(link_mb_s=0,request_latency_us=0: the disks alone). FLUSH costs what the model "
+                              "says. save_config records the call")
+    p.add_argument("-b", "--name", required=True, help="name of the new bdev")
+    p.add_argument("--base-bdev", "--base-bdev-name", dest="base_bdev_name", required=True,
+                   help="the bdev that stores the data (claimed)")
+    p.add_argument("-m", "--model", required=True, choices=MODELS, help="device model")
+    p.add_argument("-p", "--params", help="overrides of the profile defaults, key=value[,key=value...], keys as "
+                   "in `hhc simulate --print-profile` without or with their section (hdd: log_hdd.*, ssd: "
+                   "ssd.*, raid5: backing.*, its disks disk.*), e.g. rpm=5400,capacity_gb=0.064")
+    p.set_defaults(func=model_create)
+
+    def model_delete(args):
+        _print(bdev_hhc_model_delete(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_model_delete", help="TEST ONLY: delete a device-model bdev; its base "
+                              "bdev stays, released")
+    p.add_argument("name", help="name of the device-model bdev")
+    p.set_defaults(func=model_delete)
+
+    def model_get_stats(args):
+        _print(bdev_hhc_model_get_stats(args.client, name=args.name))
+
+    p = subparsers.add_parser("bdev_hhc_model_get_stats", help="TEST ONLY: a device-model bdev's counters since "
+                              "creation: commands (reads, writes, flushes), busy_ns (time the model had a command "
+                              "in service), model_latency_avg_us, latency_avg_us (submission to completion), "
+                              "delay_added_avg_us / delay_added_max_us (held after the base was done), "
+                              "queue_depth (now) and queue_depth_max")
+    p.add_argument("-b", "--name", required=True, help="name of the device-model bdev")
+    p.set_defaults(func=model_get_stats)

@@ -232,5 +232,5 @@ hhc_glue_json_write_raw(struct hhc_glue_json *json, const char *name, const char
 int
 hhc_glue_anchor(void)
 {
-	return hhc_base_linked() + hhc_node_linked() + hhc_rpc_linked();
+	return hhc_base_linked() + hhc_node_linked() + hhc_rpc_linked() + hhc_model_linked();
 }

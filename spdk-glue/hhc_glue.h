@@ -225,4 +225,27 @@ void *hhc_rs_channel_create(void *rs_node);
 void hhc_rs_channel_destroy(void *rs_channel);
 int hhc_rs_channel_poll(void *rs_channel);
 
+/* ---- the test device-model bdev (module hhc_model, hhc_model.c; Rust: src/ffi/model/) ---- */
+
+/* Parameter overrides bdev_hhc_model_create accepts. */
+#define HHC_GLUE_MODEL_MAX_PARAMS 32
+
+/* A device model (`kind` "hdd", "ssd" or "raid5") with `count` overrides
+ * (`keys[i]` = `values[i]`) of the profile's defaults; NULL, with a message
+ * in `error` (NUL-terminated, cut to `error_len`), when the kind, a key or
+ * a value is bad. Any thread. */
+void *hhc_rs_model_new(const char *kind, const char *const *keys, const double *values, size_t count,
+		       char *error, size_t error_len);
+void hhc_rs_model_free(void *rs_model);
+/* A command arrives now (read under the model's lock, written to
+ * `submit_ns`); returns when the model completes it (hhc_glue_now_ns time,
+ * >= *submit_ns). RESET is not a model command. Any thread. */
+uint64_t hhc_rs_model_submit(void *rs_model, enum hhc_glue_io_kind kind, uint64_t offset_bytes,
+			     uint64_t len_bytes, uint64_t *submit_ns);
+/* The command submitted at `submit_ns` completed upward at `completed_ns`;
+ * its base I/O was done at `base_done_ns`. */
+void hhc_rs_model_complete(void *rs_model, uint64_t submit_ns, uint64_t base_done_ns, uint64_t completed_ns);
+/* bdev_hhc_model_get_stats; rs_model NULL: no such bdev (answers the error). */
+void hhc_rs_model_get_stats(void *rs_model, const char *name, struct hhc_glue_rpc *rpc);
+
 #endif /* HHC_GLUE_H */

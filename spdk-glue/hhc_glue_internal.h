@@ -5,6 +5,7 @@
  *   hhc_base.c  base bdevs: open, claim, I/O, hot-remove, close
  *   hhc_node.c  the HHC bdev: fn table, channels, registration, the data path
  *   hhc_rpc.c   the JSON-RPC methods: decoders and answers
+ *   hhc_model.c module "hhc_model": the test-only device-model bdev and its RPCs
  */
 
 #ifndef HHC_GLUE_INTERNAL_H
@@ -22,5 +23,6 @@ extern struct spdk_bdev_module g_hhc_module;
 int hhc_base_linked(void);
 int hhc_node_linked(void);
 int hhc_rpc_linked(void);
+int hhc_model_linked(void);
 
 #endif /* HHC_GLUE_INTERNAL_H */

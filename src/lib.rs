@@ -15,6 +15,7 @@ pub mod histogram;
 pub mod io;
 pub mod json;
 pub mod log;
+pub mod models;
 pub mod queue;
 #[cfg(feature = "tools")]
 pub mod mttdl;

@@ -24,10 +24,14 @@
 //!   `recover` (bdev_hhc_recover and the records of lost caches), `create`
 //!   (the create RPC and examine), `entry` (data path and channel entry
 //!   points).
+//! - `model`: the test-only device-model bdev (module `hhc_model`,
+//!   spdk-glue/hhc_model.c), apart from all of the above: its model and
+//!   stats build everywhere, its `entry` needs SPDK.
 
 pub mod errno;
 pub mod iov;
 pub mod json;
+pub mod model;
 pub mod params;
 pub mod report;
 

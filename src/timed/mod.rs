@@ -5,7 +5,6 @@
 //! the toy target, the PRNG and the event queue it shares with `hhc torture`
 //! are in `src/simcore/`.
 
-pub mod models;
 pub mod profile;
 pub mod workloads;
 pub mod journal;

@@ -6,47 +6,7 @@
 
 use std::fmt::Write as _;
 
-/// A SATA SSD of the paper's era (120 GB, 8-channel controller).
-#[derive(Clone, Debug, PartialEq)]
-pub struct SsdParams {
-    pub read_latency_us: f64,
-    pub write_latency_us: f64,
-    /// Flash channels that serve independent commands in parallel.
-    pub channels: f64,
-    pub read_mb_s: f64,
-    pub write_mb_s: f64,
-    /// Extra read service time while writes are in flight, as a fraction of
-    /// the read latency at full write load (program/erase blocks the die).
-    pub read_during_write_slowdown: f64,
-    /// Cost of a FLUSH after the writes before it are done (volatile DRAM buffer).
-    pub flush_us: f64,
-}
-
-/// A 7200 rpm SATA HDD (1 TB class), one head, write cache off.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HddParams {
-    pub rpm: f64,
-    pub seek_track_to_track_ms: f64,
-    pub seek_full_stroke_ms: f64,
-    pub transfer_mb_s: f64,
-    pub capacity_gb: f64,
-    /// Controller time per command when the disk was idle or has to seek.
-    pub command_overhead_us: f64,
-}
-
-/// Software RAID5 (Linux MD) of HDDs exported over 1 Gb Ethernet iSCSI.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BackingParams {
-    pub disks: f64,
-    pub chunk_kib: f64,
-    /// iSCSI payload bandwidth of the link, per direction.
-    pub link_mb_s: f64,
-    /// Round trip plus target processing, per request.
-    pub request_latency_us: f64,
-    /// Extra cost of SYNCHRONIZE CACHE at the target (member disk flushes).
-    pub flush_us: f64,
-    pub disk: HddParams,
-}
+pub use crate::models::params::{BackingParams, HddParams, SsdParams};
 
 /// The engine parameters the simulator chooses (Config fields); every
 /// point of a run uses them. Defaults and reasons: docs/simulate.md.
@@ -73,38 +33,12 @@ pub struct Profile {
     pub engine: EngineParams,
 }
 
-fn sata_7200rpm_1tb() -> HddParams {
-    HddParams {
-        rpm: 7200.0,
-        seek_track_to_track_ms: 0.8,
-        seek_full_stroke_ms: 15.0,
-        transfer_mb_s: 125.0,
-        capacity_gb: 1000.0,
-        command_overhead_us: 50.0,
-    }
-}
-
 impl Default for Profile {
     fn default() -> Self {
         Profile {
-            ssd: SsdParams {
-                read_latency_us: 80.0,
-                write_latency_us: 50.0,
-                channels: 4.0,
-                read_mb_s: 540.0,
-                write_mb_s: 480.0,
-                read_during_write_slowdown: 0.5,
-                flush_us: 300.0,
-            },
-            log_hdd: sata_7200rpm_1tb(),
-            backing: BackingParams {
-                disks: 5.0,
-                chunk_kib: 64.0,
-                link_mb_s: 112.0,
-                request_latency_us: 200.0,
-                flush_us: 500.0,
-                disk: sata_7200rpm_1tb(),
-            },
+            ssd: SsdParams::default(),
+            log_hdd: HddParams::default(),
+            backing: BackingParams::default(),
             engine: EngineParams {
                 dirty_threshold_percent: 30.0,
                 writeback_parallelism: 32.0,
@@ -118,40 +52,18 @@ impl Default for Profile {
     }
 }
 
-fn hdd_entries<'a>(prefix: &'static str, hdd: &'a mut HddParams) -> Vec<(String, &'a mut f64)> {
-    vec![
-        (format!("{prefix}.rpm"), &mut hdd.rpm),
-        (format!("{prefix}.seek_track_to_track_ms"), &mut hdd.seek_track_to_track_ms),
-        (format!("{prefix}.seek_full_stroke_ms"), &mut hdd.seek_full_stroke_ms),
-        (format!("{prefix}.transfer_mb_s"), &mut hdd.transfer_mb_s),
-        (format!("{prefix}.capacity_gb"), &mut hdd.capacity_gb),
-        (format!("{prefix}.command_overhead_us"), &mut hdd.command_overhead_us),
-    ]
+/// `entries` with `<prefix>.` before each key.
+fn prefixed<'a>(prefix: &str, entries: Vec<(String, &'a mut f64)>) -> impl Iterator<Item = (String, &'a mut f64)> + 'a {
+    let prefix = prefix.to_string();
+    entries.into_iter().map(move |(key, value)| (format!("{prefix}.{key}"), value))
 }
 
 impl Profile {
     /// Every parameter with its key, in file order.
     fn entries(&mut self) -> Vec<(String, &mut f64)> {
-        let ssd = &mut self.ssd;
-        let mut entries = vec![
-            ("ssd.read_latency_us".to_string(), &mut ssd.read_latency_us),
-            ("ssd.write_latency_us".to_string(), &mut ssd.write_latency_us),
-            ("ssd.channels".to_string(), &mut ssd.channels),
-            ("ssd.read_mb_s".to_string(), &mut ssd.read_mb_s),
-            ("ssd.write_mb_s".to_string(), &mut ssd.write_mb_s),
-            ("ssd.read_during_write_slowdown".to_string(), &mut ssd.read_during_write_slowdown),
-            ("ssd.flush_us".to_string(), &mut ssd.flush_us),
-        ];
-        entries.extend(hdd_entries("log_hdd", &mut self.log_hdd));
-        let backing = &mut self.backing;
-        entries.extend([
-            ("backing.disks".to_string(), &mut backing.disks),
-            ("backing.chunk_kib".to_string(), &mut backing.chunk_kib),
-            ("backing.link_mb_s".to_string(), &mut backing.link_mb_s),
-            ("backing.request_latency_us".to_string(), &mut backing.request_latency_us),
-            ("backing.flush_us".to_string(), &mut backing.flush_us),
-        ]);
-        entries.extend(hdd_entries("backing.disk", &mut backing.disk));
+        let mut entries: Vec<(String, &mut f64)> = prefixed("ssd", self.ssd.entries()).collect();
+        entries.extend(prefixed("log_hdd", self.log_hdd.entries()));
+        entries.extend(prefixed("backing", self.backing.entries()));
         let engine = &mut self.engine;
         entries.extend([
             ("engine.dirty_threshold_percent".to_string(), &mut engine.dirty_threshold_percent),
@@ -195,32 +107,9 @@ impl Profile {
 
     /// Rejects values that would make a model divide by zero or loop.
     pub fn validate(&self) -> Result<(), String> {
-        let positive = [
-            ("ssd.channels", self.ssd.channels),
-            ("ssd.read_mb_s", self.ssd.read_mb_s),
-            ("ssd.write_mb_s", self.ssd.write_mb_s),
-            ("log_hdd.rpm", self.log_hdd.rpm),
-            ("log_hdd.transfer_mb_s", self.log_hdd.transfer_mb_s),
-            ("log_hdd.capacity_gb", self.log_hdd.capacity_gb),
-            ("backing.chunk_kib", self.backing.chunk_kib),
-            ("backing.link_mb_s", self.backing.link_mb_s),
-            ("backing.disk.rpm", self.backing.disk.rpm),
-            ("backing.disk.transfer_mb_s", self.backing.disk.transfer_mb_s),
-            ("backing.disk.capacity_gb", self.backing.disk.capacity_gb),
-        ];
-        if let Some((name, _)) = positive.iter().find(|(_, value)| *value <= 0.0) {
-            return Err(format!("{name} must be greater than 0"));
-        }
-        if self.backing.disks < 3.0 || self.backing.disks.fract() != 0.0 {
-            return Err("backing.disks must be a whole number >= 3 (RAID5)".into());
-        }
-        if self.ssd.channels.fract() != 0.0 {
-            return Err("ssd.channels must be a whole number".into());
-        }
-        let chunk_bytes = self.backing.chunk_kib * 1024.0;
-        if chunk_bytes % 4096.0 != 0.0 {
-            return Err("backing.chunk_kib must be a multiple of 4".into());
-        }
+        self.ssd.validate("ssd.")?;
+        self.log_hdd.validate("log_hdd.")?;
+        self.backing.validate("backing.")?;
         let e = &self.engine;
         let whole = [
             ("engine.dirty_threshold_percent", e.dirty_threshold_percent, 1.0, 100.0),

@@ -8,7 +8,7 @@
 
 use crate::histogram::Histogram;
 use super::journal::{Journal, JournalIo};
-use super::models::{DeviceModel, Hdd, Raid5Iscsi, Ssd};
+use crate::models::{DeviceModel, Hdd, Raid5Iscsi, Ssd};
 use super::profile::Profile;
 use super::workloads::{Op, Workload, EXT4_COMMIT_INTERVAL_NS, HOST_DIRTY_LIMIT_BLOCKS, MAX_REQUEST_BLOCKS};
 use crate::config::Config;

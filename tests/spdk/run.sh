@@ -787,6 +787,133 @@ log_mirrors() {
     replayed_then_backing_verifies 8
 }
 
+# Test-only device-model bdevs (module hhc_model, docs/spdk.md "Device models
+# (test only)"). Under hhc_tgt: bad model, unknown or bad parameter, missing or
+# claimed base are refused with nothing created; save_config brings a model
+# bdev back on restart with its params; deleting the base unregisters it. Then
+# one bdevperf run, a job per model bdev, each over its own 16 MiB malloc bdev,
+# and coarse ranges that prove the models set the pace; two jobs (two threads,
+# two channels) on hdd_2 show its one head.
+model_devices() {
+    local before m='{"name":"m","base_bdev_name":"mb","model":'
+    local name model params rw bs depth count i
+    bdev_names() { $RPC bdev_get_bdevs >"$WORK/names.json" &&
+        python3 -c 'import json,sys; print(" ".join(sorted(b["name"] for b in json.load(open(sys.argv[1])))))' "$WORK/names.json"; }
+    refused() { # expected-text command...: fails naming it, no bdev appears
+        local expected=$1
+        shift
+        if "$@" >"$WORK/rpc.out" 2>&1; then echo "succeeded: $*"; return 1; fi
+        grep -q -- "$expected" "$WORK/rpc.out" || { cat "$WORK/rpc.out"; return 1; }
+        [ "$(bdev_names)" = "$before" ] || { echo "bdevs changed: $(bdev_names)"; return 1; }
+    }
+    start_tgt && $RPC bdev_malloc_create -b mb 32 4096 >/dev/null && before=$(bdev_names) &&
+        refused "unknown model 'tape'" raw_call bdev_hhc_model_create "$m"'"tape"}' &&
+        refused "unknown parameter 'nope'" raw_call bdev_hhc_model_create "$m"'"hdd","params":{"nope":1}}' &&
+        refused "disks must be a whole number >= 3" raw_call bdev_hhc_model_create "$m"'"raid5","params":{"disks":2}}' &&
+        refused "rpm must be a finite number >= 0" raw_call bdev_hhc_model_create "$m"'"hdd","params":{"rpm":-1}}' &&
+        refused "object of numbers" raw_call bdev_hhc_model_create "$m"'"hdd","params":{"rpm":"fast"}}' &&
+        refused "invalid parameters" raw_call bdev_hhc_model_create "$m"'"hdd","colour":1}' &&
+        refused "cannot open base bdev 'nobase'" $RPC bdev_hhc_model_create -b m --base-bdev nobase -m hdd &&
+        refused "no device-model bdev named 'm'" $RPC bdev_hhc_model_get_stats -b m &&
+        refused "no device-model bdev named 'm'" $RPC bdev_hhc_model_delete m &&
+        $RPC bdev_hhc_model_create -b m --base-bdev mb -m raid5 -p link_mb_s=0,request_latency_us=0,disk.rpm=5400 &&
+        before=$(bdev_names) &&
+        refused "cannot claim base bdev 'mb'" $RPC bdev_hhc_model_create -b m2 --base-bdev mb -m hdd &&
+        refused "exists already" $RPC bdev_hhc_model_create -b m --base-bdev mb -m hdd &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/model-config.json" || return 1
+    stop_tgt
+    start_tgt --json "$WORK/model-config.json" && $RPC bdev_get_bdevs -b m >"$WORK/m.json" &&
+        python3 - "$WORK/m.json" <<'PY' || return 1
+import json, sys
+info = json.load(open(sys.argv[1]))[0]["driver_specific"]["hhc_model"]
+assert info["model"] == "raid5" and info["base_bdev_name"] == "mb", info
+assert info["params"] == {"link_mb_s": 0, "request_latency_us": 0, "disk.rpm": 5400}, info
+PY
+    $RPC bdev_malloc_delete mb || return 1
+    for _ in $(seq 50); do [ "$(bdev_names)" = "" ] && break; sleep 0.1; done
+    [ "$(bdev_names)" = "" ] || { echo "m outlived its base: $(bdev_names)"; return 1; }
+    stop_tgt
+
+    # bdev model params-json, then its bdevperf jobs: rw bs iodepth count (hdd_2
+    # has two jobs, each on its own SPDK thread and channel, sharing one head)
+    local jobs="hdd_r hdd {\"capacity_gb\":0.016777216} randread 4096 1 1
+hdd_2 hdd {\"capacity_gb\":0.016777216} randread 4096 1 2
+hdd_w hdd {} write 131072 8 1
+hdd_f hdd {} flush 4096 1 1
+ssd_r ssd {} randread 4096 1 1
+ssd_f ssd {} flush 4096 1 1
+raid_s raid5 {} randwrite 4096 1 1
+raid_f raid5 {} write 262144 1 1"
+    {
+        echo '{"subsystems":[{"subsystem":"bdev","config":['
+        while read -r name model params _; do
+            echo " {\"method\":\"bdev_malloc_create\",\"params\":{\"name\":\"base_$name\",\"num_blocks\":4096,\"block_size\":4096}},"
+            echo " {\"method\":\"bdev_hhc_model_create\",\"params\":{\"name\":\"$name\",\"base_bdev_name\":\"base_$name\",\"model\":\"$model\",\"params\":$params}},"
+        done <<<"$jobs"
+        echo ' {"method":"bdev_wait_for_examine"}]}]}'
+    } >"$WORK/models.json"
+    while read -r name _ _ rw bs depth count; do
+        for i in $(seq "$count"); do
+            printf '[%s_job%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$i" "$name" "$rw" "$bs" "$depth"
+        done
+    done <<<"$jobs" >"$WORK/models.jobs"
+    rm -f "$WORK/bdevperf.sock"
+    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
+        --json "$WORK/models.json" -j "$WORK/models.jobs" -t 4 -z -r "$WORK/bdevperf.sock" >"$WORK/bdevperf-models.log" 2>&1 &
+    local perf=$!
+    for _ in $(seq 100); do [ -S "$WORK/bdevperf.sock" ] && break; sleep 0.1; done
+    timeout 60 python3 - "$WORK/bdevperf.sock" <<'PY'
+import json, sys
+from spdk.rpc.client import JSONRPCClient
+client = JSONRPCClient(sys.argv[1], timeout=50)
+for _ in range(100):
+    try:
+        client.call("bdev_get_bdevs", {"name": "raid_f"})
+        break
+    except Exception:
+        import time
+        time.sleep(0.1)
+runs = client.call("perform_tests", {})["results"]
+bdev = {r["job"]: r["job"].rsplit("_job", 1)[0] for r in runs}
+stats = {r["job"]: client.call("bdev_hhc_model_get_stats", {"name": bdev[r["job"]]}) for r in runs}
+two = [r for r in runs if bdev[r["job"]] == "hdd_2"]
+results = {bdev[r["job"]]: r for r in runs if r not in two}
+for r in runs:
+    name, s = r["job"], stats[r["job"]]
+    print("%-11s %-9s bs %6d qd %d: %8.0f IOPS %7.2f MiB/s avg %9.1f us max %9.1f us | model: %d cmds, "
+          "model latency %d us, delay added avg %d us, max %d us, busy %.2f s, qd max %d"
+          % (name, r["workload"], r["io_size"], r["queue_depth"], r["iops"], r["mibps"], r["avg_latency_us"],
+             r["max_latency_us"], s["commands"], s["model_latency_avg_us"], s["delay_added_avg_us"],
+             s["delay_added_max_us"], s["busy_ns"] / 1e9, s["queue_depth_max"]))
+avg = {name: r["avg_latency_us"] for name, r in results.items()}
+mibps = {name: r["mibps"] for name, r in results.items()}
+checks = [
+    ("hdd QD1 random 4 KiB reads, full stroke over 16 MiB: 8-30 ms", 8000 <= avg["hdd_r"] <= 30000),
+    ("hdd sequential 128 KiB writes at QD8 stream near 125 MB/s (119 MiB/s)", 85 <= mibps["hdd_w"] <= 125),
+    ("hdd FLUSH costs the command overhead (50 us): 40-2000 us", 40 <= avg["hdd_f"] <= 2000),
+    ("ssd QD1 random 4 KiB reads: 60-500 us", 60 <= avg["ssd_r"] <= 500),
+    ("ssd far faster than hdd (x20)", avg["ssd_r"] * 20 < avg["hdd_r"]),
+    ("ssd FLUSH costs flush_us (300 us): 250-3000 us", 250 <= avg["ssd_f"] <= 3000),
+    ("raid5 QD1 random 4 KiB writes (read-modify-write): 8-60 ms", 8000 <= avg["raid_s"] <= 60000),
+    ("raid5 small random writes slower than full-stripe ones", avg["raid_s"] > avg["raid_f"]),
+    ("raid5 full-stripe writes move 10x the bytes of small ones", mibps["raid_f"] > 10 * mibps["raid_s"]),
+    ("one hdd head for two threads: together about one job's IOPS, each waiting for the other",
+     len(two) == 2 and sum(r["iops"] for r in two) < 1.4 * results["hdd_r"]["iops"]
+     and min(r["avg_latency_us"] for r in two) > 1.4 * avg["hdd_r"]),
+    ("every job's I/O went through its model", all(stats[r["job"]]["commands"] >= r["iops"] for r in runs)),
+]
+failed = [text for text, ok in checks if not ok]
+for text, ok in checks:
+    print("%s %s" % ("ok  " if ok else "FAIL", text))
+sys.exit(1 if failed else 0)
+PY
+    local rc=$?
+    kill "$perf" 2>/dev/null
+    wait "$perf" 2>/dev/null
+    [ "$rc" -eq 0 ] || tail -20 "$WORK/bdevperf-models.log"
+    return "$rc"
+}
+
 main() {
     spdk_env_describe "[spdk-tests] " | sed 's/^\[spdk-tests\] fio:/[spdk-tests] USING fio:/'
     log "memory: hhc_tgt -s $HHC_TGT_MEM_MB, bdevperf -s $BDEVPERF_MEM_MB, fio --spdk_mem=$FIO_SPDK_MEM_MB (MiB)"
@@ -877,6 +1004,8 @@ main() {
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
+    stop_tgt
+    check "device-model bdevs: refusals, save_config, hot-remove; hdd/ssd/raid5 timing under bdevperf in range" model_devices
     stop_tgt
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

@@ -6,9 +6,9 @@
 //! without delay, while one that arrives after the head has passed its
 //! sector — a synchronous commit — waits for the platter to come round.
 
+use super::params::HddParams;
 use super::{ms, transfer_ns, us, DeviceModel};
 use crate::io::{IoKind, Nanos};
-use crate::timed::profile::HddParams;
 
 pub struct Hdd {
     params: HddParams,
@@ -96,11 +96,11 @@ impl DeviceModel for Hdd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timed::profile::Profile;
+    #[cfg(feature = "tools")]
     use crate::simcore::prng::Prng;
 
     fn hdd() -> Hdd {
-        Hdd::new(&Profile::default().log_hdd)
+        Hdd::new(&HddParams::default())
     }
 
     #[test]
@@ -113,6 +113,7 @@ mod tests {
         assert!((mb_s - 125.0).abs() < 1.0, "{mb_s}");
     }
 
+    #[cfg(feature = "tools")]
     #[test]
     fn random_io_costs_about_ten_ms_and_far_more_than_sequential() {
         let mut disk = hdd();

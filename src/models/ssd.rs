@@ -2,9 +2,9 @@
 //! channels, a host link that caps bandwidth, and reads that slow down while
 //! writes are programming. A FLUSH waits for the writes before it.
 
+use super::params::SsdParams;
 use super::{transfer_ns, us, DeviceModel};
 use crate::io::{IoKind, Nanos};
-use crate::timed::profile::SsdParams;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -70,10 +70,9 @@ impl DeviceModel for Ssd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timed::profile::Profile;
 
     fn ssd() -> Ssd {
-        Ssd::new(&Profile::default().ssd)
+        Ssd::new(&SsdParams::default())
     }
 
     #[test]

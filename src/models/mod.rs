@@ -1,12 +1,17 @@
 //! Device timing models. Each answers one question: a command submitted at
 //! `now` completes when? They keep the state that makes the answer depend on
 //! history — busy channels, head position, queued work — but never data.
+//! The timed simulator (`timed`, feature `tools`) runs the engine over them;
+//! the test device-model bdev of the SPDK module (`ffi::model`) holds real
+//! I/O until they say it is done. Their parameters and defaults: `params`.
 
 mod hdd;
+pub mod params;
 mod raid5_iscsi;
 mod ssd;
 
 pub use hdd::Hdd;
+pub use params::{BackingParams, HddParams, SsdParams};
 pub use raid5_iscsi::Raid5Iscsi;
 pub use ssd::Ssd;
 

@@ -5,10 +5,12 @@
 //! whole stripe writes data and parity; a small write does read-modify-write
 //! (read old data and parity, then write both: 4 disk I/Os); a write covering
 //! most of a stripe reads the rest of it instead (reconstruct-write).
+//! `link_mb_s = 0` and `request_latency_us = 0` leave the disks alone (no
+//! link): the device-model bdev under a real iSCSI target uses that.
 
+use super::params::BackingParams;
 use super::{hdd::Hdd, transfer_ns, us, DeviceModel};
 use crate::io::{IoKind, Nanos};
-use crate::timed::profile::BackingParams;
 
 pub struct Raid5Iscsi {
     params: BackingParams,
@@ -54,6 +56,15 @@ impl Raid5Iscsi {
     /// Busy time summed over the member disks.
     pub fn disk_busy_ns(&self) -> Nanos {
         self.disks.iter().map(Hdd::busy_ns).sum()
+    }
+
+    /// Time on the link for `len_bytes` in one direction (0 without a link).
+    fn link_ns(&self, len_bytes: u64) -> Nanos {
+        if self.params.link_mb_s == 0.0 {
+            0
+        } else {
+            transfer_ns(len_bytes, self.params.link_mb_s)
+        }
     }
 
     fn data_disks(&self) -> u64 {
@@ -135,7 +146,7 @@ impl Raid5Iscsi {
 
     fn write(&mut self, now: Nanos, offset_bytes: u64, len_bytes: u64) -> Nanos {
         let half_trip = us(self.params.request_latency_us / 2.0);
-        self.tx_free_at = self.tx_free_at.max(now) + transfer_ns(len_bytes, self.params.link_mb_s);
+        self.tx_free_at = self.tx_free_at.max(now) + self.link_ns(len_bytes);
         let arrived = self.tx_free_at + half_trip;
         let mut done = arrived;
         for stripe in self.stripes(offset_bytes, len_bytes) {
@@ -160,7 +171,7 @@ impl Raid5Iscsi {
                 .collect();
             data_ready = data_ready.max(self.submit_all(arrived, IoKind::Read, &reads));
         }
-        self.rx_free_at = self.rx_free_at.max(data_ready) + transfer_ns(len_bytes, self.params.link_mb_s);
+        self.rx_free_at = self.rx_free_at.max(data_ready) + self.link_ns(len_bytes);
         self.rx_free_at + half_trip
     }
 }
@@ -180,10 +191,9 @@ impl DeviceModel for Raid5Iscsi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timed::profile::Profile;
 
     fn raid() -> Raid5Iscsi {
-        Raid5Iscsi::new(&Profile::default().backing)
+        Raid5Iscsi::new(&BackingParams::default())
     }
 
     #[test]
@@ -219,6 +229,19 @@ mod tests {
         let done = (0..count).map(|i| array.submit(0, IoKind::Read, i * stripe_bytes, stripe_bytes)).max().unwrap();
         let mb_s = (count * stripe_bytes) as f64 / (done as f64 / 1e9) / 1e6;
         assert!(mb_s <= 112.0 && mb_s > 90.0, "{mb_s}");
+    }
+
+    #[test]
+    fn without_the_link_disks_alone_set_the_pace() {
+        let params = BackingParams { link_mb_s: 0.0, request_latency_us: 0.0, ..BackingParams::default() };
+        let mut array = Raid5Iscsi::new(&params);
+        let stripe_bytes = array.stripe_data_bytes();
+        let count = 200;
+        let done = (0..count).map(|i| array.submit(0, IoKind::Write, i * stripe_bytes, stripe_bytes)).max().unwrap();
+        let mb_s = (count * stripe_bytes) as f64 / (done as f64 / 1e9) / 1e6;
+        // Four data disks streaming at 125 MB/s each.
+        assert!(mb_s > 400.0 && mb_s <= 500.0, "{mb_s}");
+        assert_eq!(array.submit(1_000, IoKind::Flush, 0, 0), 1_000 + us(500.0));
     }
 
     #[test]
