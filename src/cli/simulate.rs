@@ -200,7 +200,7 @@ pub fn run(args: Args) -> CliResult {
                 r.wall_s,
                 r.point.experiment,
                 r.point.workload.name(),
-                r.point.cache_gb,
+                figures::gb_label(r.point.cache_gb),
                 r.point.threads,
                 r.point.policy
             );

@@ -24,11 +24,18 @@ fn us(ns: f64) -> String {
     format!("{:.0}", ns / 1e3)
 }
 
+/// A cache size in GB as the tables show it: at most two decimals (a size
+/// given in MiB, stated before scaling, is rarely a round number of GB).
+pub fn gb_label(gb: f64) -> String {
+    let text = format!("{gb:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn row(result: &PointResult) -> Vec<String> {
     let point = &result.point;
     let mut cells = vec![
         point.workload.name().to_string(),
-        format!("{}", point.cache_gb),
+        gb_label(point.cache_gb),
         point.threads.to_string(),
         paper_name(point.policy).to_string(),
     ];
@@ -168,7 +175,7 @@ pub fn targets(results: &[PointResult]) -> Vec<TargetCheck> {
     for group in groups(results) {
         let iops = |policy| group.iter().find(|r| r.point.policy == policy).map(|r| r.iops()).unwrap_or(f64::NAN);
         let point = &group[0].point;
-        let label = format!("{} {} {}GB {}thr", point.experiment, point.workload.name(), point.cache_gb, point.threads);
+        let label = format!("{} {} {}GB {}thr", point.experiment, point.workload.name(), gb_label(point.cache_gb), point.threads);
         let hhc = iops(Policy::Hhc);
         let mut check = |against: Policy, goal: f64| {
             let ratio = hhc / iops(against);
