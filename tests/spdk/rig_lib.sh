@@ -32,7 +32,7 @@ SPDK_DIR=${SPDK_DIR:-/opt/spdk}
 . "$RIG_REPO/tests/spdk/env.sh"
 [ -n "${FIO:-}" ] || spdk_find_fio
 export PYTHONPATH=$RIG_REPO/json-rpc${PYTHONPATH:+:$PYTHONPATH}
-[ -n "${SPDK_RPC_CMD:-}" ] && [ -n "${SPDK_PY_DIR:-}" ] || spdk_find_rpc
+if [ -z "${SPDK_RPC_CMD:-}" ] || [ -z "${SPDK_PY_DIR:-}" ]; then spdk_find_rpc; fi
 case ":${LD_LIBRARY_PATH:-}:" in
     *":$SPDK_DIR/lib:"*) ;;
     *) export LD_LIBRARY_PATH=$SPDK_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
@@ -68,6 +68,9 @@ rig_defaults() {
     RIG_HDD_MB=${RIG_HDD_MB:-256}
     RIG_SEGMENT_SIZE=${RIG_SEGMENT_SIZE:-262144}
     RIG_HHC_ARGS=${RIG_HHC_ARGS:-}          # more bdev_hhc_create params, JSON members: "dirty_threshold":50
+    # More bdev_nvme_set_options params of the NVMe-oF client, JSON members:
+    # "bdev_retry_count":0 lets errors through (the default 3 retries them).
+    RIG_NVME_OPTS=${RIG_NVME_OPTS:-}
     RIG_SERVER_MASK=${RIG_SERVER_MASK:-0x1}
     RIG_HOST_MASK=${RIG_HOST_MASK:-0x2}
     RIG_CLIENT_MASK=${RIG_CLIENT_MASK:-0x1}
@@ -154,6 +157,7 @@ rig_has_model() {
 
 rig_make_dev() { # model name base delay-latencies params-json
     local model=$1 name=$2 base=$3 params=$5 r rp w wp
+    sed -i "/^$name /d" "$RIG_WORK/devices" 2>/dev/null
     if rig_has_model; then
         rig_call bdev_hhc_model_create "{\"name\":\"$name\",\"base_bdev_name\":\"$base\",\"model\":\"$model\",\"params\":$params}" >/dev/null &&
             echo "$name model $model $params" >>"$RIG_WORK/devices"
@@ -202,9 +206,9 @@ rig_hugepages() {
 # pages; DPDK names them after the PID (spdk_pid<PID>...).
 rig_huge_cleanup() { # pid
     local mnt
-    for mnt in $(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts); do
-        rm -f "$mnt"/spdk_pid"$1"map_* "$mnt"/spdk_pid"$1"* 2>/dev/null
-    done
+    while read -r mnt; do
+        rm -f "$mnt"/spdk_pid"$1"map_* 2>/dev/null
+    done < <(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts)
 }
 
 # ---- processes ----
@@ -272,8 +276,11 @@ server_start() {
         -r "$RIG_SERVER_SOCK" --disable-cpumask-locks
     rig_wait_rpc server "$RIG_SERVER_SOCK" "$RIG_SERVER_LOG" || return 1
     local RIG_SOCK=$RIG_SERVER_SOCK
-    rig_aio raid0_base "$RIG_WORK/raid0.img" "$RIG_RAID_MB" 512 && make_raid "$RIG_RAID" raid0_base &&
-        rig_call iscsi_create_portal_group "{\"tag\":1,\"portals\":[{\"host\":\"127.0.0.1\",\"port\":\"$RIG_ISCSI_PORT\"}]}" \
+    if ! { rig_aio raid0_base "$RIG_WORK/raid0.img" "$RIG_RAID_MB" 512 && make_raid "$RIG_RAID" raid0_base; }; then
+        rig_log "server: the RAID could not be built"
+        return 1
+    fi
+    rig_call iscsi_create_portal_group "{\"tag\":1,\"portals\":[{\"host\":\"127.0.0.1\",\"port\":\"$RIG_ISCSI_PORT\"}]}" \
             iscsi_create_initiator_group '{"tag":2,"initiators":["ANY"],"netmasks":["127.0.0.1/32"]}' \
             iscsi_create_target_node "{\"name\":\"${RIG_TARGET_IQN#iqn.2016-06.io.spdk:}\",\"alias_name\":\"HHC rig RAID\",\"luns\":[{\"bdev_name\":\"$RIG_RAID\",\"lun_id\":0}],\"pg_ig_maps\":[{\"pg_tag\":1,\"ig_tag\":2}],\"queue_depth\":128,\"disable_chap\":true}" \
             >/dev/null || { rig_log "server: building the RAID and its iSCSI export failed"; return 1; }
@@ -281,6 +288,10 @@ server_start() {
 }
 server_stop() { rig_stop server TERM; }
 server_kill() { rig_stop server KILL; }
+# A hung server: the process stops answering, its TCP connections stay up
+# (bdev_iscsi then times commands out after 30 s, docs/spdk.md).
+server_freeze() { rig_running server && kill -STOP "$(rig_pid server)"; }
+server_thaw() { rig_running server && kill -CONT "$(rig_pid server)"; }
 
 # ---- the host ----
 
@@ -359,7 +370,7 @@ host_kill() { rig_stop host KILL; }
 rig_client_json() {
     cat >"$RIG_NVMF_JSON" <<EOF
 {"subsystems":[{"subsystem":"bdev","config":[
- {"method":"bdev_nvme_set_options","params":{"enable_flush":true}},
+ {"method":"bdev_nvme_set_options","params":{"enable_flush":true${RIG_NVME_OPTS:+,$RIG_NVME_OPTS}}},
  {"method":"bdev_nvme_attach_controller","params":{"name":"remote","trtype":"tcp","adrfam":"ipv4",
   "traddr":"127.0.0.1","trsvcid":"$RIG_NVMF_PORT","subnqn":"$RIG_NQN"}},
  {"method":"bdev_wait_for_examine"}]}]}
@@ -423,14 +434,14 @@ vhost_bdevperf() {
 # Hugepage files of clients that are gone (a client killed by its timeout).
 rig_huge_leftovers() {
     local f pid mnt
-    for mnt in $(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts); do
-        for f in "$mnt"/spdk_pid*; do
+    while read -r mnt; do
+        for f in "$mnt"/spdk_pid*map_*; do
             [ -e "$f" ] || continue
             pid=${f##*/spdk_pid}
             pid=${pid%%[!0-9]*}
-            [ -n "$pid" ] && ! [ -e "/proc/$pid" ] && rm -f "$f"
+            if [ -n "$pid" ] && ! [ -e "/proc/$pid" ]; then rm -f "$f"; fi
         done
-    done
+    done < <(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts)
 }
 
 # ---- the whole rig ----
@@ -440,7 +451,7 @@ rig_save_env() {
     {
         local v
         for v in RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
-            RIG_HHC_ARGS RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
+            RIG_HHC_ARGS RIG_NVME_OPTS RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
             RIG_CLIENT_MEM_MB RIG_FIO_MEM_MB RIG_HUGE; do
             printf '%s=%q\n' "$v" "${!v:-}"
         done
@@ -450,7 +461,7 @@ rig_save_env() {
 rig_check_tools() {
     local f
     for f in "$RIG_TGT" "$RIG_FIO_PLUGIN" "$RIG_BDEVPERF" "$FIO"; do
-        [ -n "$f" ] && [ -e "$f" ] || { rig_log "missing ${f:-fio} (make -C spdk-glue; SPDK_DIR; FIO)"; return 1; }
+        if [ -z "$f" ] || [ ! -e "$f" ]; then rig_log "missing ${f:-fio} (make -C spdk-glue; SPDK_DIR; FIO)"; return 1; fi
     done
     [ -n "${SPDK_PY_DIR:-}" ] || { rig_log "missing SPDK's python spdk package under $SPDK_DIR"; return 1; }
 }
@@ -469,7 +480,7 @@ rig_up() { # [policy]
     rig_save_env
     rig_client_json
     local t0=$SECONDS
-    server_start && host_start "$RIG_POLICY" || { rig_log "rig up FAILED; logs in $RIG_WORK"; return 1; }
+    if ! server_start || ! host_start "$RIG_POLICY"; then rig_log "rig up FAILED; logs in $RIG_WORK"; return 1; fi
     rig_log "rig up in $((SECONDS - t0)) s: RIG_WORK=$RIG_WORK"
 }
 
@@ -503,8 +514,9 @@ rig_status() {
 import json, sys
 b = json.loads(sys.stdin.readline())[0]
 s = b["stats"]
-print("%s: state %s, policy %s, backing %s, cache %s, logs %s" % (b["name"], b["state"], b["policy"], b["backing"],
-      b["cache"], ", ".join("%s (%s)" % (l["name"], l["health"]) for l in b["logs"])))
+dev = lambda d: "%s (%s)" % (d["name"], d["health"]) if isinstance(d, dict) else str(d)
+print("%s: state %s, policy %s, backing %s, cache %s, logs %s" % (b["name"], b["state"], b["policy"], dev(b["backing"]),
+      dev(b["cache"]), ", ".join(dev(l) for l in b["logs"])))
 print("  " + ", ".join("%s %s" % (k, s[k]) for k in ("reads", "writes", "flushes", "dirty_blocks") if k in s))' || rc=1
     fi
     return $rc
