@@ -185,6 +185,11 @@ rig_aio() { # name file size-mb block-size: the file is made once, kept across r
 rig_hugepages() {
     local need free
     need=$(((RIG_HOST_MEM_MB + RIG_CLIENT_MEM_MB) / 2 + 64))
+    if [ -n "${RIG_NO_HUGE:-}" ]; then
+        RIG_HUGE=0
+        rig_loud "RIG_NO_HUGE is set: the host runs --no-huge and the vhost export and its client are SKIPPED"
+        return 0
+    fi
     if [ "$(id -u)" -eq 0 ]; then
         [ "$(cat /proc/sys/vm/nr_hugepages)" -ge "$RIG_HUGEPAGES" ] || echo "$RIG_HUGEPAGES" >/proc/sys/vm/nr_hugepages
         if ! grep -q '^[^ ]* /dev/hugepages hugetlbfs' /proc/mounts; then
