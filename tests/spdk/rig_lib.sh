@@ -71,6 +71,8 @@ rig_defaults() {
     # More bdev_nvme_set_options params of the NVMe-oF client, JSON members:
     # "bdev_retry_count":0 lets errors through (the default 3 retries them).
     RIG_NVME_OPTS=${RIG_NVME_OPTS:-}
+    # bdev_iscsi's command timeout in s (bdev_iscsi_set_options; empty: SPDK's 30, 0: none).
+    RIG_ISCSI_TIMEOUT=${RIG_ISCSI_TIMEOUT:-}
     RIG_SERVER_MASK=${RIG_SERVER_MASK:-0x1}
     RIG_HOST_MASK=${RIG_HOST_MASK:-0x2}
     RIG_CLIENT_MASK=${RIG_CLIENT_MASK:-0x1}
@@ -328,6 +330,9 @@ host_start() { # [policy]
         rig_aio "hdd${i}_base" "$RIG_WORK/hdd$i.img" "$RIG_HDD_MB" 512 && make_hdd "hdd$i" "hdd${i}_base" || return 1
         logs=$logs${logs:+,}\"hdd$i\"
     done
+    if [ -n "$RIG_ISCSI_TIMEOUT" ]; then
+        rig_call bdev_iscsi_set_options "{\"timeout_sec\":$RIG_ISCSI_TIMEOUT}" >/dev/null || return 1
+    fi
     rig_call bdev_iscsi_create "{\"name\":\"$RIG_BACKING\",\"url\":\"$RIG_ISCSI_URL\",\"initiator_iqn\":\"$RIG_INITIATOR_IQN\"}" \
         >/dev/null || { rig_log "host: bdev_iscsi_create $RIG_ISCSI_URL failed (is the server up?)"; return 1; }
     hhc_params="\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"$RIG_CACHE\",\"logs\":[$logs],\"policy\":\"$policy\",\"segment_size\":$RIG_SEGMENT_SIZE${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
@@ -456,7 +461,7 @@ rig_save_env() {
     {
         local v
         for v in RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
-            RIG_HHC_ARGS RIG_NVME_OPTS RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
+            RIG_HHC_ARGS RIG_NVME_OPTS RIG_ISCSI_TIMEOUT RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
             RIG_CLIENT_MEM_MB RIG_FIO_MEM_MB RIG_HUGE; do
             printf '%s=%q\n' "$v" "${!v:-}"
         done
