@@ -777,7 +777,7 @@ rig_smoke() (
     # subshell changes to run.sh's own variables)
     # shellcheck source=/dev/null
     . "$REPO/tests/spdk/rig_lib.sh"
-    trap 'KEEP=${KEEP_WORK:-} rig_down' EXIT
+    trap 'rc=$?; [ "$rc" -eq 0 ] || tail -n 15 "$RIG_SERVER_LOG" "$RIG_HOST_LOG"; KEEP=${KEEP_WORK:-} rig_down' EXIT
     trap 'exit 1' INT TERM
     local writes=2048 rc t0=$SECONDS
     rig_up hhc || return 1
