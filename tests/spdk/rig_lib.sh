@@ -238,10 +238,12 @@ rig_spawn() { # name log dir command...: in the background, PID in RIG_WORK/name
 }
 
 rig_wait_rpc() { # name socket log
-    local i
-    for i in $(seq $((RIG_START_TIMEOUT * 10))); do
-        if [ -S "$2" ] && RIG_SOCK=$2 rig_call spdk_get_version '{}' >/dev/null 2>&1; then
-            rig_log "$1 up after $((i / 10)).$((i % 10)) s (pid $(rig_pid "$1"))"
+    local t0 ms
+    t0=$(date +%s%N)
+    while [ $(($(date +%s%N) - t0)) -lt $((RIG_START_TIMEOUT * 1000000000)) ]; do
+        if [ -S "$2" ] && RIG_SOCK=$2 timeout 10 python3 "$RIG_REPO/tests/spdk/rig_call.py" "$2" spdk_get_version '{}' >/dev/null 2>&1; then
+            ms=$((($(date +%s%N) - t0) / 1000000))
+            rig_log "$1 up after $((ms / 1000)).$((ms % 1000 / 100)) s (pid $(rig_pid "$1"))"
             return 0
         fi
         rig_running "$1" || { rig_log "$1 exited at start-up"; tail -20 "$3" >&2; return 1; }
