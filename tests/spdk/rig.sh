@@ -11,7 +11,7 @@
 #   rig.sh nvmf-fio ARGS   fio through the NVMe-oF client (nvmf_fio)
 #   rig.sh vhost-fio ARGS  fio through the virtio-user client (vhost_fio)
 #
-# RIG_WORK (default /tmp/hhc-rig) holds everything. Other settings: see
+# RIG_WORK (default /dev/shm/hhc-rig, or /tmp/hhc-rig) holds everything. Other settings: see
 # rig_defaults in rig_lib.sh (ports RIG_ISCSI_PORT 3260, RIG_NVMF_PORT
 # 4420; RIG_HDDS; sizes; masks; memory).
 #

@@ -15,7 +15,7 @@
 #                   --no-huge) and vhost_fio / vhost_bdevperf (virtio-user,
 #                   hugepages, single-file segments), one process per call
 #
-# Everything lives in RIG_WORK (default /tmp/hhc-rig): images, logs, RPC
+# Everything lives in RIG_WORK (default /dev/shm/hhc-rig, or /tmp/hhc-rig): images, logs, RPC
 # sockets, the vhost socket, PID files and rig.env (the settings `up` used,
 # read back by later invocations so `status`/`down` find the same rig). Set
 # RIG_* before sourcing, or call rig_paths after changing RIG_WORK.
@@ -42,7 +42,12 @@ RIG_OUT=${RIG_OUT:-${OUT:-${CARGO_TARGET_DIR:-$RIG_REPO/target}/spdk}}
 RIG_TGT=${RIG_TGT:-$RIG_OUT/hhc_tgt}
 RIG_BDEVPERF=${RIG_BDEVPERF:-$SPDK_DIR/bin/bdevperf}
 RIG_FIO_PLUGIN=${RIG_FIO_PLUGIN:-$SPDK_DIR/lib/fio/spdk_bdev}
-RIG_WORK=${RIG_WORK:-/tmp/hhc-rig}
+# On tmpfs where there is one: the aio files under the device models then
+# cost no time of their own (an aio FLUSH of a file on a disk is an fsync),
+# and they survive a kill -9 of the targets all the same.
+if [ -z "${RIG_WORK:-}" ]; then
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then RIG_WORK=/dev/shm/hhc-rig; else RIG_WORK=/tmp/hhc-rig; fi
+fi
 
 # Names (the drills refer to them).
 RIG_HHC=hhc0                                # the HHC bdev on the host
@@ -86,7 +91,8 @@ rig_defaults() {
     # Model profile keys (docs/simulate.md) as JSON objects, for bdev_hhc_model_create.
     RIG_HDD_PARAMS=${RIG_HDD_PARAMS:-"{}"}
     RIG_SSD_PARAMS=${RIG_SSD_PARAMS:-"{}"}
-    RIG_RAID_PARAMS=${RIG_RAID_PARAMS:-"{}"}
+    # The RAID5 model without a link of its own: the rig's iSCSI is real.
+    RIG_RAID_PARAMS=${RIG_RAID_PARAMS:-'{"link_mb_s":0,"request_latency_us":0}'}
     # bdev_delay stand-ins when the model is missing: "avg_read p99_read
     # avg_write p99_write" in us.
     RIG_DELAY_HDD=${RIG_DELAY_HDD:-"8000 15000 1000 4000"}
