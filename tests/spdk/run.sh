@@ -57,7 +57,7 @@ fail() { FAILED=$((FAILED + 1)); log "FAIL $1"; }
 check() { # name command...
     local name=$1
     shift
-    if [ -n "${ONLY:-}" ] && ! [[ $1 =~ $ONLY ]]; then log "SKIP $name (ONLY=$ONLY)"; return 0; fi
+    if [ -n "${ONLY:-}" ] && ! [[ "$*" =~ $ONLY ]]; then log "SKIP $name (ONLY=$ONLY)"; return 0; fi
     if "$@" >"$WORK/step.log" 2>&1; then pass "$name"; else fail "$name"; tail -25 "$WORK/step.log"; fi
 }
 
@@ -787,6 +787,16 @@ log_mirrors() {
     replayed_then_backing_verifies 8
 }
 
+# A fault drill of tests/spdk/drills.sh (each says what it checked) on a
+# rig of its own, brought down at its end.
+rig_drill() ( # drill
+    export RIG_WORK RIG_NVMF_PORT=$((NVMF_PORT + 1000)) RIG_ISCSI_PORT=$((NVMF_PORT + 2000)) OUT
+    RIG_WORK=$(rig_work)
+    # shellcheck source=/dev/null
+    . "$REPO/tests/spdk/drills.sh"
+    drill_run "$1"
+)
+
 # Test-only device-model bdevs (module hhc_model, docs/spdk.md "Device models
 # (test only)"). Under hhc_tgt: bad model, unknown or bad parameter, missing or
 # claimed base are refused with nothing created; save_config brings a model
@@ -921,9 +931,15 @@ PY
 # without hugepages, that half skipped loudly), hhc0's counters show the
 # writes and flushes and its backing is the iSCSI bdev; rig down. In a
 # subshell: the rig's settings stay there, and it is brought down on exit.
+# The rig's directory: on tmpfs where there is one (rig_lib.sh says why).
+rig_work() {
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then echo "/dev/shm/${WORK##*/}-rig"; else echo "$WORK/rig"; fi
+}
+
 rig_smoke() (
-    export RIG_WORK=$WORK/rig RIG_NVMF_PORT=$((NVMF_PORT + 1000)) RIG_ISCSI_PORT=$((NVMF_PORT + 2000)) \
+    export RIG_WORK RIG_NVMF_PORT=$((NVMF_PORT + 1000)) RIG_ISCSI_PORT=$((NVMF_PORT + 2000)) \
         RIG_FIO_TIMEOUT=60 OUT
+    RIG_WORK=$(rig_work)
     # (checked on its own: followed here, its assignments look like lost
     # subshell changes to run.sh's own variables)
     # shellcheck source=/dev/null
@@ -1055,6 +1071,15 @@ main() {
     stop_tgt
     check "topology rig: iSCSI server, hhc0 over bdev_iscsi, fio write+verify over NVMe-oF and vhost-blk" rig_smoke
     [ ! -e "$WORK/rig-no-vhost" ] || log "### SKIPPED the vhost half of rig_smoke: no hugepages (not root?) ###"
+    check "fault drill: the RAID check catches a flushed pass lost with the cache under wb" rig_drill drill_check_can_fail
+    check "fault drill: ${DRILL_POWER_LOSSES:-20} kill -9 of the host under fio load, warm restarts, newest flushed pass verifies" \
+        rig_drill drill_power_loss
+    check "fault drill: SSD death under load, log replayed, the iSCSI RAID alone holds the flushed pass" rig_drill drill_ssd_death
+    check "fault drill: HDD death under load, new mirror attached and re-synced, SSD and old mirror die, replay from it" \
+        rig_drill drill_hdd_death
+    check "fault drill: iSCSI server killed and restarted under load; write-back resumes, nothing lost" rig_drill drill_server_restart
+    check "fault drill: server and host killed together; warm over a new iSCSI session, flushed pass verifies" \
+        rig_drill drill_whole_host_loss
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
 }

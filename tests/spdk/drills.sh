@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# Fault drills of the topology rig (docs/spdk.md, "Topology rig"): power
+# loss, SSD death, HDD death with a replacement mirror, a storage-server
+# restart and the loss of both hosts, each under fio load through NVMe-oF.
+# Each drill prints PASS/FAIL and what it checked. tests/spdk/run.sh runs
+# them (ONLY=drill_...); alone: `bash tests/spdk/drills.sh [drill...]`.
+#
+# The load is a stream of passes: pass k writes one of two 8 MiB regions of
+# hhc0 (k even: the first, k odd: the second) with fio's crc32c pattern of
+# seed DRILL_SEED0+k, FLUSHes every 32 writes and at its end, and counts as
+# done once fio exits 0. The newest done pass is then covered by a
+# completed flush and only the pass after it (in the other region) has
+# touched hhc0 since: after any fault, its region must verify in full
+# (every block its own: nothing lost, torn or foreign).
+
+set -u -o pipefail
+DRILLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/spdk/rig_lib.sh
+. "$DRILLS_DIR/rig_lib.sh"
+
+DRILL_SEED0=${DRILL_SEED0:-1000}
+DRILL_REGION_MB=${DRILL_REGION_MB:-8}
+DRILL_POWER_LOSSES=${DRILL_POWER_LOSSES:-20}
+DRILL_PASSES_FILE=$RIG_WORK/passes.done
+DRILL_LOOP_PID=
+
+drill_log() { echo "[drill] $*"; }
+
+# The fio options of pass k (seed and region).
+drill_pass_args() { # k
+    local k=$1
+    echo "--offset=$(((k % 2) * DRILL_REGION_MB))m --size=${DRILL_REGION_MB}m --randseed=$((DRILL_SEED0 + k))"
+}
+
+# Passes k, k+1, ... through NVMe-oF until fio fails (the fault); each
+# done pass is appended to DRILL_PASSES_FILE.
+drill_pass_loop() {
+    local k
+    k=$(drill_next_pass)
+    while :; do
+        # shellcheck disable=SC2046
+        nvmf_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --do_verify=0 --fsync=32 --end_fsync=1 \
+            >>"$RIG_WORK/passes.log" 2>&1 || return 0
+        echo "$k" >>"$DRILL_PASSES_FILE"
+        k=$((k + 1))
+    done
+}
+
+drill_last_pass() { tail -1 "$DRILL_PASSES_FILE" 2>/dev/null; }
+drill_next_pass() { local last; last=$(drill_last_pass); echo $((${last:--1} + 1)); }
+drill_passes_done() { if [ -e "$DRILL_PASSES_FILE" ]; then wc -l <"$DRILL_PASSES_FILE"; else echo 0; fi; }
+
+drill_load_start() {
+    drill_pass_loop &
+    DRILL_LOOP_PID=$!
+}
+
+drill_load_stop() {
+    [ -n "$DRILL_LOOP_PID" ] || return 0
+    pkill -P "$DRILL_LOOP_PID" 2>/dev/null
+    wait "$DRILL_LOOP_PID" 2>/dev/null
+    DRILL_LOOP_PID=
+}
+
+# Waits until at least N more passes are done than now (default 1).
+drill_wait_passes() { # [count] [timeout-s]
+    local want=$(($(drill_passes_done) + ${1:-1})) deadline=$((SECONDS + ${2:-120}))
+    while [ "$(drill_passes_done)" -lt "$want" ]; do
+        [ $SECONDS -lt $deadline ] || { drill_log "no pass done in ${2:-120} s"; return 1; }
+        sleep 0.2
+    done
+}
+
+# The newest done pass verifies through NVMe-oF (hhc0 on the host).
+drill_verify_hhc() {
+    local k
+    k=$(drill_last_pass)
+    [ -n "$k" ] || { drill_log "no pass was ever done"; return 1; }
+    # shellcheck disable=SC2046
+    nvmf_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --verify_only=1 --verify_fatal=1 \
+        >"$RIG_WORK/verify.log" 2>&1 || { drill_log "pass $k does not verify through hhc0"; tail -20 "$RIG_WORK/verify.log"; return 1; }
+    drill_log "pass $k verifies through hhc0"
+}
+
+# ---- looking into the host ----
+
+# bdev_hhc_get_stats of hhc0 as one JSON line.
+drill_stats() { RIG_SOCK=$RIG_HOST_SOCK rig_call bdev_hhc_get_stats "{\"name\":\"$RIG_HHC\"}"; }
+
+# A value of hhc0's stats: a Python expression over `s`, e.g. 's["state"]'.
+drill_stat() { # expression
+    drill_stats | python3 -c "import json, sys
+s = json.loads(sys.stdin.readline())
+d = {x['name']: x for x in s.get('devices', [])}
+print($1)"
+}
+
+# Waits until a stats expression (over s, and d: the devices by name)
+# prints True.
+drill_wait_stat() { # expression [timeout-s]
+    local deadline=$((SECONDS + ${2:-120}))
+    until [ "$(drill_stat "$1" 2>/dev/null)" = True ]; do
+        [ $SECONDS -lt $deadline ] || { drill_log "timed out waiting for: $1"; drill_stats | cut -c1-600; return 1; }
+        sleep 0.2
+    done
+}
+
+# Removes a device bdev of the host (hot-remove, as a dead disk).
+drill_remove() { # name
+    local kind
+    kind=$(awk -v n="$1" '$1 == n {print $2}' "$RIG_WORK/devices")
+    case $kind in
+        model) rig_rpc host bdev_hhc_model_delete "$1" >/dev/null ;;
+        delay) rig_rpc host bdev_delay_delete "$1" >/dev/null ;;
+        *) drill_log "no device $1"; return 1 ;;
+    esac
+    drill_log "removed $1 (a dead disk)"
+}
+
+# The newest done pass verifies on the server's RAID alone, read by fio
+# through an iSCSI session of its own (the host is down by then).
+drill_verify_raid() {
+    local k
+    k=$(drill_last_pass)
+    cat >"$RIG_WORK/iscsi.json" <<JSON
+{"subsystems":[{"subsystem":"bdev","config":[
+ {"method":"bdev_iscsi_create","params":{"name":"check","url":"$RIG_ISCSI_URL","initiator_iqn":"$RIG_INITIATOR_IQN-check"}},
+ {"method":"bdev_wait_for_examine"}]}]}
+JSON
+    # shellcheck disable=SC2046
+    timeout -k 5 "$RIG_FIO_TIMEOUT" "$FIO" --name=raid --ioengine="$RIG_FIO_PLUGIN" --spdk_json_conf="$RIG_WORK/iscsi.json" \
+        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$RIG_FIO_MEM_MB" --filename=check --direct=1 \
+        --bs=4k --iodepth=16 --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --verify_only=1 --verify_fatal=1 \
+        >"$RIG_WORK/verify-raid.log" 2>&1 ||
+        { drill_log "pass $k does not verify on the RAID alone"; tail -20 "$RIG_WORK/verify-raid.log"; return 1; }
+    drill_log "pass $k verifies on the RAID alone (fresh iSCSI session)"
+}
+
+# ---- the drills ----
+
+# Power loss: kill -9 of the host at random moments under load, again and
+# again (each round has a pass of its own done first); each restart comes
+# back warm and the newest pass verifies.
+drill_power_loss() {
+    local i delay warm
+    rig_up hhc || return 1
+    for i in $(seq "$DRILL_POWER_LOSSES"); do
+        drill_load_start
+        # A pass flushed in this round, then the kill 0-2.5 s into the next
+        # one: mid-write, mid-flush, or while its fio starts.
+        drill_wait_passes 1 || return 1
+        delay=$(awk -v r="$RANDOM" 'BEGIN {printf "%.1f", (r % 26) / 10}')
+        sleep "$delay"
+        host_kill
+        drill_load_stop
+        host_start hhc >>"$RIG_WORK/restarts.log" 2>&1 || { drill_log "restart $i failed"; tail -5 "$RIG_HOST_LOG"; return 1; }
+        drill_verify_hhc || return 1
+        drill_log "power loss $i of $DRILL_POWER_LOSSES after ${delay} s: $(drill_passes_done) passes done so far"
+    done
+    warm=$(grep -c "host: $RIG_HHC warm" "$RIG_WORK/restarts.log")
+    [ "$warm" = "$DRILL_POWER_LOSSES" ] || { drill_log "only $warm of $DRILL_POWER_LOSSES restarts were warm"; return 1; }
+    drill_log "checked: $DRILL_POWER_LOSSES kill -9 of the host under fio load, each followed by a warm restart" \
+        "and the newest flushed pass verifying in full ($(drill_passes_done) passes)"
+}
+
+# SSD death under load: the cache bdev goes; HHC replays its log onto the
+# RAID; the RAID alone holds the newest flushed pass.
+drill_ssd_death() {
+    rig_up hhc && drill_load_start && drill_wait_passes 2 || return 1
+    drill_remove "$RIG_CACHE" || return 1
+    drill_load_stop
+    drill_wait_stat 's["state"] in ("recovered", "recovery_failed")' || return 1
+    [ "$(drill_stat 's["state"]')" = recovered ] || { drill_stats; return 1; }
+    drill_log "replayed: $(drill_stat 's["recovery"]')"
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: cache bdev removed under load, the log replayed onto the iSCSI RAID, which alone holds the newest flushed pass"
+}
+
+# HDD death under load: one of two log mirrors goes; passes (and their
+# flushes) go on; a new mirror is attached and re-synced; then the other
+# old mirror and the SSD go: the replay from the new mirror alone puts the
+# newest flushed pass on the RAID.
+drill_hdd_death() {
+    RIG_HDDS=2 rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
+    drill_remove hdd1 && drill_wait_stat 's["gauges"]["healthy_mirrors"] == 1' && drill_wait_passes 2 || return 1
+    drill_log "hdd1 dead: degraded, $(drill_passes_done) passes done"
+    (export RIG_SOCK=$RIG_HOST_SOCK && rig_aio hdd2_base "$RIG_WORK/hdd2.img" "$RIG_HDD_MB" 512 && make_hdd hdd2 hdd2_base) ||
+        return 1
+    rig_rpc host bdev_hhc_attach_log -b "$RIG_HHC" -l hdd2 >/dev/null || return 1
+    drill_wait_stat 'd["hdd2"]["mirror"] == "healthy"' 300 || return 1
+    drill_log "hdd2 attached and re-synced"
+    drill_wait_passes 1 && drill_remove hdd0 && drill_wait_passes 1 || return 1
+    drill_log "hdd0 dead too: hdd2 alone takes the flushes"
+    drill_remove "$RIG_CACHE" || return 1
+    drill_load_stop
+    drill_wait_stat 's["state"] in ("recovered", "recovery_failed")' || return 1
+    [ "$(drill_stat 's["state"]')" = recovered ] || { drill_stats; return 1; }
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: a log mirror removed under load (I/O and flushes went on), a new one attached and re-synced," \
+        "the other old one and the SSD removed: the replay from the new mirror alone put the newest flushed pass on the RAID"
+}
+
+# Storage-server restart under load: HHC keeps serving from its cache and
+# log while the RAID is away, loses nothing, and writes back again once the
+# server is back.
+drill_server_restart() {
+    local before
+    rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
+    server_kill
+    drill_log "server killed"
+    drill_wait_passes 1 60 || return 1
+    drill_log "passes go on without the server: $(drill_passes_done) done"
+    sleep 3
+    server_start >/dev/null || return 1
+    before=$(drill_stat 's["counters"]["writebacks"]')
+    drill_wait_stat "s[\"counters\"][\"writebacks\"] > $before" 120 || return 1
+    drill_log "write-back resumed ($(drill_stat 's["counters"]["writebacks"]') blocks); backing errors counted:" \
+        "$(drill_stat 's["counters"]["backing_errors"]')"
+    drill_wait_passes 1 && drill_load_stop || return 1
+    drill_verify_hhc || return 1
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null &&
+        drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 300 || return 1
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: the iSCSI server killed and restarted under load; passes and flushes went on, write-back" \
+        "resumed, the newest pass verifies through hhc0 and, after flush_all, on the RAID alone"
+}
+
+# Both hosts lost: server and host killed at once, both restarted; hhc0
+# comes back warm over a new iSCSI session and the newest pass verifies.
+drill_whole_host_loss() {
+    rig_up hhc && drill_load_start && drill_wait_passes 2 || return 1
+    host_kill &
+    server_kill
+    wait
+    drill_load_stop
+    server_start >/dev/null && host_start hhc >/dev/null || return 1
+    grep -q "warm start from cache bdev $RIG_CACHE" "$RIG_HOST_LOG" || { drill_log "hhc0 did not start warm"; return 1; }
+    drill_verify_hhc || return 1
+    drill_log "checked: server and host killed together and restarted; hhc0 warm over a new iSCSI session," \
+        "the newest flushed pass verifies"
+}
+
+# The RAID check must be able to fail: under policy wb (no log), with the
+# dirty data kept in the cache, the cache's loss loses flushed writes, and
+# drill_verify_raid has to say so.
+drill_check_can_fail() {
+    RIG_HHC_ARGS='"dirty_threshold":100' rig_up wb && drill_load_start && drill_wait_passes 1 || return 1
+    drill_load_stop
+    drill_log "dirty blocks before the cache goes: $(drill_stat 's["gauges"]["dirty_blocks"]')"
+    drill_remove "$RIG_CACHE" || return 1
+    host_kill
+    if drill_verify_raid; then
+        drill_log "the RAID check passed though the flushed pass died with the cache: it checks nothing"
+        return 1
+    fi
+    drill_log "checked: under wb the cache's loss loses the flushed pass, and the RAID check catches it"
+}
+
+DRILLS="drill_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_whole_host_loss"
+
+# Runs one drill on a rig of its own; prints PASS or FAIL.
+drill_run() { # drill
+    local rc
+    rm -f "$DRILL_PASSES_FILE"
+    (
+        trap 'drill_load_stop; KEEP=${KEEP:-} rig_down >/dev/null 2>&1' EXIT
+        "$1"
+    )
+    rc=$?
+    if [ "$rc" = 0 ]; then echo "[drill] PASS $1"; else echo "[drill] FAIL $1"; fi
+    return "$rc"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    failed=0
+    [ $# -gt 0 ] || read -ra drills <<<"$DRILLS"
+    for drill in "${@:-${drills[@]}}"; do
+        drill_run "$drill" || failed=$((failed + 1))
+    done
+    [ "$failed" = 0 ]
+fi
