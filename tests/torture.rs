@@ -91,6 +91,7 @@ fn merge(seen: &mut FaultKinds, kinds: &FaultKinds) {
     seen.log_fills_up |= kinds.log_fills_up;
     seen.policy_switches |= kinds.policy_switches;
     seen.seq_cutoff |= kinds.seq_cutoff;
+    seen.mirror_returns |= kinds.mirror_returns;
 }
 
 fn every_kind() -> FaultKinds {
@@ -107,6 +108,7 @@ fn every_kind() -> FaultKinds {
         log_fills_up: true,
         policy_switches: true,
         seq_cutoff: true,
+        mirror_returns: true,
     }
 }
 
@@ -115,6 +117,7 @@ fn sweep_hhc() {
     let figures = sweep(Policy::Hhc);
     assert!(figures.corruptions_injected > 0, "no log corruption was injected");
     assert!(figures.cutoff_writes > 0 && figures.options_changes > 0, "the sequential cutoff never bypassed the cache");
+    assert!(figures.mirror_returns > 0, "no stale mirror came back");
 }
 
 #[test]
