@@ -410,6 +410,9 @@ impl Config {
             return Err(ConfigError::invalid(format!("block_size {bs} must be a power of two between 4096 and 65536")));
         }
         self.options().validate()?;
+        if self.mirrors_count > crate::format::LOG_MIRRORS_MAX {
+            return Err(ConfigError::invalid(format!("{} log mirrors; at most {} are supported", self.mirrors_count, crate::format::LOG_MIRRORS_MAX)));
+        }
         if self.mirrors_count == 0 && self.policy.uses_log() {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }

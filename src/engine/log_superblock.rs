@@ -60,6 +60,7 @@ impl Engine {
             mirrors_count: self.config.mirrors_count,
             mirror_index: mirror,
             backing_blocks: self.config.backing_blocks(),
+            in_sync_mask: self.log.in_sync_mask(),
             run: self.log.run,
         };
         let unit = mirror as usize * 2 + copy as usize;

@@ -164,6 +164,8 @@ enum Phase {
 pub struct Replay {
     layout: LogLayout,
     mirrors: Vec<u8>,
+    /// Mirrors no block is read from: the scan found them stale.
+    stale_mirrors: Vec<u8>,
     backing_has_flush: bool,
     superblock: LogSuperblock,
     superblock_units: Vec<Option<u64>>,
@@ -200,6 +202,7 @@ impl Replay {
             free_staging_slots: (0..REPLAY_PARALLELISM).rev().collect(),
             layout,
             mirrors,
+            stale_mirrors: if scanned.in_sync_unavailable { Vec::new() } else { scanned.stale_mirrors },
             backing_has_flush,
             superblock: scanned.superblock,
             superblock_units: scanned.superblock_units,
@@ -270,7 +273,8 @@ impl Replay {
     /// The mirror to read `block` from on attempt `attempt`: the one the scan
     /// found valid first, then the others in order.
     fn mirror_for_attempt(&self, block: &LiveBlock, attempt: usize) -> Option<u8> {
-        let others = self.mirrors.iter().copied().filter(|&m| m != block.mirror);
+        // Never a stale mirror: its block at that place may be another lap's.
+        let others = self.mirrors.iter().copied().filter(|&m| m != block.mirror && !self.stale_mirrors.contains(&m));
         std::iter::once(block.mirror).chain(others).nth(attempt)
     }
 
@@ -391,6 +395,9 @@ impl Replay {
             head_sequence: self.report.new_head_sequence,
             mirrors_count: self.superblock.mirrors_count.max(mirror.saturating_add(1)),
             mirror_index: mirror,
+            // The new log is empty: every mirror that takes this superblock
+            // holds all of it.
+            in_sync_mask: self.mirrors.iter().filter(|&&m| m < crate::format::LOG_MIRRORS_MAX).fold(0, |mask, &m| mask | 1 << m),
             ..self.superblock.clone()
         }
     }
