@@ -296,6 +296,9 @@ pub enum Mutation {
     CommitBeforeData,
     /// A read hit returns the block of the wrong slot (off by one).
     ReadWrongBlock,
+    /// A warm start calls a stale mirror (outside the newest superblock's
+    /// in-sync mask) healthy at once instead of re-syncing it.
+    StaleMirrorHealthy,
 }
 
 /// Log buffers by default (`log_buffers_count` 0). A buffer is busy until

@@ -50,6 +50,7 @@ const LONG_OPS_PER_SEED: u64 = 1000;
 const LONG_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 8 } else { 150 };
 /// A mutation must be caught within this many seeds.
 const MUTATION_SEEDS: u64 = 64;
+const STALE_MUTATION_SEEDS: u64 = 400;
 
 fn sweep(policy: Policy) -> Figures {
     let (figures, seen) = sweep_with(policy, SEEDS_PER_POLICY, OPS_PER_SEED);
@@ -191,6 +192,29 @@ fn mutation_commit_before_data_is_caught() {
 #[test]
 fn mutation_read_wrong_block_is_caught() {
     assert_caught(Mutation::ReadWrongBlock, Policy::WriteThrough);
+}
+
+/// An engine that calls a returned stale mirror healthy without re-syncing
+/// it: the cache-loss replay then has only that mirror. Only the seeds with
+/// `mirror-returns` (a fifth of those with two or more mirrors) can show it,
+/// so the bound is wider.
+#[test]
+fn mutation_stale_mirror_healthy_is_caught() {
+    if !hhc::config::MUTATIONS_BUILT {
+        panic!("the tests run without the `mutations` feature (see Cargo.toml)");
+    }
+    let factory = sim::engine_factory();
+    let (mutation, policy) = (Mutation::StaleMirrorHealthy, Policy::Hhc);
+    let caught = (0..STALE_MUTATION_SEEDS).find_map(|seed| {
+        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation });
+        let report = mutated.violation?.to_string();
+        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation: Mutation::None });
+        baseline.violation.is_none().then_some((seed, report))
+    });
+    match caught {
+        Some((seed, report)) => eprintln!("{mutation:?} under {policy} caught by seed {seed}: {report}"),
+        None => panic!("{mutation:?} survived {STALE_MUTATION_SEEDS} seeds: the oracle cannot see it"),
+    }
 }
 
 /// One seed reproduces one run: the figures of a rerun are identical.

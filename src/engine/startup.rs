@@ -229,6 +229,10 @@ impl Engine {
         for mirror in std::mem::take(&mut self.stale_mirrors_at_start) {
             log::warn!("hhc: log mirror {mirror} is stale (it missed log writes of an earlier run); re-syncing it");
             self.stats.stale_mirrors_resynced += 1;
+            if self.mutation() == crate::config::Mutation::StaleMirrorHealthy {
+                self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Healthy;
+                continue;
+            }
             self.join_mirror(mirror);
         }
     }

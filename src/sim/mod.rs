@@ -101,13 +101,15 @@ pub fn reproduce_command(spec: &RunSpec) -> String {
     format!("hhc torture --seed {} --ops {} --policy {}", spec.seed, spec.ops, spec.policy)
 }
 
-pub const MUTATION_NAMES: [&str; 5] = ["none", "flush-skips-log", "revoke-before-backing-flush", "commit-before-data", "read-wrong-block"];
-const MUTATIONS: [Mutation; 5] = [
+pub const MUTATION_NAMES: [&str; 6] =
+    ["none", "flush-skips-log", "revoke-before-backing-flush", "commit-before-data", "read-wrong-block", "stale-mirror-healthy"];
+const MUTATIONS: [Mutation; 6] = [
     Mutation::None,
     Mutation::FlushSkipsLog,
     Mutation::RevokeBeforeBackingFlush,
     Mutation::CommitBeforeData,
     Mutation::ReadWrongBlock,
+    Mutation::StaleMirrorHealthy,
 ];
 
 pub fn mutation_name(mutation: Mutation) -> &'static str {
