@@ -210,6 +210,42 @@ fn a_stale_mirror_alone_at_a_start_is_made_whole_from_the_cache() {
     }
 }
 
+/// A stale mirror still re-syncing when the in-sync one fails: flushes
+/// must not complete by writing back while a replay from the syncing
+/// mirror could still take older entries back over what they wrote back
+/// (torture seed 131131, passthrough): the log starts over on it.
+#[test]
+fn the_last_in_sync_mirror_failing_while_another_resyncs_starts_the_log_over_on_it() {
+    for seed in seeds(2) {
+        let config = Config {
+            cache_device_bytes: 4 << 20,
+            log_device_bytes: 16 << 20,
+            dirty_threshold_percent: 90,
+            idle_after_ns: 10_000_000_000,
+            superblock_interval_ns: 10_000_000_000,
+            ..config(Policy::Hhc, seed)
+        };
+        let what = format!("seed {seed}, in-sync mirror lost while the stale one re-syncs");
+        let mut workload = hhc_workload(config.clone(), seed);
+        assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
+        workload.harness.remove_device(DeviceRole::Log(0));
+        for lba in 0..hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100 {
+            assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
+        }
+        let devices = workload.harness.devices.clone();
+        workload.harness = open_until_ready(config.clone(), devices, seed);
+        assert!(matches!(workload.harness.engine.mirror_states()[0], MirrorState::Syncing { .. }), "{what}");
+        workload.harness.remove_device(DeviceRole::Log(1));
+        assert_eq!(workload.harness.engine.mirror_states()[0], MirrorState::Healthy, "{what}: the log did not start over");
+        workload.run(400, 8);
+        workload.drain();
+        assert!(workload.flush_and_wait(), "{what}");
+        assert_eq!(workload.harness.engine.stats().flush_fallbacks, 0, "{what}");
+        workload.harness.devices.remove(&DeviceRole::Log(1));
+        assert_eq!(check_healthy_mirrors_alone(&workload, &what), 1);
+    }
+}
+
 /// The newest valid log superblock on a mirror image.
 fn newest_log_superblock(device: &[u8]) -> hhc::format::LogSuperblock {
     let units = [&device[..4096], &device[4096..8192]];

@@ -261,6 +261,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBackFlush, 33306, 300),
     (Policy::WriteBackFlush, 38838, 300),
     (Policy::Passthrough, 2085, 1000),
+    (Policy::Passthrough, 131131, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),
