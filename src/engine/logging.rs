@@ -40,9 +40,6 @@ pub(super) struct LogWork {
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
     reclaim_cursor: u64,
-    /// The last healthy mirror failed while another was syncing: the log
-    /// starts over on the syncing ones (`restart_log_on_syncing_mirrors`).
-    pub restart_on_syncing: bool,
     /// The entries (loc, lba) of the segment reclamation looks at; reused.
     reclaim_entries: Vec<(u32, u32)>,
     /// Logged dirty blocks whose entry (block, loc) reclamation moves to the
@@ -423,50 +420,22 @@ impl Engine {
         log::warn!("hhc: log mirror {mirror} failed");
         *health = MirrorHealth::Failed;
         self.stats.mirror_failures += 1;
-        if !self.log.has_healthy_mirror() && self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. })) {
-            self.logging.restart_on_syncing = true;
-        }
-    }
-
-    /// The last healthy mirror failed while others were still syncing. A
-    /// syncing mirror lacks the log before it joined, and with no healthy
-    /// mirror flushes fall back to writing back: they complete with their
-    /// revokes under no barrier, so a syncing mirror later counted healthy
-    /// would still let a replay take older entries back over what they
-    /// wrote back. So, as when a mirror is attached with none healthy, the
-    /// log starts over on the syncing mirrors, healthy at once: every dirty
-    /// block is logged again, a flush under way waits for that and for a
-    /// barrier of the new log, and every flush that completes from now on
-    /// waits until the new log's superblock is durable.
-    pub(super) fn restart_log_on_syncing_mirrors(&mut self) {
-        if !std::mem::take(&mut self.logging.restart_on_syncing) || self.log.has_healthy_mirror() {
-            return;
-        }
-        let syncing: Vec<u8> =
-            (0..self.log.mirrors_count()).filter(|&m| matches!(self.log.mirrors[m as usize], MirrorHealth::Syncing { .. })).collect();
-        if syncing.is_empty() {
-            return;
-        }
-        log::warn!("hhc: the last log mirror in sync failed; the log starts over on syncing mirrors {syncing:?}");
-        let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
-        self.start_new_log(first);
-        for &mirror in &syncing {
-            self.log.mirrors[mirror as usize] = MirrorHealth::Healthy;
-        }
-        for block in 0..self.cache.blocks_count() {
-            if self.cache.state(block) == BlockState::Mapped {
-                self.cache.set_log_loc(block, LOC_NONE);
-                self.cache.set_logged(block, false);
+        // A syncing mirror lacks the log before it joined. With no healthy
+        // mirror, flushes fall back to writing back and complete with their
+        // revokes under no barrier; a syncing mirror counted healthy later
+        // would let a replay take older entries back over what they wrote
+        // back (torture seed 131131, passthrough). So it fails too, and
+        // takes the log up again only when it is attached again (the log
+        // then starts over on it).
+        if !self.log.has_healthy_mirror() {
+            for other in 0..self.log.mirrors_count() {
+                if matches!(self.log.mirrors[other as usize], MirrorHealth::Syncing { .. }) {
+                    log::warn!("hhc: log mirror {other} was still syncing and no mirror in sync is left; it is dropped too");
+                    self.log.mirrors[other as usize] = MirrorHealth::Failed;
+                    self.stats.mirror_failures += 1;
+                }
             }
         }
-        for flush in &mut self.flushes {
-            if flush.log != super::flush::LogStage::None {
-                flush.log = super::flush::LogStage::WaitLogged;
-            }
-            flush.log_restart_head = Some(first);
-        }
-        self.logging.restarted_head = first;
-        self.write_superblock(first, true);
     }
 
     /// A fresh mirror joins. With no healthy mirror left the log starts over

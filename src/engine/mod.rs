@@ -538,7 +538,6 @@ impl Engine {
             return;
         }
         self.retry_waiting();
-        self.restart_log_on_syncing_mirrors();
         self.log_unlogged_blocks();
         self.apply_pending_revokes();
         self.progress_flushes();
