@@ -33,7 +33,10 @@
 //! backing FLUSH counted as covering write-throughs, and a write-through
 //! going ahead of a queued older write-back block write, and (log format 2)
 //! a cache read into a log part of a restarted log taken as current once
-//! its buffer was released (seed 3110).
+//! its buffer was released (seed 3110), and (log format 3, `mirror-returns`)
+//! a mirror that was still re-syncing counted healthy after the last
+//! in-sync one failed (passthrough 131131; hhc 130609 and 130760 caught the
+//! first attempt at a fix, which started the log over on it).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
@@ -262,6 +265,8 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBackFlush, 38838, 300),
     (Policy::Passthrough, 2085, 1000),
     (Policy::Passthrough, 131131, 1000),
+    (Policy::Hhc, 130609, 1000),
+    (Policy::Hhc, 130760, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),
