@@ -296,6 +296,9 @@ pub enum Mutation {
     CommitBeforeData,
     /// A read hit returns the block of the wrong slot (off by one).
     ReadWrongBlock,
+    /// A warm start calls a stale mirror (outside the newest superblock's
+    /// in-sync mask) healthy at once instead of re-syncing it.
+    StaleMirrorHealthy,
 }
 
 /// Log buffers by default (`log_buffers_count` 0). A buffer is busy until
@@ -410,6 +413,9 @@ impl Config {
             return Err(ConfigError::invalid(format!("block_size {bs} must be a power of two between 4096 and 65536")));
         }
         self.options().validate()?;
+        if self.mirrors_count > crate::format::LOG_MIRRORS_MAX {
+            return Err(ConfigError::invalid(format!("{} log mirrors; at most {} are supported", self.mirrors_count, crate::format::LOG_MIRRORS_MAX)));
+        }
         if self.mirrors_count == 0 && self.policy.uses_log() {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }

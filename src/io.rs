@@ -188,6 +188,12 @@ pub trait Machine: IoMachine {
     fn poll_timeout(&self) -> Option<Nanos>;
     /// Counters and gauges (all zero for a target that keeps none).
     fn stats(&self) -> Stats;
+    /// How the machine sees each log mirror now (`Healthy` is its claim that
+    /// a replay from that mirror alone holds every flushed write); None for a
+    /// target that keeps no mirror states.
+    fn log_mirror_states(&self) -> Option<Vec<crate::engine::MirrorState>> {
+        None
+    }
     /// What the machine waits for and what it holds of `lba`, in words
     /// (printed when a request stalls).
     fn describe_stall(&self, _lba: u64) -> String {

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use hhc::config::{Config, Policy};
 use hhc::driver::harness::Harness;
-use hhc::engine::{EngineState, StartMode};
+use hhc::engine::{EngineState, MirrorState, StartMode};
 use hhc::io::{DeviceRole, IoStatus};
 
 fn hhc_workload(config: Config, seed: u64) -> Workload {
@@ -77,6 +77,259 @@ fn an_attached_mirror_is_resynced_and_carries_the_log_again() {
         // Only the new mirror remains: it alone must allow recovery.
         workload.harness.devices.remove(&DeviceRole::Log(1));
         check_cache_loss(&workload, &format!("seed {seed}, re-synced mirror"));
+    }
+}
+
+/// The engine's claim, checked: a replay from any mirror it calls healthy,
+/// alone, holds every flushed write.
+fn check_healthy_mirrors_alone(workload: &Workload, what: &str) -> usize {
+    let states = workload.harness.engine.mirror_states();
+    let healthy: Vec<u8> = (0..states.len() as u8).filter(|&m| states[m as usize] == MirrorState::Healthy).collect();
+    for &mirror in &healthy {
+        let mut devices = workload.harness.devices.clone();
+        devices.remove(&DeviceRole::Cache);
+        devices.retain(|role, _| !matches!(role, DeviceRole::Log(m) if *m != mirror));
+        recover_from_log(&mut devices, &workload.harness.config);
+        let backing = &devices[&DeviceRole::Backing];
+        workload.check_recovered(&format!("{what}: replay from mirror {mirror} alone"), |lba| {
+            backing[lba as usize * BS..(lba as usize + 1) * BS].to_vec()
+        });
+    }
+    healthy.len()
+}
+
+/// Runs a restarted engine until it is ready, without the timers a quiet
+/// harness would fire (a superblock written when idle hides what the start
+/// left on the mirrors).
+fn open_until_ready(config: Config, devices: std::collections::BTreeMap<DeviceRole, Vec<u8>>, seed: u64) -> Harness {
+    let mut harness = Harness::open(config, devices, StartMode::Open, seed);
+    while *harness.state() == EngineState::Starting {
+        if !harness.step() {
+            let at = harness.engine.poll_timeout().expect("a start that waits for nothing");
+            harness.now = harness.now.max(at);
+            harness.engine.handle_timer(harness.now);
+            harness.step();
+        }
+    }
+    harness
+}
+
+/// A mirror that missed more parts than a restart repairs (it was removed;
+/// it is back at the next start, as a flaky disk after a reboot or a saved
+/// configuration naming a detached mirror would bring it) is not in sync:
+/// the engine must not call it healthy until a replay from it alone holds
+/// every flushed write. A cold block written first keeps the head before
+/// its hole.
+#[test]
+fn a_mirror_back_at_a_restart_after_missing_writes_counts_only_once_resynced() {
+    for seed in seeds(2) {
+        let config = Config {
+            cache_device_bytes: 4 << 20,
+            log_device_bytes: 16 << 20,
+            dirty_threshold_percent: 90,
+            idle_after_ns: 10_000_000_000,
+            superblock_interval_ns: 10_000_000_000,
+            ..config(Policy::Hhc, seed)
+        };
+        let mut workload = hhc_workload(config.clone(), seed);
+        assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
+        workload.harness.remove_device(DeviceRole::Log(0));
+        let parts = hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100;
+        for lba in 0..parts {
+            assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
+        }
+        assert_eq!(workload.harness.engine.stats().healthy_mirrors, 1);
+        // Power cycle; mirror 0 is found again with what it held.
+        let devices = workload.harness.devices.clone();
+        workload.harness = open_until_ready(config.clone(), devices, seed);
+        assert_eq!(*workload.harness.state(), EngineState::Ready);
+        let what = format!("seed {seed}, mirror 0 back after {parts} parts");
+        check_healthy_mirrors_alone(&workload, &what);
+        let states = workload.harness.engine.mirror_states();
+        assert!(matches!(states[0], MirrorState::Syncing { .. }), "{what}: the stale mirror is {states:?}");
+        assert_eq!(workload.harness.engine.stats().stale_mirrors_resynced, 1);
+        // It re-syncs as an attached mirror does, and then carries the log.
+        for round in 0.. {
+            assert!(round < 200, "{what}: mirror 0 never re-synced: {:?}", workload.harness.engine.mirror_states());
+            workload.run(50, 8);
+            workload.drain();
+            workload.harness.idle_for(100_000_000);
+            if workload.harness.engine.mirror_states()[0] == MirrorState::Healthy {
+                break;
+            }
+        }
+        assert_eq!(check_healthy_mirrors_alone(&workload, &what), 2);
+    }
+}
+
+/// The same stale mirror with the in-sync one gone at the next start: the
+/// cache device still holds every dirty block, so the start must leave the
+/// stale mirror holding the whole log again — whether its own superblock
+/// still counts it in sync (the newer one that did not is on the missing
+/// mirror) or it was re-syncing when the power went and knows it is not
+/// (the log then starts over on it).
+#[test]
+fn a_stale_mirror_alone_at_a_start_is_made_whole_from_the_cache() {
+    for seed in seeds(2) {
+        for resyncing in [false, true] {
+            let config = Config {
+                cache_device_bytes: 4 << 20,
+                log_device_bytes: 16 << 20,
+                dirty_threshold_percent: 90,
+                idle_after_ns: 10_000_000_000,
+                superblock_interval_ns: 10_000_000_000,
+                ..config(Policy::Hhc, seed)
+            };
+            let what = format!("seed {seed}, stale mirror alone (re-syncing: {resyncing})");
+            let mut workload = hhc_workload(config.clone(), seed);
+            assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
+            workload.harness.remove_device(DeviceRole::Log(0));
+            for lba in 0..hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100 {
+                assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
+            }
+            let mut devices = workload.harness.devices.clone();
+            if resyncing {
+                workload.harness = open_until_ready(config.clone(), devices, seed);
+                let states = workload.harness.engine.mirror_states();
+                assert!(matches!(states[0], MirrorState::Syncing { .. }), "{what}: {states:?}");
+                assert!(workload.write_and_wait(3) && workload.flush_and_wait());
+                devices = workload.harness.devices.clone();
+            }
+            devices.remove(&DeviceRole::Log(1));
+            workload.harness = open_until_ready(config.clone(), devices, seed);
+            assert_eq!(*workload.harness.state(), EngineState::Ready, "{what}");
+            let stats = workload.harness.engine.stats();
+            assert_eq!(stats.stale_mirrors_resynced, resyncing as u64, "{what}");
+            assert_eq!(check_healthy_mirrors_alone(&workload, &what), 1, "{what}: {:?}", workload.harness.engine.mirror_states());
+            let values = read_all(&mut workload.harness, LBAS);
+            workload.check_recovered(&format!("{what}: read through the cache"), |lba| values[lba as usize].clone());
+            workload.run(300, 8);
+            workload.drain();
+            assert_eq!(check_healthy_mirrors_alone(&workload, &what), 1);
+        }
+    }
+}
+
+/// A stale mirror still re-syncing when the in-sync one fails: flushes
+/// fall back to writing back, and complete with their revokes under no
+/// barrier, so the syncing mirror must never count healthy on that log
+/// (torture seed 131131, passthrough): it is dropped too, and flushed
+/// writes are on the backing device.
+#[test]
+fn the_last_in_sync_mirror_failing_while_another_resyncs_drops_that_one_too() {
+    for seed in seeds(2) {
+        let config = Config {
+            cache_device_bytes: 4 << 20,
+            log_device_bytes: 16 << 20,
+            dirty_threshold_percent: 90,
+            idle_after_ns: 10_000_000_000,
+            superblock_interval_ns: 10_000_000_000,
+            ..config(Policy::Hhc, seed)
+        };
+        let what = format!("seed {seed}, in-sync mirror lost while the stale one re-syncs");
+        let mut workload = hhc_workload(config.clone(), seed);
+        assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
+        workload.harness.remove_device(DeviceRole::Log(0));
+        for lba in 0..hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100 {
+            assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
+        }
+        let devices = workload.harness.devices.clone();
+        workload.harness = open_until_ready(config.clone(), devices, seed);
+        assert!(matches!(workload.harness.engine.mirror_states()[0], MirrorState::Syncing { .. }), "{what}");
+        workload.harness.remove_device(DeviceRole::Log(1));
+        assert_eq!(workload.harness.engine.mirror_states()[0], MirrorState::Failed, "{what}");
+        workload.run(400, 8);
+        workload.drain();
+        assert!(workload.flush_and_wait(), "{what}");
+        assert!(workload.harness.engine.stats().flush_fallbacks > 0, "{what}");
+        let backing = &workload.harness.devices[&DeviceRole::Backing];
+        workload.check_recovered(&what, |lba| backing[lba as usize * BS..(lba as usize + 1) * BS].to_vec());
+        // Attached again, the log starts over on it and carries it again.
+        workload.harness.attach_mirror(0);
+        workload.run(300, 8);
+        workload.drain();
+        assert!(workload.flush_and_wait(), "{what}");
+        assert_eq!(workload.harness.engine.mirror_states()[0], MirrorState::Healthy, "{what}");
+    }
+}
+
+/// The newest valid log superblock on a mirror image.
+fn newest_log_superblock(device: &[u8]) -> hhc::format::LogSuperblock {
+    let units = [&device[..4096], &device[4096..8192]];
+    let valid = units.iter().filter_map(|unit| hhc::format::LogSuperblock::decode(unit).ok());
+    valid.max_by_key(|sb| sb.write_seq).expect("a valid superblock")
+}
+
+/// When a mirror fails, no new part is sealed until a superblock that no
+/// longer counts it in sync is durable on the others; if that superblock
+/// cannot be written, the mirror that refused it fails too and nothing
+/// waits for it.
+#[test]
+fn a_failed_mirror_leaves_the_in_sync_mask_before_any_new_part() {
+    for seed in seeds(3) {
+        let config = config(Policy::Hhc, seed);
+        let mut workload = hhc_workload(config.clone(), seed);
+        workload.run(100, 8);
+        workload.drain();
+        assert_eq!(newest_log_superblock(&workload.harness.devices[&DeviceRole::Log(1)]).in_sync_mask, 0b11);
+        workload.harness.remove_device(DeviceRole::Log(0));
+        workload.harness.set_stalled(DeviceRole::Log(1), true);
+        let parts = workload.harness.engine.stats().log_parts_written;
+        let write = workload.harness.write(5, block_data(5, 1_000_000));
+        let flush = workload.harness.flush();
+        while workload.harness.step() {}
+        assert!(!workload.harness.is_done(flush), "seed {seed}: the flush needs a part on mirror 1");
+        assert_eq!(workload.harness.engine.stats().log_parts_written, parts, "seed {seed}: a part sealed before the mask superblock");
+        workload.harness.set_stalled(DeviceRole::Log(1), false);
+        workload.harness.run_until_done(flush);
+        assert!(workload.harness.take_result(write).is_some_and(|(r, _)| r.is_ok()));
+        assert!(workload.harness.take_result(flush).is_some_and(|(r, _)| r.is_ok()));
+        assert!(workload.harness.engine.stats().log_parts_written > parts);
+        assert_eq!(newest_log_superblock(&workload.harness.devices[&DeviceRole::Log(1)]).in_sync_mask, 0b10, "seed {seed}");
+
+        // The other mirror refuses the next superblock: it fails as well and
+        // flushes fall back to writing back; nothing wedges.
+        let mut workload = hhc_workload(config.clone(), seed);
+        workload.run(100, 8);
+        workload.drain();
+        workload.harness.set_failing(DeviceRole::Log(1), IoStatus::Error);
+        workload.harness.remove_device(DeviceRole::Log(0));
+        workload.run(200, 8);
+        workload.drain();
+        assert!(workload.flush_and_wait(), "seed {seed}: a flush with no mirror left");
+        assert_eq!(workload.harness.engine.stats().healthy_mirrors, 0);
+        let backing = &workload.harness.devices[&DeviceRole::Backing];
+        workload.check_recovered(&format!("seed {seed}, both mirrors lost"), |lba| backing[lba as usize * BS..(lba as usize + 1) * BS].to_vec());
+    }
+}
+
+/// A crash while the superblock that leaves a failed mirror out is being
+/// written: the mirror (present again at the start) may still count in
+/// sync, but then it lacks at most the parts in flight when it failed,
+/// which the start copies to it. Whatever the moment of the crash, a
+/// replay from any mirror the restarted engine calls healthy holds every
+/// flushed write.
+#[test]
+fn a_crash_during_the_mask_superblock_leaves_every_healthy_mirror_whole() {
+    for seed in seeds(4) {
+        for cut in [0, 1, 2, 4, 8, 16, 32] {
+            let config = config(Policy::Hhc, seed);
+            let mut workload = hhc_workload(config.clone(), seed);
+            workload.run(200, 8);
+            workload.harness.remove_device(DeviceRole::Log(0));
+            for _ in 0..cut {
+                workload.harness.step();
+            }
+            workload.reap();
+            let devices = workload.harness.devices.clone();
+            workload.harness = open_until_ready(config.clone(), devices, seed);
+            workload.pending.clear();
+            let what = format!("seed {seed}, crash {cut} commands after mirror 0 failed");
+            assert_eq!(*workload.harness.state(), EngineState::Ready, "{what}");
+            check_healthy_mirrors_alone(&workload, &what);
+            let values = read_all(&mut workload.harness, LBAS);
+            workload.check_recovered(&format!("{what}: read through the cache"), |lba| values[lba as usize].clone());
+        }
     }
 }
 

@@ -35,6 +35,7 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
         mirrors_count: 2,
         mirror_index: 0,
         backing_blocks: BACKING_BLOCKS,
+        in_sync_mask: 0b11,
         run: 1,
     };
     superblock.encode(&mut log[UNIT_BYTES..]);

@@ -33,7 +33,10 @@
 //! backing FLUSH counted as covering write-throughs, and a write-through
 //! going ahead of a queued older write-back block write, and (log format 2)
 //! a cache read into a log part of a restarted log taken as current once
-//! its buffer was released (seed 3110).
+//! its buffer was released (seed 3110), and (log format 3, `mirror-returns`)
+//! a mirror that was still re-syncing counted healthy after the last
+//! in-sync one failed (passthrough 131131; hhc 130609 and 130760 caught the
+//! first attempt at a fix, which started the log over on it).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
@@ -50,6 +53,7 @@ const LONG_OPS_PER_SEED: u64 = 1000;
 const LONG_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 8 } else { 150 };
 /// A mutation must be caught within this many seeds.
 const MUTATION_SEEDS: u64 = 64;
+const STALE_MUTATION_SEEDS: u64 = 400;
 
 fn sweep(policy: Policy) -> Figures {
     let (figures, seen) = sweep_with(policy, SEEDS_PER_POLICY, OPS_PER_SEED);
@@ -91,6 +95,7 @@ fn merge(seen: &mut FaultKinds, kinds: &FaultKinds) {
     seen.log_fills_up |= kinds.log_fills_up;
     seen.policy_switches |= kinds.policy_switches;
     seen.seq_cutoff |= kinds.seq_cutoff;
+    seen.mirror_returns |= kinds.mirror_returns;
 }
 
 fn every_kind() -> FaultKinds {
@@ -107,6 +112,7 @@ fn every_kind() -> FaultKinds {
         log_fills_up: true,
         policy_switches: true,
         seq_cutoff: true,
+        mirror_returns: true,
     }
 }
 
@@ -115,6 +121,7 @@ fn sweep_hhc() {
     let figures = sweep(Policy::Hhc);
     assert!(figures.corruptions_injected > 0, "no log corruption was injected");
     assert!(figures.cutoff_writes > 0 && figures.options_changes > 0, "the sequential cutoff never bypassed the cache");
+    assert!(figures.mirror_returns > 0, "no stale mirror came back");
 }
 
 #[test]
@@ -190,6 +197,29 @@ fn mutation_read_wrong_block_is_caught() {
     assert_caught(Mutation::ReadWrongBlock, Policy::WriteThrough);
 }
 
+/// An engine that calls a returned stale mirror healthy without re-syncing
+/// it: the cache-loss replay then has only that mirror. Only the seeds with
+/// `mirror-returns` (a fifth of those with two or more mirrors) can show it,
+/// so the bound is wider.
+#[test]
+fn mutation_stale_mirror_healthy_is_caught() {
+    if !hhc::config::MUTATIONS_BUILT {
+        panic!("the tests run without the `mutations` feature (see Cargo.toml)");
+    }
+    let factory = sim::engine_factory();
+    let (mutation, policy) = (Mutation::StaleMirrorHealthy, Policy::Hhc);
+    let caught = (0..STALE_MUTATION_SEEDS).find_map(|seed| {
+        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation });
+        let report = mutated.violation?.to_string();
+        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation: Mutation::None });
+        baseline.violation.is_none().then_some((seed, report))
+    });
+    match caught {
+        Some((seed, report)) => eprintln!("{mutation:?} under {policy} caught by seed {seed}: {report}"),
+        None => panic!("{mutation:?} survived {STALE_MUTATION_SEEDS} seeds: the oracle cannot see it"),
+    }
+}
+
 /// One seed reproduces one run: the figures of a rerun are identical.
 #[test]
 fn a_seed_reproduces_its_run_exactly() {
@@ -234,6 +264,9 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBackFlush, 33306, 300),
     (Policy::WriteBackFlush, 38838, 300),
     (Policy::Passthrough, 2085, 1000),
+    (Policy::Passthrough, 131131, 1000),
+    (Policy::Hhc, 130609, 1000),
+    (Policy::Hhc, 130760, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),

@@ -109,7 +109,9 @@ fn print_plan(args: &Args, scanned: &ScannedLog, plan: &ReplayPlan) {
             .field("segments_after_barrier", scanned.segments.len() as u64 - plan.segments_replayed)
             .field("revokes_applied", plan.revokes_applied)
             .field("last_sequence", plan.last_sequence)
-            .field("corrupt_copies_detected", scanned.corrupt_copies_detected);
+            .field("corrupt_copies_detected", scanned.corrupt_copies_detected)
+            .field("stale_mirrors", scanned.stale_mirrors.clone())
+            .field("in_sync_unavailable", scanned.in_sync_unavailable);
         println!("{summary}");
         return;
     }
@@ -122,6 +124,19 @@ fn print_plan(args: &Args, scanned: &ScannedLog, plan: &ReplayPlan) {
         plan.last_sequence.map_or("none".to_string(), |s| s.to_string())
     );
     println!("corrupt copies detected: {}", scanned.corrupt_copies_detected);
+    print_stale(&scanned.stale_mirrors, scanned.in_sync_unavailable);
+}
+
+/// A stale mirror (outside the newest superblock's in-sync mask) was not
+/// read; with no in-sync mirror at hand the stale ones were all there was.
+fn print_stale(stale_mirrors: &[u8], in_sync_unavailable: bool) {
+    if in_sync_unavailable {
+        eprintln!(
+            "warning: no log mirror in sync could be read; the log came from stale mirrors {stale_mirrors:?}, which may lack flushed writes made after they fell behind"
+        );
+    } else if !stale_mirrors.is_empty() {
+        println!("stale mirrors (not in sync, not read): {stale_mirrors:?}");
+    }
 }
 
 fn print_report(args: &Args, report: &ReplayReport) {
@@ -136,7 +151,9 @@ fn print_report(args: &Args, report: &ReplayReport) {
             .field("new_head_segment", report.new_head_segment)
             .field("new_head_sequence", report.new_head_sequence)
             .field("new_write_seq", report.new_write_seq)
-            .field("mirrors_reinitialised", report.mirrors_reinitialised);
+            .field("mirrors_reinitialised", report.mirrors_reinitialised)
+            .field("stale_mirrors", report.stale_mirrors.clone())
+            .field("in_sync_unavailable", report.in_sync_unavailable);
         println!("{summary}");
         return;
     }
@@ -152,4 +169,5 @@ fn print_report(args: &Args, report: &ReplayReport) {
         "log re-initialised on {} mirrors: head segment {} sequence {} (superblock write_seq {})",
         report.mirrors_reinitialised, report.new_head_segment, report.new_head_sequence, report.new_write_seq
     );
+    print_stale(&report.stale_mirrors, report.in_sync_unavailable);
 }

@@ -15,7 +15,11 @@ impl Engine {
         let behind = self.log.head_sequence > self.log.durable_head_sequence;
         let periodic = self.now.saturating_sub(self.logging.last_superblock_at) >= self.config.superblock_interval_ns;
         let syncing = self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. }));
-        if behind && (self.log_space_low() || periodic || self.is_idle() || syncing) {
+        // The in-sync set changed: a mirror left it (sealing waits for this
+        // superblock, `superblock_claims_lost_mirror`) or joined it.
+        let mask_changed = self.logging.superblock_mask_issued != self.log.in_sync_mask()
+            && self.log.writable_mirrors().next().is_some();
+        if mask_changed || behind && (self.log_space_low() || periodic || self.is_idle() || syncing) {
             self.write_superblock(self.log.head_sequence, false);
         }
     }
@@ -60,12 +64,22 @@ impl Engine {
             mirrors_count: self.config.mirrors_count,
             mirror_index: mirror,
             backing_blocks: self.config.backing_blocks(),
+            in_sync_mask: self.log.in_sync_mask(),
             run: self.log.run,
         };
+        self.logging.superblock_mask_issued = superblock.in_sync_mask;
+        self.logging.superblock_mask_in_flight |= superblock.in_sync_mask;
         let unit = mirror as usize * 2 + copy as usize;
         let region = self.regions.superblock;
         superblock.encode(&mut self.region(region)[unit * UNIT_BYTES..(unit + 1) * UNIT_BYTES]);
         (copy * UNIT_BYTES as u64, IoBuffer::Engine { region, offset_bytes: (unit * UNIT_BYTES) as u32 })
+    }
+
+    /// Every superblock write issued has completed: the newest encoded one
+    /// is what the mirrors hold.
+    pub(super) fn superblock_masks_settled(&mut self) {
+        self.logging.superblock_mask_durable = self.logging.superblock_mask_issued;
+        self.logging.superblock_mask_in_flight = 0;
     }
 
     pub(super) fn superblock_write_done(&mut self, mirror: u8, status: IoStatus) {
@@ -86,6 +100,7 @@ impl Engine {
             return;
         }
         let head = self.logging.superblock_head;
+        self.superblock_masks_settled();
         self.log.superblock_durable(head);
         self.logging.superblock_durable_head = head;
         for health in &mut self.log.mirrors {

@@ -29,6 +29,13 @@ pub(super) struct LogWork {
     scan_hand: u32,
     pub superblock_ops_pending: u32,
     pub superblock_head: u64,
+    /// In-sync masks (`LogSuperblock::in_sync_mask`) of the superblocks
+    /// written: of the newest encoded, of the newest write that completed,
+    /// and of every write still in flight (any of which may be the newest
+    /// on a mirror after a crash).
+    pub superblock_mask_issued: u16,
+    pub superblock_mask_durable: u16,
+    pub superblock_mask_in_flight: u16,
     pub last_superblock_at: Nanos,
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
@@ -110,9 +117,26 @@ impl Engine {
     }
 
     /// Whether the open part may be sealed now: no cache read still fills
-    /// one of its slots, and the pool of part writes has room.
+    /// one of its slots, the pool of part writes has room, and no
+    /// superblock that may be the newest on disk counts a mirror in sync
+    /// that no longer receives parts.
     fn open_part_sealable(&self) -> bool {
-        self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight == 0) && self.log.can_seal()
+        self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight == 0)
+            && self.log.can_seal()
+            && !self.superblock_claims_lost_mirror()
+    }
+
+    /// A mirror left the in-sync set (failed, removed, detached) while a
+    /// superblock that counts it may be the newest on the mirrors. Parts
+    /// written now would be missing on it, and a warm start reading that
+    /// superblock would count it in sync; only the newest
+    /// `PARTS_IN_FLIGHT_MAX` parts are repaired then. So no part is sealed
+    /// until a superblock without it is durable (`maybe_write_superblock`
+    /// writes one at once); parts already sealed complete as before. With
+    /// no writable mirror nothing is written and nothing waits.
+    pub(super) fn superblock_claims_lost_mirror(&self) -> bool {
+        let claimed = self.logging.superblock_mask_durable | self.logging.superblock_mask_in_flight;
+        claimed & !self.log.in_sync_mask() != 0 && self.log.writable_mirrors().next().is_some()
     }
 
     /// The one data copy of the write path: the block's data into the log.
@@ -327,7 +351,7 @@ impl Engine {
         else {
             return;
         };
-        if self.log.buffers[buffer].slot_reads_in_flight > 0 || !self.log.can_seal() {
+        if self.log.buffers[buffer].slot_reads_in_flight > 0 || !self.log.can_seal() || self.superblock_claims_lost_mirror() {
             return;
         }
         if self.logging.barrier_wanted {
@@ -396,14 +420,38 @@ impl Engine {
         log::warn!("hhc: log mirror {mirror} failed");
         *health = MirrorHealth::Failed;
         self.stats.mirror_failures += 1;
+        // A syncing mirror lacks the log before it joined. With no healthy
+        // mirror, flushes fall back to writing back and complete with their
+        // revokes under no barrier; a syncing mirror counted healthy later
+        // would let a replay take older entries back over what they wrote
+        // back (torture seed 131131, passthrough). So it fails too, and
+        // takes the log up again only when it is attached again (the log
+        // then starts over on it).
+        if !self.log.has_healthy_mirror() {
+            for other in 0..self.log.mirrors_count() {
+                if matches!(self.log.mirrors[other as usize], MirrorHealth::Syncing { .. }) {
+                    log::warn!("hhc: log mirror {other} was still syncing and no mirror in sync is left; it is dropped too");
+                    self.log.mirrors[other as usize] = MirrorHealth::Failed;
+                    self.stats.mirror_failures += 1;
+                }
+            }
+        }
     }
 
     /// A fresh mirror joins. With no healthy mirror left the log starts over
     /// on it; otherwise it syncs: every dirty block is logged again, and the
     /// mirror counts once every live entry lies in segments written to it.
     pub(super) fn attach_mirror(&mut self, mirror: u8) {
+        if self.join_mirror(mirror) {
+            self.write_superblock(self.log.head_sequence, true);
+        }
+    }
+
+    /// `attach_mirror` but for the superblock, which the caller writes:
+    /// false if there is no such mirror.
+    pub(super) fn join_mirror(&mut self, mirror: u8) -> bool {
         if mirror as usize >= self.log.mirrors.len() {
-            return;
+            return false;
         }
         let from_sequence = if self.log.has_healthy_mirror() {
             self.log.tail_sequence + 1
@@ -422,7 +470,7 @@ impl Engine {
         if self.log.open_buffer.is_some() {
             self.logging.barrier_wanted = true;
         }
-        self.write_superblock(self.log.head_sequence, true);
+        true
     }
 
     /// Forgets the log (nothing in it will be replayed) and starts a new one

@@ -49,6 +49,10 @@ impl Machine for Engine {
     fn stats(&self) -> Stats {
         Engine::stats(self)
     }
+    fn log_mirror_states(&self) -> Option<Vec<crate::engine::MirrorState>> {
+        Some(Engine::mirror_states(self))
+    }
+
     fn describe_stall(&self, lba: u64) -> String {
         format!("{}\n{}\n{}", self.describe_pending(), self.describe_lba(lba), self.describe_blocks())
     }

@@ -184,6 +184,9 @@ pub struct Engine {
     /// Log entries found at warm restart whose blocks are clean by now:
     /// (lba, loc), revoked once the log can take it.
     startup_revokes: Vec<(u64, u32)>,
+    /// Mirrors the warm start found stale (outside the newest superblock's
+    /// in-sync mask); re-synced once the start-up is done.
+    stale_mirrors_at_start: Vec<u8>,
     /// Sequential streams seen, for the cutoff (cutoff.rs).
     cutoff: cutoff::SequentialCutoff,
     stats: Stats,
@@ -273,6 +276,7 @@ impl Engine {
             restart_flush: false,
             restart_flush_failures: 0,
             startup_revokes: Vec::new(),
+            stale_mirrors_at_start: Vec::new(),
             cutoff: cutoff::SequentialCutoff::default(),
             stats: Stats::default(),
             state: EngineState::Starting,

@@ -190,11 +190,14 @@ impl Engine {
         for block in self.cache.superseded_blocks() {
             self.commit.mark_block(block);
         }
+        // What the start-up wrote to the mirrors is durable (flushed).
+        self.superblock_masks_settled();
         if warm {
             // The log may hold what an earlier `hhc` run logged; only a flush
             // that wrote everything back may drop it.
             self.logging.retiring = self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0;
             self.drop_copies_after_crash();
+            self.resync_stale_mirrors();
             if self.config.mirrors_count > 0 && self.log.writable_mirrors().next().is_some() {
                 // The scan took the newest superblock over every mirror, but
                 // a power loss during a superblock write (a log restarted at
@@ -211,6 +214,26 @@ impl Engine {
                 self.logging.superblock_durable_head = 0;
             }
             self.start_restart_flush();
+        }
+    }
+
+    /// A mirror present at the start but outside the newest superblock's
+    /// in-sync mask stopped receiving parts during an earlier run (it
+    /// failed, was removed or detached) and has holes where the others have
+    /// parts. It was kept out of the start-up (no part read from it, no
+    /// repair to it, nothing written to it); now it joins as an attached
+    /// mirror does: syncing, every dirty block logged again, healthy once
+    /// every live entry lies in segments written to it. With no in-sync
+    /// mirror left the log starts over on it.
+    fn resync_stale_mirrors(&mut self) {
+        for mirror in std::mem::take(&mut self.stale_mirrors_at_start) {
+            log::warn!("hhc: log mirror {mirror} is stale (it missed log writes of an earlier run); re-syncing it");
+            self.stats.stale_mirrors_resynced += 1;
+            if self.mutation() == crate::config::Mutation::StaleMirrorHealthy {
+                self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Healthy;
+                continue;
+            }
+            self.join_mirror(mirror);
         }
     }
 
@@ -467,12 +490,34 @@ impl Engine {
                 self.mirror_failed(mirror as u8);
             }
         }
+        // Stale mirrors take no part in the start-up (`resync_stale_mirrors`).
+        for &mirror in &scanned.stale_mirrors {
+            self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Failed;
+            self.stale_mirrors_at_start.push(mirror);
+        }
         let head = scanned.superblock.head_sequence;
         // This run's parts must be told from the previous run's (see
         // `clean_tail`, which records the number before any part is written).
         self.log.run = scanned.superblock.run.wrapping_add(1).max(1);
         let parts: Vec<(u64, u32, bool)> = scanned.segments.iter().map(|s| (s.sequence, s.part, s.barrier)).collect();
         self.log.restore_ring(head, &parts);
+        if scanned.in_sync_unavailable {
+            // Every mirror the newest superblock counts in sync is gone: the
+            // parts found are a stale mirror's and may lack any part since
+            // it fell behind. The cache device holds every dirty block, so
+            // nothing of the scan is used; the log starts over on the stale
+            // mirrors once the start-up is done, past every sequence seen.
+            log::warn!("hhc: no log mirror in sync is present; the log starts over on the stale ones");
+            for mirror in 0..self.config.mirrors_count {
+                if self.log.mirror_writable(mirror) {
+                    self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Failed;
+                    self.stale_mirrors_at_start.push(mirror);
+                }
+            }
+            self.stale_mirrors_at_start.sort_unstable();
+            self.stale_mirrors_at_start.dedup();
+            return;
+        }
         let header_blocks = self.log_layout.segment.header_blocks;
         let mut live: HashMap<u64, u32> = HashMap::new();
         for part in &scanned.segments {

@@ -37,6 +37,9 @@ pub struct Stats {
     pub requests_busy: u64,
     pub flush_fallbacks: u64,
     pub mirror_failures: u64,
+    /// Mirrors a warm start found stale (present, but outside the newest
+    /// log superblock's in-sync mask) and re-synced.
+    pub stale_mirrors_resynced: u64,
     /// Cache blocks visited by background scans and commit encoding: engine
     /// work that grows with the cache rather than with requests (drivers
     /// that model CPU time charge it).
@@ -79,7 +82,7 @@ impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 31] {
+    pub fn counters(&self) -> [(&'static str, u64); 32] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -106,6 +109,7 @@ impl Stats {
             ("requests_busy", self.requests_busy),
             ("flush_fallbacks", self.flush_fallbacks),
             ("mirror_failures", self.mirror_failures),
+            ("stale_mirrors_resynced", self.stale_mirrors_resynced),
             ("blocks_visited", self.blocks_visited),
             ("log_wraps", self.log_wraps),
             ("writeback_depth_halvings", self.writeback_depth_halvings),

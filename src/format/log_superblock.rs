@@ -2,9 +2,9 @@
 //! writers alternate and readers take the valid copy with the higher `write_seq`.
 
 use super::codec::{
-    check_crc, check_magic_and_version, check_zero, get_u32, get_u64, put_u16, put_u32, put_u64, put_u8, store_crc,
+    check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, put_u8, store_crc,
 };
-use super::{FormatError, SegmentLayout, LOG_FORMAT_VERSION, UNIT_BYTES};
+use super::{FormatError, SegmentLayout, LOG_FORMAT_VERSION, LOG_MIRRORS_MAX, UNIT_BYTES};
 
 pub const LOG_SUPERBLOCK_COPIES: u64 = 2;
 
@@ -26,6 +26,7 @@ const OFF_HEAD_SEQUENCE: usize = 48;
 const OFF_BACKING_BLOCKS: usize = 56;
 const OFF_MIRRORS_COUNT: usize = 64;
 const OFF_MIRROR_INDEX: usize = 65;
+const OFF_IN_SYNC_MASK: usize = 66;
 const OFF_RUN: usize = 68;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +44,11 @@ pub struct LogSuperblock {
     pub mirrors_count: u8,
     pub mirror_index: u8,
     pub backing_blocks: u64,
+    /// Bit i: mirror i was in sync (healthy: holding every part of the log
+    /// from the head on) when this superblock was written. A mirror outside
+    /// the newest superblock's mask is stale: it missed parts, and neither a
+    /// scan nor a repair may rely on it.
+    pub in_sync_mask: u16,
     /// The engine run that wrote it: +1 per warm restart, written before
     /// the run writes any part (every part carries its run).
     pub run: u32,
@@ -66,6 +72,7 @@ impl LogSuperblock {
         put_u64(unit, OFF_BACKING_BLOCKS, self.backing_blocks);
         put_u8(unit, OFF_MIRRORS_COUNT, self.mirrors_count);
         put_u8(unit, OFF_MIRROR_INDEX, self.mirror_index);
+        put_u16(unit, OFF_IN_SYNC_MASK, self.in_sync_mask);
         put_u32(unit, OFF_RUN, self.run);
         store_crc(unit, OFF_CRC);
     }
@@ -89,10 +96,21 @@ impl LogSuperblock {
             mirrors_count: unit[OFF_MIRRORS_COUNT],
             mirror_index: unit[OFF_MIRROR_INDEX],
             backing_blocks: get_u64(unit, OFF_BACKING_BLOCKS),
+            in_sync_mask: get_u16(unit, OFF_IN_SYNC_MASK),
             run: get_u32(unit, OFF_RUN),
         };
         superblock.check_fields()?;
         Ok(superblock)
+    }
+
+    /// Whether the superblock counts mirror `mirror` in sync.
+    pub fn in_sync(&self, mirror: u8) -> bool {
+        mirror < LOG_MIRRORS_MAX && self.in_sync_mask >> mirror & 1 == 1
+    }
+
+    /// The mask of every mirror of `mirrors_count`.
+    pub fn all_mirrors_mask(mirrors_count: u8) -> u16 {
+        ((1u32 << mirrors_count.min(LOG_MIRRORS_MAX)) - 1) as u16
     }
 
     /// The segment geometry this superblock describes (valid for any decoded superblock).
@@ -110,6 +128,12 @@ impl LogSuperblock {
         }
         if self.mirrors_count == 0 || self.mirror_index >= self.mirrors_count {
             return Err(FormatError::BadField("mirror_index"));
+        }
+        if self.mirrors_count > LOG_MIRRORS_MAX {
+            return Err(FormatError::BadField("mirrors_count"));
+        }
+        if (self.in_sync_mask as u32) >> self.mirrors_count != 0 {
+            return Err(FormatError::BadField("in_sync_mask"));
         }
         if self.backing_blocks == 0 {
             return Err(FormatError::BadField("backing_blocks"));
@@ -136,6 +160,7 @@ mod tests {
             mirrors_count: 2,
             mirror_index: 1,
             backing_blocks: 1 << 18,
+            in_sync_mask: 0b10,
             run: 1,
         }
     }
@@ -154,7 +179,8 @@ mod tests {
     fn round_trip_leaves_bytes_after_unit_alone() {
         let unit = encoded(&sample());
         assert_eq!(LogSuperblock::decode(&unit), Ok(sample()));
-        assert!(unit[66..68].iter().chain(&unit[72..UNIT_BYTES]).all(|&b| b == 0));
+        assert_eq!(unit[66..68], [0b10, 0], "the in-sync mask at offset 66");
+        assert!(unit[72..UNIT_BYTES].iter().all(|&b| b == 0));
         assert_eq!(&unit[UNIT_BYTES..], &[0x55u8; 10]);
     }
 
@@ -202,6 +228,32 @@ mod tests {
             rejected_with(LogSuperblock { backing_blocks: 0, ..sample() }),
             FormatError::BadField("backing_blocks")
         );
+        assert_eq!(rejected_with(LogSuperblock { in_sync_mask: 0b100, ..sample() }), FormatError::BadField("in_sync_mask"));
+        assert_eq!(
+            rejected_with(LogSuperblock { mirrors_count: 17, mirror_index: 0, in_sync_mask: 1, ..sample() }),
+            FormatError::BadField("mirrors_count")
+        );
+    }
+
+    #[test]
+    fn in_sync_mask_names_mirrors() {
+        let sb = LogSuperblock { mirrors_count: 3, mirror_index: 2, in_sync_mask: 0b101, ..sample() };
+        assert_eq!(LogSuperblock::decode(&encoded(&sb)), Ok(sb.clone()));
+        assert!(sb.in_sync(0) && !sb.in_sync(1) && sb.in_sync(2) && !sb.in_sync(3) && !sb.in_sync(200));
+        assert_eq!(LogSuperblock::all_mirrors_mask(3), 0b111);
+        assert_eq!(LogSuperblock::all_mirrors_mask(16), u16::MAX);
+        // No mirror in sync is a valid state (every healthy mirror failed
+        // while another was still syncing).
+        let none = LogSuperblock { in_sync_mask: 0, ..sample() };
+        assert_eq!(LogSuperblock::decode(&encoded(&none)), Ok(none));
+    }
+
+    #[test]
+    fn version_2_superblocks_are_refused() {
+        let mut unit = encoded(&sample());
+        put_u16(&mut unit, OFF_VERSION, 2);
+        store_crc(&mut unit[..UNIT_BYTES], OFF_CRC);
+        assert_eq!(LogSuperblock::decode(&unit), Err(FormatError::UnsupportedVersion(2)));
     }
 
     fn arb_superblock() -> impl Strategy<Value = LogSuperblock> {
@@ -211,11 +263,11 @@ mod tests {
             4u32..64,
             1u32..1_000_000,
             any::<u32>(),
-            1u8..=255,
+            1u8..=LOG_MIRRORS_MAX,
             any::<u8>(),
-            1u64..u64::MAX,
+            (1u64..u64::MAX, any::<u16>()),
         )
-            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, backing)| {
+            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, (backing, mask))| {
                 LogSuperblock {
                     instance_id: id,
                     write_seq: seq,
@@ -227,6 +279,7 @@ mod tests {
                     mirrors_count: mirrors,
                     mirror_index: index % mirrors,
                     backing_blocks: backing,
+                    in_sync_mask: mask & LogSuperblock::all_mirrors_mask(mirrors),
                     run: 1,
                 }
             })

@@ -24,8 +24,13 @@ pub const FORMAT_VERSION: u16 = 1;
 
 /// Version of the log's structures (superblock, segment parts). Version 1
 /// had one fixed-size segment per write; version 2 packs variable-length
-/// parts into each segment (docs/format.md). Decoders reject every other value.
-pub const LOG_FORMAT_VERSION: u16 = 2;
+/// parts into each segment (docs/format.md); version 3 records in the
+/// superblock which mirrors were in sync when it was written. Decoders
+/// reject every other value.
+pub const LOG_FORMAT_VERSION: u16 = 3;
+
+/// Log mirrors at most: the superblock's in-sync mask has a bit per mirror.
+pub const LOG_MIRRORS_MAX: u8 = 16;
 
 /// Every superblock and metadata page is one 4 KiB unit.
 pub const UNIT_BYTES: usize = 4096;

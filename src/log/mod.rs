@@ -270,6 +270,12 @@ impl LogManager {
         self.mirrors[mirror as usize] != MirrorHealth::Failed
     }
 
+    /// Bit i set: mirror i is healthy (in sync), as a log superblock
+    /// records it (`LogSuperblock::in_sync_mask`).
+    pub fn in_sync_mask(&self) -> u16 {
+        self.healthy_mirrors().filter(|&m| m < crate::format::LOG_MIRRORS_MAX).fold(0, |mask, m| mask | 1 << m)
+    }
+
     pub fn mirrors_count(&self) -> u8 {
         self.mirrors.len() as u8
     }

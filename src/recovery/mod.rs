@@ -61,6 +61,7 @@ mod tests {
                 mirrors_count: 1,
                 mirror_index: 0,
                 backing_blocks: 100,
+                in_sync_mask: 1,
                 run: 1,
             };
             assert_eq!(log_layout(&superblock), Ok(expected));
@@ -80,6 +81,7 @@ mod tests {
             mirrors_count: 1,
             mirror_index: 0,
             backing_blocks: 100,
+            in_sync_mask: 1,
             run: 1,
         };
         let mut units = vec![vec![0u8; UNIT_BYTES]; 3];

@@ -107,6 +107,12 @@ pub struct ReplayReport {
     pub new_write_seq: u64,
     /// Mirrors whose new superblock was written; the others failed.
     pub mirrors_reinitialised: u32,
+    /// Mirrors the newest superblock did not count in sync: nothing was
+    /// read from them (`ScannedLog::stale_mirrors`).
+    pub stale_mirrors: Vec<u8>,
+    /// No in-sync mirror was at hand: what was replayed came from stale
+    /// mirrors and may lack writes made after they fell behind.
+    pub in_sync_unavailable: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,6 +170,8 @@ enum Phase {
 pub struct Replay {
     layout: LogLayout,
     mirrors: Vec<u8>,
+    /// Mirrors no block is read from: the scan found them stale.
+    stale_mirrors: Vec<u8>,
     backing_has_flush: bool,
     superblock: LogSuperblock,
     superblock_units: Vec<Option<u64>>,
@@ -200,6 +208,7 @@ impl Replay {
             free_staging_slots: (0..REPLAY_PARALLELISM).rev().collect(),
             layout,
             mirrors,
+            stale_mirrors: if scanned.in_sync_unavailable { Vec::new() } else { scanned.stale_mirrors },
             backing_has_flush,
             superblock: scanned.superblock,
             superblock_units: scanned.superblock_units,
@@ -270,7 +279,8 @@ impl Replay {
     /// The mirror to read `block` from on attempt `attempt`: the one the scan
     /// found valid first, then the others in order.
     fn mirror_for_attempt(&self, block: &LiveBlock, attempt: usize) -> Option<u8> {
-        let others = self.mirrors.iter().copied().filter(|&m| m != block.mirror);
+        // Never a stale mirror: its block at that place may be another lap's.
+        let others = self.mirrors.iter().copied().filter(|&m| m != block.mirror && !self.stale_mirrors.contains(&m));
         std::iter::once(block.mirror).chain(others).nth(attempt)
     }
 
@@ -391,6 +401,9 @@ impl Replay {
             head_sequence: self.report.new_head_sequence,
             mirrors_count: self.superblock.mirrors_count.max(mirror.saturating_add(1)),
             mirror_index: mirror,
+            // The new log is empty: every mirror that takes this superblock
+            // holds all of it.
+            in_sync_mask: self.mirrors.iter().filter(|&&m| m < crate::format::LOG_MIRRORS_MAX).fold(0, |mask, &m| mask | 1 << m),
             ..self.superblock.clone()
         }
     }
@@ -422,6 +435,8 @@ fn initial_report(layout: &LogLayout, scanned: &ScannedLog, plan: &ReplayPlan) -
         new_head_sequence,
         new_write_seq: superblock.write_seq + 1,
         mirrors_reinitialised: 0,
+        stale_mirrors: scanned.stale_mirrors.clone(),
+        in_sync_unavailable: scanned.in_sync_unavailable,
     }
 }
 
@@ -598,6 +613,32 @@ mod tests {
         assert_eq!(backing(&devices), expected_backing(&mixed_run()));
         assert_eq!(report.read_retries, 5);
         assert_eq!(report.mirrors_reinitialised, 1);
+    }
+
+    /// Mirror 1 is stale (the newest superblock, on mirror 0, leaves it
+    /// out) and holds other data where mirror 0's part has its blocks: a
+    /// block mirror 0 cannot return must not be taken from it.
+    #[test]
+    fn unreadable_blocks_never_come_from_a_stale_mirror() {
+        let devices = || {
+            let mut image = LogImage::new(layout(6), 2);
+            image.write_superblock(3, 0, 100);
+            let newest = LogSuperblock { in_sync_mask: 0b01, ..image.superblock(4, 0, 100, 0) };
+            image.write_superblock_unit(0, 0, &newest);
+            image.write_segment_on(0, 0, &spec(100, true, &[(2, 2)], &[]));
+            image.write_segment_on(1, 0, &spec(100, true, &[(2, 9)], &[]));
+            image.into_devices()
+        };
+        let mut readable = devices();
+        let scanned = scan(&mut readable, layout(6), &MIRRORS).unwrap();
+        assert_eq!(scanned.stale_mirrors, vec![1]);
+        let mut devices = devices();
+        let report = replay(&mut readable, layout(6), scanned.clone(), &MIRRORS, true).unwrap();
+        assert_eq!(report.stale_mirrors, vec![1]);
+        assert_eq!(backing(&readable), expected_backing(&[spec(100, true, &[(2, 2)], &[])]));
+        devices.set_failing(DeviceRole::Log(0), true);
+        let result = replay(&mut devices, layout(6), scanned, &MIRRORS, true);
+        assert!(matches!(result, Err(ReplayError::LogUnreadable { lba: 2 })), "{result:?}");
     }
 
     #[test]

@@ -47,6 +47,13 @@ pub struct ScannedLog {
     pub corrupt_copies_detected: u64,
     /// Reads that failed; the scan went on with the other mirrors.
     pub io_errors: u64,
+    /// Mirrors with a valid superblock that the newest superblock does not
+    /// count in sync (`LogSuperblock::in_sync_mask`): they missed parts, so
+    /// the scan read no part from them (unless `in_sync_unavailable`).
+    pub stale_mirrors: Vec<u8>,
+    /// No mirror the newest superblock counts in sync could be read: the
+    /// scan fell back to the stale ones, and what it found may lack parts.
+    pub in_sync_unavailable: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +114,10 @@ struct SegmentScan {
     first_block: u32,
     /// The run of the last part accepted: the next must be of it or later.
     run: u32,
+    /// By position: whether parts are read from that mirror (in sync).
+    readable: Vec<bool>,
+    stale_mirrors: Vec<u8>,
+    in_sync_unavailable: bool,
     attempt: usize,
     invalid_copies_here: u64,
     segments: Vec<ScannedSegment>,
@@ -269,8 +280,20 @@ impl LogScanner {
         }
         let superblock = newest.ok_or(ScanError::NoValidSuperblock)?;
         self.check_geometry(&superblock)?;
+        // Parts are read only from the mirrors the newest superblock counts
+        // in sync: a stale one has holes and may hold older parts where the
+        // others have newer ones. With none of them readable, the stale ones
+        // are all there is.
+        let in_sync: Vec<bool> = self.mirrors.iter().map(|&m| superblock.in_sync(m)).collect();
+        let stale_mirrors =
+            (0..self.mirrors.len()).filter(|&p| superblock_units[p].is_some() && !in_sync[p]).map(|p| self.mirrors[p]).collect();
+        let in_sync_unavailable = (0..self.mirrors.len()).all(|p| !in_sync[p] || self.lost[p]);
+        let readable = if in_sync_unavailable { vec![true; self.mirrors.len()] } else { in_sync };
         Ok(SegmentScan {
             superblock,
+            readable,
+            stale_mirrors,
+            in_sync_unavailable,
             superblock_units,
             position: 0,
             part: 0,
@@ -320,7 +343,7 @@ impl LogScanner {
     fn try_next_copy(&mut self) {
         let Phase::Segments(scan) = &mut self.phase else { unreachable!("segment read outside the segment phase") };
         let lost = &self.lost;
-        let Some(attempt) = (scan.attempt..self.mirrors.len()).find(|&a| !lost[a]) else {
+        let Some(attempt) = (scan.attempt..self.mirrors.len()).find(|&a| !lost[a] && scan.readable[a]) else {
             return self.end_of_run();
         };
         scan.attempt = attempt;
@@ -451,6 +474,8 @@ impl LogScanner {
             last_barrier,
             corrupt_copies_detected: scan.corrupt_copies_detected,
             io_errors: scan.io_errors,
+            stale_mirrors: scan.stale_mirrors,
+            in_sync_unavailable: scan.in_sync_unavailable,
         }));
     }
 }
@@ -524,6 +549,50 @@ mod tests {
         assert_eq!(scanned.segments[1].revokes, vec![7]);
         assert_eq!((scanned.corrupt_copies_detected, scanned.io_errors), (0, 0));
         assert_eq!(scanned.superblock_units, vec![Some(1)]);
+    }
+
+    /// Mirror 1 fell out of sync after part 100: the newest superblock
+    /// (on mirror 0) no longer counts it. Where it holds a valid-looking
+    /// part of its own (left by a crashed run), the scan must still take
+    /// mirror 0's, even with mirror 1 preferred.
+    fn image_with_a_stale_mirror() -> LogImage {
+        let mut image = LogImage::new(layout(6), 2);
+        image.write_superblock(3, 0, 100);
+        let newest = LogSuperblock { in_sync_mask: 0b01, ..image.superblock(4, 0, 100, 0) };
+        image.write_superblock_unit(0, 0, &newest);
+        image.write_segment(0, &spec(100, true, &[(1, 1)], &[]));
+        image.write_segment_on(0, 1, &spec(101, true, &[(2, 2)], &[]));
+        image.write_segment_on(1, 1, &spec(101, true, &[(3, 9)], &[]));
+        image.write_segment_on(0, 2, &spec(102, true, &[(4, 2)], &[]));
+        image
+    }
+
+    #[test]
+    fn reads_parts_only_from_mirrors_the_newest_superblock_counts_in_sync() {
+        let mut devices = image_with_a_stale_mirror().into_devices();
+        let scanned = scan(&mut devices, layout(6), &[1, 0]).unwrap();
+        assert_eq!(sequences(&scanned), vec![(0, 100), (1, 101), (2, 102)]);
+        assert!(scanned.segments.iter().all(|s| s.mirror == 0), "{scanned:?}");
+        assert_eq!(scanned.segments[1].lbas, vec![2]);
+        assert_eq!(scanned.stale_mirrors, vec![1]);
+        assert!(!scanned.in_sync_unavailable);
+        assert_eq!(scanned.superblock.in_sync_mask, 0b01);
+        // Its parts are never even read.
+        assert!(devices.history().iter().all(|io| io.device != DeviceRole::Log(1) || io.offset_bytes < 8192));
+    }
+
+    #[test]
+    fn with_no_mirror_in_sync_at_hand_the_stale_ones_are_scanned_and_said_to_be() {
+        let mut image = image_with_a_stale_mirror();
+        // Mirror 1 got the superblock that left it out while it re-synced.
+        let newest = LogSuperblock { in_sync_mask: 0b01, ..image.superblock(4, 0, 100, 1) };
+        image.write_superblock_unit(1, 0, &newest);
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[1]).unwrap();
+        assert!(scanned.in_sync_unavailable);
+        assert_eq!(scanned.stale_mirrors, vec![1]);
+        assert_eq!(sequences(&scanned), vec![(0, 100), (1, 101)]);
+        assert_eq!(scanned.segments[1].lbas, vec![3]);
     }
 
     #[test]

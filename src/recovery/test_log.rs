@@ -61,6 +61,7 @@ impl LogImage {
             mirrors_count: self.mirrors.len() as u8,
             mirror_index: mirror as u8,
             backing_blocks: BACKING_BLOCKS,
+            in_sync_mask: LogSuperblock::all_mirrors_mask(self.mirrors.len() as u8),
             run: 1,
         }
     }

@@ -120,6 +120,14 @@ impl SimDevice {
         self.dead = true;
     }
 
+    /// The same hardware found again (a flaky disk back after a reboot): alive,
+    /// with the bytes it held when it died and nothing written since.
+    pub fn revive(&mut self) {
+        self.volatile.clear();
+        self.flush_marks.clear();
+        self.dead = false;
+    }
+
     /// New hardware in the same slot: empty, alive, same behaviour.
     pub fn replace(&mut self) {
         self.durable.fill(0);

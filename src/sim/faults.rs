@@ -19,6 +19,10 @@ pub enum Fault {
     PowerLoss,
     CacheDeath,
     MirrorDeath(u8),
+    /// A power loss during which mirror `m`, if dead, is found again with the
+    /// contents it had when it died (a flaky disk back after a reboot, a
+    /// saved configuration naming a detached mirror).
+    MirrorReturns(u8),
     SwitchPolicy(Policy),
     /// `set_options` while the engine serves (the cutoff, dirty threshold,
     /// write-back depth, idle time).
@@ -51,6 +55,9 @@ pub struct FaultKinds {
     /// The sequential cutoff on (`always` or `full`, a small threshold) and
     /// sequential streams in the workload.
     pub seq_cutoff: bool,
+    /// A dead mirror comes back, stale, at a restart; later the other mirror
+    /// and then the cache die (drawn from a PRNG of its own).
+    pub mirror_returns: bool,
 }
 
 impl FaultKinds {
@@ -69,6 +76,7 @@ impl FaultKinds {
             (self.log_fills_up, "log-fills-up"),
             (self.policy_switches, "policy-switches"),
             (self.seq_cutoff, "seq-cutoff"),
+            (self.mirror_returns, "mirror-returns"),
         ];
         all.into_iter().filter(|(on, _)| *on).map(|(_, name)| name).collect()
     }
@@ -108,7 +116,11 @@ impl FaultPlan {
         if kinds.seq_cutoff {
             draw_options_changes(&mut cutoff_prng, ops, &config, &mut faults);
         }
-        FaultPlan { config, cache, mirrors, backing, workload, faults, kinds }
+        // Likewise from a PRNG of its own: seeds without it run as before.
+        let mut returns_prng = Prng::new(seed ^ 0x5245_5455_524E);
+        let mut plan = FaultPlan { config, cache, mirrors, backing, workload, faults, kinds };
+        draw_mirror_returns(&mut returns_prng, ops, &mut plan);
+        plan
     }
 }
 
@@ -126,6 +138,7 @@ fn draw_kinds(prng: &mut Prng) -> FaultKinds {
         log_fills_up: prng.percent(25),
         policy_switches: prng.percent(20),
         seq_cutoff: false, // drawn last, from its own PRNG (draw_seq_cutoff)
+        mirror_returns: false, // likewise (draw_mirror_returns)
     }
 }
 
@@ -204,6 +217,44 @@ fn draw_options_changes(prng: &mut Prng, ops: u64, config: &Config, faults: &mut
         };
         let at_op = prng.between(1, ops.max(2) - 1);
         faults.push(PlannedFault { at_op, delay_ns: prng.between(0, 3_000_000), fault: Fault::SetOptions(options) });
+    }
+    // Stable: the other faults keep their order.
+    faults.sort_by_key(|f| f.at_op);
+}
+
+/// A fifth of the seeds with two or more mirrors get the sequence that
+/// exposes a returned mirror counted in sync although it missed writes:
+/// mirror a dies, comes back at a power loss (stale), later mirror b dies,
+/// later the cache dies, so the replay has only a's copy, and only if the
+/// engine called a healthy since its return (`cache_loss_survivable`).
+/// Some seeds leave time to re-sync, some do not.
+fn draw_mirror_returns(prng: &mut Prng, ops: u64, plan: &mut FaultPlan) {
+    let mirrors_count = plan.config.mirrors_count;
+    plan.kinds.mirror_returns = mirrors_count >= 2 && prng.percent(20);
+    if !plan.kinds.mirror_returns {
+        return;
+    }
+    let faults = &mut plan.faults;
+    let a = prng.below(mirrors_count as u64) as u8;
+    let b = (a + prng.between(1, mirrors_count as u64 - 1) as u8) % mirrors_count;
+    let ops = ops.max(8);
+    let died = prng.between(1, ops / 4);
+    let returned = prng.between(died + 1, ops / 2);
+    // Half the seeds lose b and the cache as soon as the restart is done (a
+    // fault due while the simulator recovers fires right after it): a warm
+    // restart copies the newest parts to every mirror it counts healthy and
+    // logs every dirty block again, after which the head soon passes the
+    // returned mirror's holes, so a stale window is short.
+    let soon = prng.percent(50);
+    let other_died = if soon { returned } else { prng.between(returned + 1, 3 * ops / 4) };
+    let cache_died = if soon { returned + prng.between(0, 2) } else { prng.between(other_died + 1, ops - 1) };
+    let sequence = [(died, Fault::MirrorDeath(a)), (returned, Fault::MirrorReturns(a)), (other_died, Fault::MirrorDeath(b)), (cache_died, Fault::CacheDeath)];
+    let mut delay_before = 0;
+    for (at_op, fault) in sequence {
+        // Faults due at one request keep their order.
+        let delay_ns = prng.between(0, 3_000_000) + delay_before;
+        delay_before = delay_ns;
+        faults.push(PlannedFault { at_op, delay_ns, fault });
     }
     // Stable: the other faults keep their order.
     faults.sort_by_key(|f| f.at_op);
@@ -352,6 +403,28 @@ mod tests {
         assert!(any(|k| k.power_loss) && any(|k| k.cache_death) && any(|k| k.mirror_death) && any(|k| k.all_mirrors_death));
         assert!(any(|k| k.log_corruption) && any(|k| k.backing_errors) && any(|k| k.latency_spikes));
         assert!(any(|k| k.backing_without_flush) && any(|k| k.buffer_pool_exhaustion) && any(|k| k.log_fills_up));
-        assert!(any(|k| k.policy_switches) && any(|k| k.seq_cutoff));
+        assert!(any(|k| k.policy_switches) && any(|k| k.seq_cutoff) && any(|k| k.mirror_returns));
+    }
+
+    #[test]
+    fn mirror_returns_come_in_order_and_leave_other_seeds_alone() {
+        let mut seen = 0;
+        for seed in 0..400 {
+            let plan = FaultPlan::draw(seed, 1000, Policy::Hhc, Mutation::None);
+            let returns: Vec<&PlannedFault> = plan.faults.iter().filter(|f| matches!(f.fault, Fault::MirrorReturns(_))).collect();
+            assert_eq!(plan.kinds.mirror_returns, !returns.is_empty());
+            if !plan.kinds.mirror_returns {
+                continue;
+            }
+            seen += 1;
+            assert!(plan.config.mirrors_count >= 2);
+            let Fault::MirrorReturns(a) = returns[0].fault else { unreachable!() };
+            let at = |wanted: Fault| plan.faults.iter().filter(|f| f.fault == wanted).map(|f| f.at_op).collect::<Vec<_>>();
+            assert!(at(Fault::MirrorDeath(a)).iter().any(|&t| t < returns[0].at_op));
+            let later_death = (0..plan.config.mirrors_count).filter(|&b| b != a).flat_map(|b| at(Fault::MirrorDeath(b))).any(|t| t >= returns[0].at_op);
+            assert!(later_death, "seed {seed}: no other mirror dies after the return");
+            assert!(at(Fault::CacheDeath).iter().any(|&t| t >= returns[0].at_op));
+        }
+        assert!(seen > 20, "only {seen} seeds with a returning mirror");
     }
 }

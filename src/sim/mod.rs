@@ -30,6 +30,8 @@ pub struct Figures {
     pub device_deaths: u64,
     pub policy_switches: u64,
     pub options_changes: u64,
+    /// Dead log mirrors found again, stale, at a restart (`mirror-returns`).
+    pub mirror_returns: u64,
     /// Writes the sequential cutoff sent to the backing device alone.
     pub cutoff_writes: u64,
     pub corruptions_injected: u64,
@@ -46,7 +48,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        let pairs: [(&mut u64, u64); 16] = [
+        let pairs: [(&mut u64, u64); 17] = [
             (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
@@ -57,6 +59,7 @@ impl Figures {
             (&mut self.device_deaths, other.device_deaths),
             (&mut self.policy_switches, other.policy_switches),
             (&mut self.options_changes, other.options_changes),
+            (&mut self.mirror_returns, other.mirror_returns),
             (&mut self.cutoff_writes, other.cutoff_writes),
             (&mut self.corruptions_injected, other.corruptions_injected),
             (&mut self.corruptions_detected, other.corruptions_detected),
@@ -70,7 +73,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 16] {
+    pub fn named(&self) -> [(&'static str, u64); 17] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -81,6 +84,7 @@ impl Figures {
             ("device_deaths", self.device_deaths),
             ("policy_switches", self.policy_switches),
             ("options_changes", self.options_changes),
+            ("mirror_returns", self.mirror_returns),
             ("cutoff_writes", self.cutoff_writes),
             ("corruptions_injected", self.corruptions_injected),
             ("corruptions_detected", self.corruptions_detected),
@@ -97,13 +101,15 @@ pub fn reproduce_command(spec: &RunSpec) -> String {
     format!("hhc torture --seed {} --ops {} --policy {}", spec.seed, spec.ops, spec.policy)
 }
 
-pub const MUTATION_NAMES: [&str; 5] = ["none", "flush-skips-log", "revoke-before-backing-flush", "commit-before-data", "read-wrong-block"];
-const MUTATIONS: [Mutation; 5] = [
+pub const MUTATION_NAMES: [&str; 6] =
+    ["none", "flush-skips-log", "revoke-before-backing-flush", "commit-before-data", "read-wrong-block", "stale-mirror-healthy"];
+const MUTATIONS: [Mutation; 6] = [
     Mutation::None,
     Mutation::FlushSkipsLog,
     Mutation::RevokeBeforeBackingFlush,
     Mutation::CommitBeforeData,
     Mutation::ReadWrongBlock,
+    Mutation::StaleMirrorHealthy,
 ];
 
 pub fn mutation_name(mutation: Mutation) -> &'static str {

@@ -195,6 +195,9 @@ struct Sim<'f, F: TargetFactory> {
     verify_queue: VecDeque<(u64, u32)>,
     verify_context: String,
     verify_attempts: BTreeMap<u64, u32>,
+    /// Per mirror: it came back (`Fault::MirrorReturns`) and the target has
+    /// not called it healthy since, so it is no good copy yet.
+    returned_unconfirmed: Vec<bool>,
     figures: Figures,
 }
 
@@ -235,6 +238,7 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             verify_queue: VecDeque::new(),
             verify_context: String::new(),
             verify_attempts: BTreeMap::new(),
+            returned_unconfirmed: vec![false; plan.mirrors.len()],
             figures: Figures::default(),
             plan,
         }
@@ -330,6 +334,7 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         let deadline = self.now.saturating_add(limit_ns);
         loop {
             self.drain_target()?;
+            self.confirm_returned_mirrors();
             if done(self) {
                 return Ok(());
             }
@@ -429,6 +434,26 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         let now = self.now;
         self.target_mut().handle_io_completion(now, id, status);
         Ok(())
+    }
+
+    /// A returned mirror becomes a good copy once the running target calls
+    /// it healthy: from then on a replay from it alone must hold every
+    /// flushed write (a target that reports no states never confirms one).
+    fn confirm_returned_mirrors(&mut self) {
+        if !self.returned_unconfirmed.contains(&true) {
+            return;
+        }
+        let Some(target) = self.target.as_ref().filter(|t| *t.state() == EngineState::Ready) else { return };
+        let Some(states) = target.log_mirror_states() else { return };
+        for (mirror, state) in states.iter().enumerate() {
+            if *state == crate::engine::MirrorState::Healthy && self.returned_unconfirmed.get(mirror) == Some(&true) {
+                self.returned_unconfirmed[mirror] = false;
+                let now = self.now;
+                if self.tracing {
+                    eprintln!("[{now} ns] returned mirror {mirror} reported healthy");
+                }
+            }
+        }
     }
 
     // ---- requests ---------------------------------------------------------
@@ -588,6 +613,7 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         self.trace(|| format!("fault {fault:?}"));
         match fault {
             Fault::PowerLoss => self.recover_after_power_loss("recovery after power loss"),
+            Fault::MirrorReturns(mirror) => self.recover_with_mirror_back(mirror),
             Fault::CacheDeath => {
                 self.devices.cache.kill();
                 self.figures.device_deaths += 1;

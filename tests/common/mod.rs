@@ -320,6 +320,18 @@ impl Workload {
         self.errors_seen == errors
     }
 
+    /// One recorded flush, run to completion; returns whether it succeeded.
+    pub fn flush_and_wait(&mut self) -> bool {
+        let submitted_at = self.model.tick();
+        self.model.flushes_submitted.push(submitted_at);
+        let id = self.harness.flush();
+        self.pending.insert(id, Pending::Flush { submitted_at });
+        self.harness.run_until_done(id);
+        let errors = self.errors_seen;
+        self.reap();
+        self.errors_seen == errors
+    }
+
     pub fn drain(&mut self) {
         while let Some(&id) = self.pending.keys().next() {
             self.harness.run_until_done(id);

@@ -268,6 +268,7 @@ impl View<'_> {
             ("request errors", "request_errors"),
             ("write-back errors", "writeback_errors"),
             ("mirror failures", "mirror_failures"),
+            ("stale mirrors re-synced", "stale_mirrors_resynced"),
             ("flushes fallen back", "flush_fallbacks"),
             ("flush_all errors", "flush_all_errors"),
         ];

@@ -56,6 +56,25 @@ impl<F: TargetFactory> Sim<'_, F> {
         Ok(())
     }
 
+    /// A power loss during which mirror `mirror`, if dead, is found again
+    /// with what it held when it died.
+    pub(super) fn recover_with_mirror_back(&mut self, mirror: u8) -> Result<(), Violation> {
+        if self.devices.cache.is_dead() || !self.devices.mirrors[mirror as usize].is_dead() {
+            return self.recover_after_power_loss("recovery after power loss");
+        }
+        self.figures.power_losses += 1;
+        self.power_off();
+        self.devices.mirrors[mirror as usize].revive();
+        self.returned_unconfirmed[mirror as usize] = true;
+        self.figures.mirror_returns += 1;
+        self.trace(|| format!("mirror {mirror} is back, stale"));
+        self.start_target(StartMode::Open)?;
+        self.verify_through_target("recovery after power loss with a stale mirror back")?;
+        self.figures.recoveries += 1;
+        self.resume_workload();
+        Ok(())
+    }
+
     pub(super) fn start_target(&mut self, start: StartMode) -> Result<(), Violation> {
         self.trace(|| format!("start {start:?} with policy {}", self.policy));
         self.recovering = true;
@@ -164,7 +183,8 @@ impl<F: TargetFactory> Sim<'_, F> {
     }
 
     /// DESIGN.md §1.5: cache plus every log device lost loses dirty data.
-    /// A mirror with silent corruption does not count as a good copy.
+    /// A mirror with silent corruption does not count as a good copy, nor
+    /// does one that came back stale until the engine called it healthy.
     pub(super) fn cache_loss_survivable(&self) -> bool {
         if !self.policy.survives_cache_loss() || !self.spec.policy.survives_cache_loss() {
             return false;
@@ -172,7 +192,8 @@ impl<F: TargetFactory> Sim<'_, F> {
         if !self.log_ever_used {
             return true;
         }
-        self.devices.mirrors.iter().any(|m| !m.is_dead() && !m.spec().silent.any())
+        let returned = &self.returned_unconfirmed;
+        self.devices.mirrors.iter().enumerate().any(|(i, m)| !m.is_dead() && !m.spec().silent.any() && !returned[i])
     }
 
     pub(super) fn replay_log(&mut self) -> Result<(), Violation> {
@@ -213,8 +234,12 @@ impl<F: TargetFactory> Sim<'_, F> {
 
     pub(super) fn replace_dead_devices(&mut self) {
         self.devices.cache.replace();
-        for mirror in self.devices.mirrors.iter_mut().filter(|m| m.is_dead()) {
-            mirror.replace();
+        for (i, mirror) in self.devices.mirrors.iter_mut().enumerate() {
+            if mirror.is_dead() {
+                mirror.replace();
+            }
+            // New hardware, or a mirror the new log is formatted on.
+            self.returned_unconfirmed[i] = false;
         }
     }
 }
