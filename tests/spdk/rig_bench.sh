@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Benchmarks of the topology rig (docs/spdk.md "Topology rig", results in
+# docs/results.md): the simulator's personalities (websearch, fileserver,
+# varmail), replayed by fio from `hhc trace` iologs through NVMe-oF/TCP and
+# through the vhost-blk client, for every policy, each next to the timed
+# simulator's prediction for the same devices (tests/spdk/rig.profile, the
+# rig's device sizes), workload, threads and policy. A benchmark, not a
+# test: it prints figures and fails only when the rig does.
+#
+#   bash tests/spdk/rig_bench.sh            # ~30 min on 2 cores
+#   TRANSPORTS=nvmf WORKLOADS=varmail POLICIES="wb-flush hhc" DURATION_S=20 bash tests/spdk/rig_bench.sh
+#
+# Each point is a fresh rig (new device files): warm-up reads of the file
+# area through hhc0 (as the simulator's prefill), SETTLE_S of the replay
+# not measured (fio's ramp_time), then DURATION_S measured.
+
+set -u -o pipefail
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/spdk/rig_lib.sh
+. "$BENCH_DIR/rig_lib.sh"
+
+HHC=${HHC:-${CARGO_TARGET_DIR:-$RIG_REPO/target}/release/hhc}
+TRANSPORTS=${TRANSPORTS:-"nvmf vhost"}
+WORKLOADS=${WORKLOADS:-"websearch fileserver varmail"}
+POLICIES=${POLICIES:-"passthrough wt wb wb-flush wb-ordered hhc"}
+# Closed-loop threads per workload: one, because every fio job of SPDK's
+# plugin busy-polls, as do the server's and the host's reactors, and the
+# machine has two cores: the client runs on CLIENT_CPUS (the server's
+# core), leaving the host's core to the host (docs/results.md).
+THREADS=${THREADS:-1}
+CLIENT_CPUS=${CLIENT_CPUS:-0}
+SETTLE_S=${SETTLE_S:-5}
+DURATION_S=${DURATION_S:-20}
+SCALE=${SCALE:-0.01}
+PROFILE=${PROFILE:-$BENCH_DIR/rig.profile}
+RESULTS=${RESULTS:-$(mktemp -d /tmp/hhc-rig-bench.XXXXXX)}
+mkdir -p "$RESULTS"
+
+bench_log() { echo "[rig-bench] $*" >&2; }
+
+# The model params of one profile section, as the JSON object
+# bdev_hhc_model_create takes ("backing." keeps its "disk." keys).
+profile_params() { # section
+    python3 - "$PROFILE" "$1" <<'PY'
+import json, sys
+path, section = sys.argv[1], sys.argv[2] + "."
+params = {}
+for line in open(path):
+    line = line.split("#", 1)[0].strip()
+    if "=" in line:
+        key, value = (part.strip() for part in line.split("=", 1))
+        if key.startswith(section):
+            params[key[len(section):]] = float(value)
+print(json.dumps(params))
+PY
+}
+
+RIG_SSD_PARAMS=$(profile_params ssd)
+RIG_HDD_PARAMS=$(profile_params log_hdd)
+RIG_RAID_PARAMS=$(profile_params backing)
+export RIG_SSD_PARAMS RIG_HDD_PARAMS RIG_RAID_PARAMS
+
+# fio options of a replay: one job per thread's iolog.
+replay_jobs() { # trace-dir
+    local t
+    for t in $(seq 0 $((THREADS - 1))); do
+        printf -- '--name=t%d --read_iolog=%s/thread-%03d.iolog ' "$t" "$1" "$t"
+    done
+}
+
+# fio through the transport's client with global options then the jobs.
+client_fio() { # transport args...
+    local transport=$1
+    shift
+    case $transport in
+        nvmf)
+            [ -e "$RIG_NVMF_JSON" ] || rig_client_json
+            timeout -k 5 "$RIG_FIO_TIMEOUT" "$FIO" --ioengine="$RIG_FIO_PLUGIN" --spdk_json_conf="$RIG_NVMF_JSON" \
+                --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$RIG_FIO_MEM_MB" \
+                --filename="$RIG_NVMF_BDEV" --direct=1 --cpus_allowed="$CLIENT_CPUS" "$@"
+            ;;
+        vhost)
+            rig_vhost_ok || return
+            # A virtqueue per fio job (each job is an SPDK thread with a channel).
+            cat >"$RESULTS/vhost.json" <<EOF
+{"subsystems":[{"subsystem":"bdev","config":[
+ {"method":"bdev_virtio_attach_controller","params":{"name":"$RIG_VHOST_BDEV","trtype":"user","dev_type":"blk",
+  "traddr":"$RIG_VHOST_SOCK","vq_count":$THREADS}},
+ {"method":"bdev_wait_for_examine"}]}]}
+EOF
+            timeout -k 5 "$RIG_FIO_TIMEOUT" "$FIO" --ioengine="$RIG_FIO_PLUGIN" --spdk_json_conf="$RESULTS/vhost.json" \
+                --thread=1 --spdk_mem="$RIG_CLIENT_MEM_MB" --spdk_single_seg=1 --filename="$RIG_VHOST_BDEV" --direct=1 \
+                --cpus_allowed="$CLIENT_CPUS" "$@"
+            local rc=$?
+            rig_huge_leftovers
+            return $rc
+            ;;
+    esac
+}
+
+point() { # transport workload policy trace-dir
+    local transport=$1 workload=$2 policy=$3 trace=$4 area_offset area_bytes bdev
+    area_offset=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["file_area_offset_bytes"])' "$trace/trace.json")
+    area_bytes=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["file_area_bytes"])' "$trace/trace.json")
+    bdev=$RIG_NVMF_BDEV
+    [ "$transport" = nvmf ] || bdev=$RIG_VHOST_BDEV
+    rig_down >/dev/null 2>&1
+    rig_up "$policy" >"$RESULTS/$transport-$workload-$policy.rig.log" 2>&1 || { bench_log "rig_up $policy failed"; return 1; }
+    if [ "$policy" != passthrough ]; then
+        client_fio "$transport" --name=warm --rw=read --bs=128k --iodepth=8 --offset="$area_offset" --size="$area_bytes" \
+            >"$RESULTS/$transport-$workload-$policy.warm.log" 2>&1 || { bench_log "warm-up failed"; return 1; }
+    fi
+    # shellcheck disable=SC2046
+    client_fio "$transport" --replay_redirect="$bdev" --replay_no_stall=1 --iodepth=1 --group_reporting=1 \
+        --ramp_time="$SETTLE_S" --runtime="$DURATION_S" --output-format=json --output="$RESULTS/$transport-$workload-$policy.fio.json" \
+        $(replay_jobs "$trace") >"$RESULTS/$transport-$workload-$policy.fio.log" 2>&1 ||
+        { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; return 1; }
+    rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats.json" 2>/dev/null
+    bench_log "$transport $workload $policy: $(python3 "$BENCH_DIR/rig_bench.py" point "$RESULTS/$transport-$workload-$policy.fio.json")"
+}
+
+failed=0
+for workload in $WORKLOADS; do
+    trace=$RESULTS/trace-$workload
+    # Enough requests per thread for the whole run at RAM speed.
+    "$HHC" trace --workload "$workload" --threads "$THREADS" --scale "$SCALE" --ops-per-thread 200000 \
+        --filename "$RIG_HHC" --out-dir "$trace" >/dev/null || exit 1
+    "$HHC" simulate --experiment custom --job "$workload" --threads "$THREADS" --scale "$SCALE" --fsync flush \
+        --cache-mib "$RIG_SSD_MB" --log-mib "$RIG_HDD_MB" --profile "$PROFILE" --policies "${POLICIES// /,}" \
+        --settle-s "$SETTLE_S" --duration-s "$DURATION_S" --json --out-dir "$RESULTS/sim-$workload" \
+        >"$RESULTS/$workload.sim.json" 2>"$RESULTS/$workload.sim.log" || exit 1
+    for transport in $TRANSPORTS; do
+        for policy in $POLICIES; do
+            point "$transport" "$workload" "$policy" "$trace" || failed=$((failed + 1))
+        done
+    done
+done
+rig_down >/dev/null 2>&1
+python3 "$BENCH_DIR/rig_bench.py" table "$RESULTS" | tee "$RESULTS/table.md"
+bench_log "results in $RESULTS ($failed points failed)"
+[ "$failed" = 0 ]
