@@ -36,7 +36,9 @@
 //! its buffer was released (seed 3110), and (log format 3, `mirror-returns`)
 //! a mirror that was still re-syncing counted healthy after the last
 //! in-sync one failed (passthrough 131131; hhc 130609 and 130760 caught the
-//! first attempt at a fix, which started the log over on it).
+//! first attempt at a fix, which started the log over on it), and a
+//! returned mirror of the instance before a cache loss failing the next
+//! cache-loss scan whole instead of being left out (hhc 142116).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
@@ -267,6 +269,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Passthrough, 131131, 1000),
     (Policy::Hhc, 130609, 1000),
     (Policy::Hhc, 130760, 1000),
+    (Policy::Hhc, 142116, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),

@@ -439,7 +439,10 @@ impl Engine {
 
     fn start_scan(&mut self) {
         let mirrors: Vec<u8> = (0..self.config.mirrors_count).collect();
-        let scanner = LogScanner::new(self.log_layout, mirrors, &mut HeapAllocator);
+        let mut scanner = LogScanner::new(self.log_layout, mirrors, &mut HeapAllocator);
+        // A mirror of another instance is not part of this log (the cache
+        // superblock, read first, says which instance this is).
+        scanner.expect_instance(self.config.instance_id);
         self.startup.as_mut().unwrap().scanner = Some(scanner);
         self.pump_scanner();
     }

@@ -394,7 +394,7 @@ impl Core {
             return;
         }
         log::warn!("{}: cache lost; replaying the log ({} mirrors) onto backing bdev {}", self.params.name, mirrors.len(), self.params.backing);
-        self.recovery = Some(Recovery::new(layout, mirrors, self.config.backing_has_flush));
+        self.recovery = Some(Recovery::new(layout, mirrors, self.config.backing_has_flush, self.config.instance_id));
         self.phase = Phase::Recovering;
     }
 

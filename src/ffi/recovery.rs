@@ -15,8 +15,10 @@ use crate::recovery::{LogRecovery, Recovered, RecoveryProgress};
 pub struct Recovery(LogRecovery);
 
 impl Recovery {
-    pub fn new(layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool) -> Recovery {
-        Recovery(LogRecovery::new(layout, mirrors, backing_has_flush, Box::new(DmaAllocator)))
+    /// The log of instance `instance_id` (the cache superblock's): a mirror
+    /// of another instance is left out of the replay.
+    pub fn new(layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool, instance_id: u64) -> Recovery {
+        Recovery(LogRecovery::new(layout, mirrors, backing_has_flush, Box::new(DmaAllocator)).expect_instance(instance_id))
     }
 
     /// Starts the machine's device commands; true if there were any.

@@ -133,6 +133,16 @@ impl LogRecovery {
         LogRecovery { layout, mirrors, backing_has_flush, scan_only, alloc, stage: Stage::Scan(Box::new(scanner)), corrupt_copies_detected: 0, last_progress: RecoveryProgress::start() }
     }
 
+    /// The log belongs to instance `id` (`LogScanner::expect_instance`): a
+    /// mirror of another instance is left out. Call before the first
+    /// completion.
+    pub fn expect_instance(mut self, id: u64) -> LogRecovery {
+        if let Stage::Scan(scanner) = &mut self.stage {
+            scanner.expect_instance(id);
+        }
+        self
+    }
+
     /// `None` while running; then the outcome, which stays.
     pub fn result(&mut self) -> Option<Result<&Recovered, &RecoveryError>> {
         self.advance();

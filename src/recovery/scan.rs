@@ -134,8 +134,12 @@ enum Phase {
 pub struct LogScanner {
     layout: LogLayout,
     mirrors: Vec<u8>,
-    /// Mirrors that reported `DeviceLost`; never asked again.
+    /// Mirrors that reported `DeviceLost` or belong to another instance;
+    /// never asked again.
     lost: Vec<bool>,
+    /// The instance the log must belong to, when the caller knows it (the
+    /// cache superblock says): a mirror of another one is left out.
+    expected_instance: Option<u64>,
     superblock_memory: Box<dyn IoRegion>,
     segment_memory: Box<dyn IoRegion>,
     queued: VecDeque<(DeviceIo, Pending)>,
@@ -153,6 +157,7 @@ impl LogScanner {
         let mut scanner = LogScanner {
             layout,
             lost: vec![false; mirrors.len()],
+            expected_instance: None,
             superblock_memory: alloc.alloc(copies_count.max(1) * UNIT_BYTES),
             segment_memory: alloc.alloc(layout.segment.segment_bytes as usize),
             mirrors,
@@ -169,6 +174,15 @@ impl LogScanner {
             scanner.queue_superblock_read(copy);
         }
         scanner
+    }
+
+    /// The log belongs to instance `id`: a mirror whose superblock names
+    /// another (an old disk put back, a mirror of a log formatted since) is
+    /// left out of the scan instead of failing it; only if no mirror belongs
+    /// to `id` does the scan fail (`InstanceMismatch`). Without it, mirrors
+    /// of two instances fail the scan. Call before the first completion.
+    pub fn expect_instance(&mut self, id: u64) {
+        self.expected_instance = Some(id);
     }
 
     pub fn is_done(&self) -> bool {
@@ -256,6 +270,7 @@ impl LogScanner {
         let copies = LOG_SUPERBLOCK_COPIES as usize;
         let memory = self.superblock_memory.as_mut_slice();
         let mut newest: Option<LogSuperblock> = None;
+        let mut foreign: Option<ScanError> = None;
         let mut superblock_units = vec![None; self.mirrors.len()];
         for (position, units) in superblock_units.iter_mut().enumerate() {
             let readable = (0..copies).filter(|unit| statuses[position * copies + unit] == IoStatus::Ok);
@@ -263,6 +278,15 @@ impl LogScanner {
                 readable.map(|unit| (unit, &memory[(position * copies + unit) * UNIT_BYTES..][..UNIT_BYTES]));
             let (unit_list, bytes): (Vec<usize>, Vec<&[u8]>) = unit_bytes.unzip();
             let Some((chosen, superblock)) = super::newest_superblock(bytes) else { continue };
+            if let Some(expected) = self.expected_instance.filter(|&id| id != superblock.instance_id) {
+                foreign.get_or_insert(ScanError::InstanceMismatch {
+                    expected,
+                    found: superblock.instance_id,
+                    mirror: self.mirrors[position],
+                });
+                self.lost[position] = true;
+                continue;
+            }
             *units = Some(unit_list[chosen] as u64);
             if let Some(best) = &newest {
                 if best.instance_id != superblock.instance_id {
@@ -278,7 +302,9 @@ impl LogScanner {
                 newest = Some(superblock);
             }
         }
-        let superblock = newest.ok_or(ScanError::NoValidSuperblock)?;
+        let Some(superblock) = newest else {
+            return Err(foreign.unwrap_or(ScanError::NoValidSuperblock));
+        };
         self.check_geometry(&superblock)?;
         // Parts are read only from the mirrors the newest superblock counts
         // in sync: a stale one has holes and may hold older parts where the
@@ -769,6 +795,16 @@ mod tests {
         other.encode(&mut devices.device_mut(DeviceRole::Log(1)).unwrap()[..UNIT_BYTES]);
         let mismatch = scan(&mut devices, layout(6), &[0, 1]);
         assert_eq!(mismatch, Err(ScanError::InstanceMismatch { expected: INSTANCE_ID, found: 99, mirror: 1 }));
+
+        // Told the instance, the scan leaves the other one's mirror out.
+        let mut scanner = LogScanner::new(layout(6), vec![0, 1], &mut HeapAllocator);
+        scanner.expect_instance(INSTANCE_ID);
+        let scanned = run_scanner(&mut devices, scanner).expect("mirror 0 alone");
+        assert_eq!(scanned.superblock_units[1], None, "mirror 1 left out");
+        assert!(scanned.segments.iter().all(|s| s.mirror == 0));
+        let mut scanner = LogScanner::new(layout(6), vec![1], &mut HeapAllocator);
+        scanner.expect_instance(INSTANCE_ID);
+        assert_eq!(run_scanner(&mut devices, scanner), Err(ScanError::InstanceMismatch { expected: INSTANCE_ID, found: 99, mirror: 1 }));
 
         for mirror in [0, 1] {
             devices.device_mut(DeviceRole::Log(mirror)).unwrap()[..2 * UNIT_BYTES].fill(0);

@@ -183,7 +183,11 @@ pub fn expected_backing(run: &[SegmentSpec]) -> Vec<u8> {
 }
 
 pub fn scan(devices: &mut MemDevices, layout: LogLayout, mirrors: &[u8]) -> Result<ScannedLog, ScanError> {
-    let mut scanner = LogScanner::new(layout, mirrors.to_vec(), &mut HeapAllocator);
+    run_scanner(devices, LogScanner::new(layout, mirrors.to_vec(), &mut HeapAllocator))
+}
+
+/// Runs a scanner made (and told) by the caller to its end.
+pub fn run_scanner(devices: &mut MemDevices, mut scanner: LogScanner) -> Result<ScannedLog, ScanError> {
     devices.pump(&mut scanner).unwrap();
     assert!(scanner.is_done(), "the scanner stopped issuing commands before it finished");
     scanner.take_result().unwrap()

@@ -20,7 +20,8 @@ impl TargetFactory for EngineFactory {
     fn cache_loss_recovery(&self, config: &Config) -> Result<Box<dyn CacheLossRecovery>, String> {
         let (_, layout) = config.validate().map_err(|e| e.to_string())?;
         let mirrors: Vec<u8> = (0..config.mirrors_count).collect();
-        Ok(Box::new(LogRecovery::new(layout, mirrors, config.backing_has_flush, Box::new(HeapAllocator))))
+        let recovery = LogRecovery::new(layout, mirrors, config.backing_has_flush, Box::new(HeapAllocator));
+        Ok(Box::new(recovery.expect_instance(config.instance_id)))
     }
 
     fn memory_report(&self, engine: &Engine) -> MemoryReport {
