@@ -14,6 +14,7 @@
 #include "hhc_glue.h"
 
 #include "spdk/bdev_module.h"
+#include "spdk/json.h"
 
 extern struct spdk_bdev_module g_hhc_module;
 
@@ -24,5 +25,13 @@ int hhc_base_linked(void);
 int hhc_node_linked(void);
 int hhc_rpc_linked(void);
 int hhc_model_linked(void);
+
+/* The RPCs that take a bdev name alone (hhc_rpc.c; hhc_model.c uses them
+ * too), and the answer of a delete once the bdev is unregistered. */
+struct rpc_name {
+	char *name;
+};
+extern const struct spdk_json_object_decoder g_rpc_name_decoders[1];
+void rpc_delete_cb(void *cb_arg, int bdeverrno);
 
 #endif /* HHC_GLUE_INTERNAL_H */

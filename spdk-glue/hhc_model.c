@@ -655,38 +655,18 @@ out:
 }
 SPDK_RPC_REGISTER("bdev_hhc_model_create", rpc_bdev_hhc_model_create, SPDK_RPC_RUNTIME)
 
-struct rpc_model_name {
-	char *name;
-};
-
-static const struct spdk_json_object_decoder g_rpc_model_name_decoders[] = {
-	{"name", offsetof(struct rpc_model_name, name), spdk_json_decode_string},
-};
-
-static void
-rpc_model_delete_done(void *cb_arg, int bdeverrno)
-{
-	struct spdk_jsonrpc_request *request = cb_arg;
-
-	if (bdeverrno == 0) {
-		spdk_jsonrpc_send_bool_response(request, true);
-	} else {
-		spdk_jsonrpc_send_error_response(request, bdeverrno, spdk_strerror(-bdeverrno));
-	}
-}
-
 static void
 rpc_bdev_hhc_model_delete(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
 {
-	struct rpc_model_name req = {0};
+	struct rpc_name req = {0};
 	int rc;
 
-	if (params == NULL || spdk_json_decode_object(params, g_rpc_model_name_decoders,
-			SPDK_COUNTOF(g_rpc_model_name_decoders), &req)) {
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_name_decoders,
+			SPDK_COUNTOF(g_rpc_name_decoders), &req)) {
 		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
 						 "invalid parameters: need name (string); no other keys");
 	} else {
-		rc = spdk_bdev_unregister_by_name(req.name, &g_hhc_model_module, rpc_model_delete_done, request);
+		rc = spdk_bdev_unregister_by_name(req.name, &g_hhc_model_module, rpc_delete_cb, request);
 		if (rc != 0) {
 			spdk_jsonrpc_send_error_response_fmt(request, rc, "no device-model bdev named '%s': %s",
 							     req.name, spdk_strerror(-rc));
@@ -699,11 +679,11 @@ SPDK_RPC_REGISTER("bdev_hhc_model_delete", rpc_bdev_hhc_model_delete, SPDK_RPC_R
 static void
 rpc_bdev_hhc_model_get_stats(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
 {
-	struct rpc_model_name req = {0};
+	struct rpc_name req = {0};
 	struct hhc_model_node *node;
 
-	if (params == NULL || spdk_json_decode_object(params, g_rpc_model_name_decoders,
-			SPDK_COUNTOF(g_rpc_model_name_decoders), &req)) {
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_name_decoders,
+			SPDK_COUNTOF(g_rpc_name_decoders), &req)) {
 		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
 						 "invalid parameters: need name (string); no other keys");
 	} else {

@@ -140,15 +140,11 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 }
 SPDK_RPC_REGISTER("bdev_hhc_create", rpc_bdev_hhc_create, SPDK_RPC_RUNTIME)
 
-struct rpc_name {
-	char *name;
-};
-
-static const struct spdk_json_object_decoder g_rpc_name_decoders[] = {
+const struct spdk_json_object_decoder g_rpc_name_decoders[1] = {
 	{"name", offsetof(struct rpc_name, name), spdk_json_decode_string},
 };
 
-static void
+void
 rpc_delete_cb(void *cb_arg, int bdeverrno)
 {
 	struct spdk_jsonrpc_request *request = cb_arg;
