@@ -114,6 +114,31 @@ fn open_until_ready(config: Config, devices: std::collections::BTreeMap<DeviceRo
     harness
 }
 
+/// Flushed writes mirror 0 missed after it was removed: more parts than a
+/// start-up repairs.
+const PARTS_MISSED: u64 = hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100;
+
+/// An `hhc` instance over two mirrors whose mirror 0 was removed after a
+/// cold block was written (it keeps the head before the hole), then missed
+/// `PARTS_MISSED` flushed writes.
+fn mirror_0_left_behind(seed: u64) -> (Config, Workload) {
+    let config = Config {
+        cache_device_bytes: 4 << 20,
+        log_device_bytes: 16 << 20,
+        dirty_threshold_percent: 90,
+        idle_after_ns: 10_000_000_000,
+        superblock_interval_ns: 10_000_000_000,
+        ..config(Policy::Hhc, seed)
+    };
+    let mut workload = hhc_workload(config.clone(), seed);
+    assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
+    workload.harness.remove_device(DeviceRole::Log(0));
+    for lba in 0..PARTS_MISSED {
+        assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
+    }
+    (config, workload)
+}
+
 /// A mirror that missed more parts than a restart repairs (it was removed;
 /// it is back at the next start, as a flaky disk after a reboot or a saved
 /// configuration naming a detached mirror would bring it) is not in sync:
@@ -123,21 +148,8 @@ fn open_until_ready(config: Config, devices: std::collections::BTreeMap<DeviceRo
 #[test]
 fn a_mirror_back_at_a_restart_after_missing_writes_counts_only_once_resynced() {
     for seed in seeds(2) {
-        let config = Config {
-            cache_device_bytes: 4 << 20,
-            log_device_bytes: 16 << 20,
-            dirty_threshold_percent: 90,
-            idle_after_ns: 10_000_000_000,
-            superblock_interval_ns: 10_000_000_000,
-            ..config(Policy::Hhc, seed)
-        };
-        let mut workload = hhc_workload(config.clone(), seed);
-        assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
-        workload.harness.remove_device(DeviceRole::Log(0));
-        let parts = hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100;
-        for lba in 0..parts {
-            assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
-        }
+        let (config, mut workload) = mirror_0_left_behind(seed);
+        let parts = PARTS_MISSED;
         assert_eq!(workload.harness.engine.stats().healthy_mirrors, 1);
         // Power cycle; mirror 0 is found again with what it held.
         let devices = workload.harness.devices.clone();
@@ -172,21 +184,8 @@ fn a_mirror_back_at_a_restart_after_missing_writes_counts_only_once_resynced() {
 fn a_stale_mirror_alone_at_a_start_is_made_whole_from_the_cache() {
     for seed in seeds(2) {
         for resyncing in [false, true] {
-            let config = Config {
-                cache_device_bytes: 4 << 20,
-                log_device_bytes: 16 << 20,
-                dirty_threshold_percent: 90,
-                idle_after_ns: 10_000_000_000,
-                superblock_interval_ns: 10_000_000_000,
-                ..config(Policy::Hhc, seed)
-            };
             let what = format!("seed {seed}, stale mirror alone (re-syncing: {resyncing})");
-            let mut workload = hhc_workload(config.clone(), seed);
-            assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
-            workload.harness.remove_device(DeviceRole::Log(0));
-            for lba in 0..hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100 {
-                assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
-            }
+            let (config, mut workload) = mirror_0_left_behind(seed);
             let mut devices = workload.harness.devices.clone();
             if resyncing {
                 workload.harness = open_until_ready(config.clone(), devices, seed);
@@ -218,21 +217,8 @@ fn a_stale_mirror_alone_at_a_start_is_made_whole_from_the_cache() {
 #[test]
 fn the_last_in_sync_mirror_failing_while_another_resyncs_drops_that_one_too() {
     for seed in seeds(2) {
-        let config = Config {
-            cache_device_bytes: 4 << 20,
-            log_device_bytes: 16 << 20,
-            dirty_threshold_percent: 90,
-            idle_after_ns: 10_000_000_000,
-            superblock_interval_ns: 10_000_000_000,
-            ..config(Policy::Hhc, seed)
-        };
         let what = format!("seed {seed}, in-sync mirror lost while the stale one re-syncs");
-        let mut workload = hhc_workload(config.clone(), seed);
-        assert!(workload.write_and_wait(LBAS - 1) && workload.flush_and_wait());
-        workload.harness.remove_device(DeviceRole::Log(0));
-        for lba in 0..hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100 {
-            assert!(workload.write_and_wait(lba) && workload.flush_and_wait());
-        }
+        let (config, mut workload) = mirror_0_left_behind(seed);
         let devices = workload.harness.devices.clone();
         workload.harness = open_until_ready(config.clone(), devices, seed);
         assert!(matches!(workload.harness.engine.mirror_states()[0], MirrorState::Syncing { .. }), "{what}");
