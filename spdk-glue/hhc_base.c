@@ -163,6 +163,7 @@ hhc_glue_base_get_info(const struct hhc_glue_base *base, struct hhc_glue_base_in
 	info->required_alignment_log2 = spdk_u32log2(spdk_bdev_get_buf_align(base->bdev));
 	info->supports_flush = spdk_bdev_io_type_supported(base->bdev, SPDK_BDEV_IO_TYPE_FLUSH);
 	info->volatile_write_cache = spdk_bdev_has_write_cache(base->bdev);
+	info->optimal_io_boundary = spdk_bdev_get_optimal_io_boundary(base->bdev);
 }
 
 int

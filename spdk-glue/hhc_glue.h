@@ -105,6 +105,9 @@ struct hhc_glue_base_info {
 	uint32_t required_alignment_log2;
 	bool supports_flush;
 	bool volatile_write_cache;
+	/* Blocks per stripe the bdev prefers I/O not to cross (a RAID's
+	 * stripe), 0 if none. */
+	uint32_t optimal_io_boundary;
 };
 
 /* ---- implemented in C ---- */

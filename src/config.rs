@@ -244,6 +244,11 @@ pub struct Config {
     pub dirty_threshold_percent: u8,
     /// Write-backs in flight at most (bounded staging pool).
     pub writeback_parallelism: u32,
+    /// The backing device's stripe (a RAID's data bytes per stripe; SPDK's
+    /// `optimal_io_boundary`), 0 if it has none: write-back runs then span
+    /// up to one stripe and never cross its boundary, so runs of adjacent
+    /// dirty blocks become full-stripe writes (no read-modify-write).
+    pub backing_stripe_bytes: u32,
     /// Requests the engine holds at most, and blocks they may span together:
     /// its tables and queues are sized for them at creation, and a request
     /// beyond either completes with `RequestError::Busy` (the SPDK module's
@@ -301,6 +306,10 @@ pub enum Mutation {
     StaleMirrorHealthy,
 }
 
+/// Largest backing stripe write-back aligns to: every write-back in flight
+/// has a staging extent of a whole run (`writeback_parallelism` x this).
+pub const BACKING_STRIPE_BYTES_MAX: u32 = 1 << 20;
+
 /// Log buffers by default (`log_buffers_count` 0). A buffer is busy until
 /// its segment is on every mirror, so the pool bounds the log's bandwidth:
 /// with 4, an HDD log took 48 MB/s and the writes beyond it went unlogged,
@@ -321,6 +330,7 @@ impl Default for Config {
             log_buffers_count: 0,
             dirty_threshold_percent: 30,
             writeback_parallelism: 64,
+            backing_stripe_bytes: 0,
             requests_max: 4096,
             request_blocks_max: 8192,
             idle_after_ns: 50_000_000,
@@ -418,6 +428,12 @@ impl Config {
         }
         if self.mirrors_count == 0 && self.policy.uses_log() {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
+        }
+        let stripe = self.backing_stripe_bytes;
+        if stripe != 0 && (stripe % bs != 0 || stripe > BACKING_STRIPE_BYTES_MAX) {
+            return Err(ConfigError::invalid(format!(
+                "backing stripe of {stripe} bytes must be a multiple of the block size {bs} and at most {BACKING_STRIPE_BYTES_MAX}"
+            )));
         }
         if self.log_buffers_count == 1 {
             return Err(ConfigError::invalid(format!("buffer_count {} must be 0 (automatic) or at least 2", self.log_buffers_count)));

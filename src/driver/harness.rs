@@ -25,6 +25,8 @@ pub struct Harness {
     next_request: RequestId,
     /// Device commands completed, per role and kind.
     pub io_counts: BTreeMap<(DeviceRole, &'static str), u64>,
+    /// Backing-device writes completed: (offset, length) in bytes.
+    pub backing_writes: Vec<(u64, u64)>,
 }
 
 fn kind_name(kind: IoKind) -> &'static str {
@@ -71,6 +73,7 @@ impl Harness {
             rng: seed | 1,
             next_request: 1,
             io_counts: BTreeMap::new(),
+            backing_writes: Vec::new(),
         }
     }
 
@@ -178,6 +181,9 @@ impl Harness {
         self.now += 10_000;
         let status = self.execute(&io);
         *self.io_counts.entry((io.device, kind_name(io.kind))).or_default() += 1;
+        if io.device == DeviceRole::Backing && io.kind == IoKind::Write {
+            self.backing_writes.push((io.offset_bytes, io.len_bytes));
+        }
         self.engine.handle_io_completion(self.now, io.id, status);
         self.collect();
         true

@@ -212,7 +212,7 @@ fn device_commands_max(config: &Config, log_layout: &LogLayout) -> usize {
     let buffers_count = if config.mirrors_count > 0 { config.log_buffers_count } else { 0 };
     2 * config.request_blocks_max as usize
         + config.requests_max as usize
-        + config.writeback_parallelism as usize * (writeback::RUN_BYTES_MAX as usize / config.block_size as usize + 1)
+        + config.writeback_parallelism as usize * (writeback::run_bytes(config) as usize / config.block_size as usize + 1)
         + buffers_count as usize * (log_layout.segment.blocks() as usize + 2 * config.mirrors_count as usize)
         + META_POOL_PAGES as usize
         + 64
@@ -232,7 +232,6 @@ impl Engine {
         config.log_buffers_count = config.log_buffers_for(log_layout.segments_count);
         let blocks_count = u32::try_from(cache_layout.blocks_count)
             .map_err(|_| ConfigError::too_large(format!("cache of {} blocks exceeds 2^32 blocks", cache_layout.blocks_count)))?;
-        let bs = config.block_size as usize;
         let mut all: Vec<Box<dyn IoRegion>> = Vec::new();
         let mut add = |len: usize, all: &mut Vec<Box<dyn IoRegion>>| {
             all.push(alloc.alloc(len));
@@ -240,8 +239,7 @@ impl Engine {
         };
         let buffers_count = if config.mirrors_count > 0 { config.log_buffers_count } else { 0 };
         let log_buffers = (0..buffers_count).map(|_| add(config.segment_bytes as usize, &mut all)).collect::<Vec<_>>();
-        let run_bytes = (writeback::RUN_BYTES_MAX as usize).max(bs);
-        let staging = add(config.writeback_parallelism as usize * run_bytes, &mut all);
+        let staging = add(config.writeback_parallelism as usize * writeback::run_bytes(&config) as usize, &mut all);
         let meta_pool = add(META_POOL_PAGES as usize * UNIT_BYTES, &mut all);
         let superblock = add(2 * UNIT_BYTES * (config.mirrors_count as usize).max(1), &mut all);
         let log_scratch = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
@@ -262,7 +260,7 @@ impl Engine {
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
             flushes: Vec::with_capacity(16),
             commit: Commit::new(cache_layout.meta_pages_count),
-            writeback: Writeback::new(config.writeback_parallelism, config.block_size),
+            writeback: Writeback::new(&config),
             logging: logging::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),
             startup: None,
@@ -652,7 +650,6 @@ impl Engine {
     fn io_buffer_bytes(&self) -> u64 {
         let c = &self.config;
         let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
-        let run_bytes = (writeback::RUN_BYTES_MAX as u64).max(c.block_size as u64);
-        log + self.writeback.extents_count() as u64 * run_bytes + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
+        log + self.writeback.extents_count() as u64 * writeback::run_bytes(c) as u64 + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
     }
 }

@@ -17,9 +17,21 @@ use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
 use super::lba_hash::{LbaSet, LbaTable};
 use std::collections::VecDeque;
 
-/// Largest write-back run: adjacent dirty blocks go to the backing device in
-/// one write (a RAID5 behind it prefers few large writes to many small ones).
-pub(super) const RUN_BYTES_MAX: u32 = 128 << 10;
+/// Largest write-back run where the backing device declares no stripe:
+/// adjacent dirty blocks go to the backing device in one write (a RAID5
+/// behind it prefers few large writes to many small ones).
+const RUN_BYTES_MAX: u32 = 128 << 10;
+
+/// Largest write-back run of an engine of `config`: one stripe of a striped
+/// backing device (runs are aligned to its stripes: a run that covers a
+/// whole stripe is a full-stripe write, with no read-modify-write), else
+/// `RUN_BYTES_MAX`.
+pub(super) fn run_bytes(config: &crate::config::Config) -> u32 {
+    match config.backing_stripe_bytes {
+        0 => RUN_BYTES_MAX.max(config.block_size),
+        stripe => stripe,
+    }
+}
 
 /// Blocks the write-back scan visits looking for one whose log entry lies
 /// in the old window before it settles for a young one, and the visits
@@ -54,6 +66,9 @@ pub(super) struct Writeback {
     extents: Vec<Extent>,
     extents_free: Vec<u32>,
     pub run_blocks_max: u32,
+    /// Blocks per backing stripe; 0 if the backing device has none. A run
+    /// never crosses a stripe boundary.
+    stripe_blocks: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
     /// generation: (block, ticket, tag).
     awaiting_flush: VecDeque<(u32, u64, Option<u32>)>,
@@ -94,8 +109,10 @@ pub(super) struct Writeback {
 }
 
 impl Writeback {
-    pub fn new(parallelism: u32, block_size: u32) -> Self {
-        let run_blocks_max = (RUN_BYTES_MAX / block_size).max(1);
+    pub fn new(config: &crate::config::Config) -> Self {
+        let parallelism = config.writeback_parallelism;
+        let run_blocks_max = run_bytes(config) / config.block_size;
+        let stripe_blocks = config.backing_stripe_bytes / config.block_size;
         let extent = || Extent {
             lba_first: 0,
             blocks: Vec::with_capacity(run_blocks_max as usize),
@@ -109,6 +126,7 @@ impl Writeback {
             extents: (0..parallelism).map(|_| extent()).collect(),
             extents_free: (0..parallelism).rev().collect(),
             run_blocks_max,
+            stripe_blocks,
             awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
             revoke_wait: VecDeque::with_capacity(64),
             revoke_debts: LbaTable::with_capacity_and_hasher(64, Default::default()),
@@ -124,6 +142,11 @@ impl Writeback {
             switch_commit: None,
             through_gate: 0,
         }
+    }
+
+    /// Whether `lba` is the first of a backing stripe (never, without stripes).
+    fn stripe_starts_at(&self, lba: u32) -> bool {
+        self.stripe_blocks != 0 && lba % self.stripe_blocks == 0
     }
 
     /// Write-backs the staging pool holds at once: the parallelism the
@@ -395,9 +418,10 @@ impl Engine {
             }
             return false;
         };
-        // Start the run at the first of the ready blocks just before this one.
+        // Start the run at the first of the ready blocks just before this
+        // one, in its stripe.
         let mut first = lba;
-        while first > 0 && lba - first < self.writeback.run_blocks_max - 1 {
+        while first > 0 && lba - first < self.writeback.run_blocks_max - 1 && !self.writeback.stripe_starts_at(first) {
             let Some(previous) = self.writeback_ready(first - 1) else { break };
             first -= 1;
             block = previous;
@@ -421,6 +445,9 @@ impl Engine {
         let mut next = lba;
         while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
             next += 1;
+            if self.writeback.stripe_starts_at(next) {
+                break;
+            }
             let Some(block) = self.writeback_ready(next) else { break };
             blocks.push(block);
             self.cache.pin(block);

@@ -63,6 +63,7 @@ impl Base {
             required_alignment_log2: 0,
             supports_flush: false,
             volatile_write_cache: false,
+            optimal_io_boundary: 0,
         };
         // SAFETY: glue is open; info is a valid out structure.
         unsafe { sys::hhc_glue_base_get_info(glue, &mut info) };
@@ -70,7 +71,12 @@ impl Base {
     }
 
     pub fn facts(&self) -> BaseFacts {
-        BaseFacts { block_size: self.info.block_size, blocks_count: self.info.blocks_count, supports_flush: self.info.supports_flush }
+        BaseFacts {
+            block_size: self.info.block_size,
+            blocks_count: self.info.blocks_count,
+            supports_flush: self.info.supports_flush,
+            stripe_blocks: self.info.optimal_io_boundary,
+        }
     }
 
     /// Gets the calling thread's I/O channel, used for every I/O.

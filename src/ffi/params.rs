@@ -3,7 +3,7 @@
 //! re-emits the create call. Every error names the parameter at fault.
 
 use super::json::{self, JsonObject};
-use crate::config::{Config, ConfigError, CutoffPolicy, Options, Policy};
+use crate::config::{Config, ConfigError, CutoffPolicy, Options, Policy, BACKING_STRIPE_BYTES_MAX};
 use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
 
 /// First line of the owner record (format version of the record itself).
@@ -117,11 +117,21 @@ pub struct BaseFacts {
     pub block_size: u32,
     pub blocks_count: u64,
     pub supports_flush: bool,
+    /// The bdev's optimal I/O boundary (a RAID's stripe), 0 if none.
+    pub stripe_blocks: u32,
 }
 
 impl BaseFacts {
     pub fn bytes(&self) -> u64 {
         self.block_size as u64 * self.blocks_count
+    }
+
+    /// The stripe write-back aligns to: the bdev's boundary when it is a
+    /// whole number of cache blocks the engine can align to, else none.
+    pub fn stripe_bytes(&self, cache_block_size: u32) -> u32 {
+        let bytes = self.stripe_blocks as u64 * self.block_size as u64;
+        let usable = bytes.is_multiple_of(cache_block_size as u64) && bytes <= BACKING_STRIPE_BYTES_MAX as u64;
+        if usable { bytes as u32 } else { 0 }
     }
 }
 
@@ -207,6 +217,7 @@ impl CreateParams {
             log_device_bytes: logs.iter().map(BaseFacts::bytes).min().unwrap_or(0),
             mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError::invalid("logs: too many log bdevs"))?,
             backing_device_bytes: backing.bytes(),
+            backing_stripe_bytes: backing.stripe_bytes(block_size),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
             backing_has_flush: backing.supports_flush,
@@ -419,7 +430,7 @@ mod tests {
     }
 
     fn facts(mib: u64) -> BaseFacts {
-        BaseFacts { block_size: 512, blocks_count: mib << 11, supports_flush: true }
+        BaseFacts { block_size: 512, blocks_count: mib << 11, supports_flush: true, stripe_blocks: 0 }
     }
 
     #[test]
@@ -464,6 +475,19 @@ mod tests {
         // Named as the parameter's fault, before any base bdev's block size.
         let p = CreateParams { block_size: Some(0), ..p };
         assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().message.contains("block_size 0 must be"));
+    }
+
+    #[test]
+    fn write_back_aligns_to_the_backing_bdevs_boundary_when_it_can() {
+        let p = params("hhc", &["hdd0"]).unwrap();
+        let striped = |blocks| BaseFacts { stripe_blocks: blocks, ..facts(1024) };
+        let stripe = |backing| p.config(backing, facts(64), &[facts(64)]).unwrap().backing_stripe_bytes;
+        // 512-byte blocks: 512 of them are a 256 KiB stripe.
+        assert_eq!(stripe(striped(512)), 256 << 10);
+        assert_eq!(stripe(striped(0)), 0);
+        // Not a whole number of 4 KiB cache blocks, or beyond the staging size.
+        assert_eq!(stripe(striped(12)), 0);
+        assert_eq!(stripe(striped(4096)), 0);
     }
 
     #[test]

@@ -177,6 +177,7 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         policy: point.policy,
         dirty_threshold_percent: engine.dirty_threshold_percent as u8,
         writeback_parallelism: engine.writeback_parallelism as u32,
+        backing_stripe_bytes: backing_stripe_bytes(&settings.profile.backing),
         idle_after_ns: (engine.idle_after_ms * 1e6) as Nanos,
         segment_bytes: (engine.segment_kib * 1024.0) as u32,
         log_buffers_count: engine.log_buffers_count as u32,
@@ -188,6 +189,17 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         // the journal's at once: the simulated host has no retry on Busy.
         request_blocks_max: Config::default().request_blocks_max.max(point.threads as u32 * 256 + 1024),
         ..Config::default()
+    }
+}
+
+/// The RAID5's data bytes per stripe, as an operator gives them to the
+/// engine; 0 (no alignment) beyond what the engine aligns to.
+fn backing_stripe_bytes(backing: &crate::models::params::BackingParams) -> u32 {
+    let stripe = (backing.disks - 1.0) * backing.chunk_kib * 1024.0;
+    if stripe >= 1.0 && stripe <= crate::config::BACKING_STRIPE_BYTES_MAX as f64 {
+        stripe as u32
+    } else {
+        0
     }
 }
 
