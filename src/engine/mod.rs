@@ -24,6 +24,7 @@ mod revokes;
 mod startup;
 mod stats;
 mod switch;
+mod throttle;
 mod waiting;
 mod writeback;
 
@@ -163,6 +164,8 @@ pub struct Engine {
     flushes: Vec<FlushState>,
     commit: Commit,
     writeback: Writeback,
+    /// Back-pressure on writes while the log is short of space.
+    throttle: throttle::LogThrottle,
     logging: logging::LogWork,
     ordered: ordered::Ordered,
     startup: Option<startup::Startup>,
@@ -261,6 +264,7 @@ impl Engine {
             flushes: Vec::with_capacity(16),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(&config),
+            throttle: throttle::LogThrottle::default(),
             logging: logging::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),
             startup: None,
@@ -458,7 +462,8 @@ impl Engine {
             || !self.flushes.is_empty()
             || self.commit.wanted()
             || self.log.head_sequence > self.log.durable_head_sequence;
-        busy.then(|| self.now + self.tick_ns())
+        let tick = self.now + self.tick_ns();
+        busy.then(|| self.throttle_timeout().map_or(tick, |at| at.min(tick)))
     }
 
     fn tick_ns(&self) -> Nanos {
@@ -535,6 +540,7 @@ impl Engine {
         if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
             return;
         }
+        self.observe_log_space();
         self.retry_waiting();
         self.log_unlogged_blocks();
         self.apply_pending_revokes();
@@ -628,6 +634,7 @@ impl Engine {
         stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
         stats.waiting_blocks = self.waiting.len() as u64;
         stats.writeback_depth = self.writeback.pacer.depth() as u64;
+        stats.log_freed_blocks_per_s = self.throttle.freed_per_s() as u64;
         stats.writeback_depth_halvings = self.writeback.pacer.halvings();
         stats.seq_cutoff_threshold_bytes = self.config.seq_cutoff_threshold_bytes;
         stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();

@@ -497,6 +497,10 @@ impl Engine {
     /// `hhc`, copies it into the log. False if no free block is available.
     pub(super) fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
         let lba = (self.request(key).lba + i as u64) as u32;
+        let logged = back && self.log_active();
+        if logged && !self.log_write_may_start() {
+            return false;
+        }
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
         }
@@ -513,7 +517,8 @@ impl Engine {
         if let Some(entry) = self.misses.get_mut(&lba) {
             entry.1 = true; // an in-flight miss read may return older data
         }
-        if back && self.log_active() {
+        if logged {
+            self.log_write_admitted();
             let offset = i as u64 * self.config.block_size as u64;
             self.log_copy(block, lba, data.map(|d| (d, offset)));
         } else {

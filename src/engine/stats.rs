@@ -26,6 +26,9 @@ pub struct Stats {
     /// holds their data for the log copy full (engine/held.rs): each is
     /// logged later from the cache device instead.
     pub writes_waited_unheld: u64,
+    /// Write blocks admitted at the log's back-pressure rate, while the log
+    /// was short of space (engine/throttle.rs).
+    pub writes_throttled: u64,
     pub superblock_writes: u64,
     pub commits: u64,
     pub meta_pages_written: u64,
@@ -69,6 +72,9 @@ pub struct Stats {
     /// read misses held up behind write-backs halved it (engine/pacing.rs).
     pub writeback_depth: u64,
     pub writeback_depth_halvings: u64,
+    /// Log blocks freed per second (smoothed), the rate writes are
+    /// admitted at while the log is short of space.
+    pub log_freed_blocks_per_s: u64,
     /// The options in force (`Engine::set_options`): the sequential cutoff's
     /// threshold and policy (`CutoffPolicy::code`: 0 never, 1 full, 2
     /// always), the dirty threshold and the write-back depth's maximum.
@@ -82,7 +88,7 @@ impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 32] {
+    pub fn counters(&self) -> [(&'static str, u64); 33] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -100,6 +106,7 @@ impl Stats {
             ("log_bytes_written", self.log_bytes_written),
             ("log_segments_reclaimed", self.log_segments_reclaimed),
             ("writes_waited_unheld", self.writes_waited_unheld),
+            ("writes_throttled", self.writes_throttled),
             ("superblock_writes", self.superblock_writes),
             ("commits", self.commits),
             ("meta_pages_written", self.meta_pages_written),
@@ -120,7 +127,7 @@ impl Stats {
     }
 
     /// The gauges (values now, not running totals) by name.
-    pub fn gauges(&self) -> [(&'static str, u64); 14] {
+    pub fn gauges(&self) -> [(&'static str, u64); 15] {
         [
             ("dirty_blocks", self.dirty_blocks),
             ("unlogged_dirty_blocks", self.unlogged_dirty_blocks),
@@ -132,6 +139,7 @@ impl Stats {
             ("healthy_mirrors", self.healthy_mirrors),
             ("waiting_blocks", self.waiting_blocks),
             ("writeback_depth", self.writeback_depth),
+            ("log_freed_blocks_per_s", self.log_freed_blocks_per_s),
             ("seq_cutoff_threshold_bytes", self.seq_cutoff_threshold_bytes),
             ("seq_cutoff_policy", self.seq_cutoff_policy),
             ("dirty_threshold_percent", self.dirty_threshold_percent),

@@ -214,6 +214,8 @@ impl View<'_> {
         self.counter_row("blocks copied", "log_blocks_copied");
         self.counter_row("  read back from the cache", "log_blocks_from_cache");
         self.counter_row("writes waited unheld", "writes_waited_unheld");
+        self.counter_row("writes throttled", "writes_throttled");
+        self.gauge_row("blocks freed per s", "log_freed_blocks_per_s");
         self.counter_row("segments reclaimed", "log_segments_reclaimed");
         self.counter_row("wraps", "log_wraps");
         self.gauge_row("healthy mirrors", "healthy_mirrors");
