@@ -9,8 +9,10 @@
 //! falls as dirty pages pass their set point):
 //!
 //! - shortage `s` = 0 at the low mark, 1 at the write reserve;
-//! - admitted blocks/s = freed blocks/s x 2(1 - s), at least 1/16 of it, so
-//!   free space settles halfway down when writes outrun reclamation;
+//! - admitted blocks/s = freed blocks/s x 4(1 - s), at least 1/16 of it, so
+//!   free space settles three quarters of the way down when writes outrun
+//!   reclamation (a slope of 2, settling halfway, left fileserver's flush
+//!   p99 at 388 ms in the simulator's steady state, against 48 ms);
 //! - no write waits longer than `DELAY_MAX_NS` for admission: where the log
 //!   frees nothing (a failing backing device, say) writes go on as before
 //!   the throttle existed, and latency rises by a bounded amount instead of
@@ -188,8 +190,8 @@ mod tests {
             let (mut t, now) = measured(10_000);
             rates.push(admitted_in_a_second(&mut t, now, shortage, 1_000));
         }
-        // 2(1 - s) x 10,000/s, at least 1/16 of it.
-        let expected = [18_000.0, 10_000.0, 2_000.0, 625.0];
+        // slope x (1 - s) x 10,000/s, at least 1/16 of it.
+        let expected = [0.9, 0.5, 0.1, 0.0].map(|left: f64| (RATE_SHARE_SLOPE * left).max(RATE_SHARE_MIN) * 10_000.0);
         for (rate, expected) in rates.iter().zip(expected) {
             assert!((*rate as f64 - expected).abs() < expected * 0.02, "{rates:?}");
         }

@@ -1,0 +1,61 @@
+//! Back-pressure when the log runs short of space (engine/throttle.rs):
+//! writes slow down as free log space falls below the low mark, none waits
+//! longer than the bound, and nothing written is lost for it.
+
+mod common;
+
+use common::*;
+use hhc::config::Policy;
+use hhc::driver::harness::Harness;
+use hhc::io::{DeviceRole, Nanos};
+
+const MS: Nanos = 1_000_000;
+
+/// One write of `lba`, run to completion; its latency in virtual time.
+fn timed_write(harness: &mut Harness, lba: u64, write: u64) -> Nanos {
+    let started = harness.now;
+    let id = harness.write(lba, block_data(lba, write));
+    for _ in 0..1_000_000 {
+        if harness.is_done(id) {
+            let (result, _) = harness.take_result(id).unwrap();
+            assert!(result.is_ok(), "write of lba {lba}: {result:?}");
+            return harness.now - started;
+        }
+        if !harness.step() {
+            let at = harness.engine.poll_timeout().expect("a waiting write has a timer").max(harness.now + 1);
+            harness.now = at;
+            harness.engine.handle_timer(at);
+        }
+    }
+    panic!("write of lba {lba} never completed");
+}
+
+#[test]
+fn writes_slow_down_as_the_log_runs_short_and_none_waits_past_the_bound() {
+    let mut config = config(Policy::Hhc, 1);
+    // A log of 16 segments of 15 slots; a cache that never runs out of
+    // blocks; no write-back for the threshold's sake.
+    config.cache_device_bytes = 16 << 20;
+    config.log_device_bytes = 1 << 20;
+    config.dirty_threshold_percent = 100;
+    let mut harness = Harness::format(config, 1);
+    // Nothing can be written back, so the log frees nothing.
+    harness.set_stalled(DeviceRole::Backing, true);
+    let latencies: Vec<Nanos> = (0..300).map(|lba| timed_write(&mut harness, lba, 1)).collect();
+    let stats = harness.engine.stats();
+    assert!(stats.writes_throttled > 0, "{stats:?}");
+    let early = latencies[..50].iter().max().unwrap();
+    let late: Nanos = latencies[250..].iter().sum::<Nanos>() / 50;
+    assert!(*early < MS, "writes into a log with room waited {early} ns");
+    assert!(late > 5 * MS, "writes into a full log were not slowed: {late} ns on average");
+    let worst = latencies.iter().max().unwrap();
+    assert!(*worst <= 21 * MS, "a write waited {worst} ns for admission");
+    // Once the backing device takes writes again, every block is there.
+    harness.set_stalled(DeviceRole::Backing, false);
+    let flush = harness.flush();
+    harness.run_until_done(flush);
+    let all = read_all(&mut harness, 300);
+    for (lba, block) in all.iter().enumerate() {
+        assert_eq!(decode_block(lba as u64, block), Some(1), "lba {lba}");
+    }
+}
