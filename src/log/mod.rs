@@ -489,7 +489,7 @@ impl LogManager {
             run: self.run,
         };
         let offset = self.part_offset(b.part_first);
-        let flags = PartFlags { barrier, segment_end };
+        let flags = PartFlags { barrier, segment_end, gap_blocks: 0 };
         let len = segment::seal(&layout, &mut mem[offset..], &place, flags, b.slots_used, b.revokes_count) as u64;
         let point = log_point(b.sequence, b.part);
         self.last_sealed = Some((point, barrier));
