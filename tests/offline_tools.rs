@@ -57,7 +57,7 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
             first_block: 0,
             run: 1,
         };
-        let flags = PartFlags { barrier: *barrier, segment_end: true };
+        let flags = PartFlags { barrier: *barrier, segment_end: true, gap_blocks: 0 };
         let len = seal(&layout, &mut buf, &place, flags, entries.len() as u32, revokes.len() as u32);
         let offset = (SEGMENTS_OFFSET_BYTES + index as u64 * segment_bytes as u64) as usize;
         log[offset..offset + len].copy_from_slice(&buf[..len]);
@@ -137,6 +137,48 @@ fn inspect_reports_the_run_and_live_blocks() {
     let text = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log1)]));
     assert!(text.contains("valid run: 1 parts in 1 segments, sequences 10..=10"), "{text}");
     assert!(text.contains("live blocks at last barrier: 0"), "{text}");
+}
+
+/// `image` of one segment, 10, rewritten as two parts with 3 blocks left
+/// unwritten between them: a barrier with block 1 (version 1), then after
+/// the gap a barrier with block 1 (version 2) and block 3.
+fn gapped_image() -> Vec<u8> {
+    let layout = SegmentLayout::new(SEGMENT_BYTES, BLOCK_SIZE).unwrap();
+    let mut log = image(SEGMENT_BYTES, &[]);
+    let place = PartPlace { instance_id: 0xABCD, segment_index: 0, sequence: 10, part: 0, first_block: 0, run: 1 };
+    let parts = [
+        (place, vec![(1, 1)], PartFlags { barrier: true, segment_end: false, gap_blocks: 3 }),
+        (PartPlace { part: 1, first_block: 5, ..place }, vec![(1, 2), (3, 1)], PartFlags { barrier: true, segment_end: true, gap_blocks: 0 }),
+    ];
+    for (place, entries, flags) in parts {
+        let mut buf = vec![0u8; (SEGMENT_BYTES - place.first_block * BLOCK_SIZE) as usize];
+        for (slot, &(lba, version)) in entries.iter().enumerate() {
+            set_slot_lba(&layout, &mut buf, slot as u32, lba);
+            let start = layout.slot_offset(slot as u32);
+            buf[start..start + BLOCK_SIZE as usize].copy_from_slice(&block_data(lba, version));
+        }
+        let len = seal(&layout, &mut buf, &place, flags, entries.len() as u32, 0);
+        let offset = (SEGMENTS_OFFSET_BYTES + (place.first_block * BLOCK_SIZE) as u64) as usize;
+        log[offset..offset + len].copy_from_slice(&buf[..len]);
+    }
+    log
+}
+
+#[test]
+fn inspect_and_recover_follow_a_gap_between_parts() {
+    let files = files();
+    std::fs::write(&files.log0, gapped_image()).unwrap();
+    let json = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log0), "--json"]));
+    for expected in ["\"valid_parts\":2", "\"barriers_count\":2", "\"gapped_parts\":1", "\"gap_blocks\":3", "\"live_blocks\":2"] {
+        assert!(json.contains(expected), "{expected} missing from {json}");
+    }
+    let text = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log0)]));
+    assert!(text.contains("gaps: 1 parts left 3 blocks unwritten after them"), "{text}");
+    let json = stdout(&hhc(&["recover", "--log", path_str(&files.log0), "--backing", path_str(&files.backing), "--json"]));
+    assert!(json.contains("\"blocks_replayed\":2"), "{json}");
+    let backing = std::fs::read(&files.backing).unwrap();
+    let block = |lba: usize| &backing[lba * BLOCK_SIZE as usize..(lba + 1) * BLOCK_SIZE as usize];
+    assert_eq!((block(1), block(3)), (&block_data(1, 2)[..], &block_data(3, 1)[..]));
 }
 
 #[test]

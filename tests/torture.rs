@@ -124,6 +124,7 @@ fn sweep_hhc() {
     assert!(figures.corruptions_injected > 0, "no log corruption was injected");
     assert!(figures.cutoff_writes > 0 && figures.options_changes > 0, "the sequential cutoff never bypassed the cache");
     assert!(figures.mirror_returns > 0, "no stale mirror came back");
+    assert!(figures.log_gap_blocks > 0, "no gap was left after a barrier part");
 }
 
 #[test]

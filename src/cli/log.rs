@@ -127,6 +127,8 @@ fn summarize(unit: u64, layout: &LogLayout, scanned: &ScannedLog) -> Object {
         .field("last_sequence", segments.last().map(|s| s.sequence))
         .field("barriers_count", segments.iter().filter(|s| s.barrier).count() as u64)
         .field("last_barrier_sequence", last_barrier_sequence)
+        .field("gapped_parts", segments.iter().filter(|s| s.gap_blocks > 0).count() as u64)
+        .field("gap_blocks", segments.iter().map(|s| s.gap_blocks as u64).sum::<u64>())
         .field("live_blocks", plan.blocks.len() as u64)
         .field("revokes_applied", plan.revokes_applied)
         .field("corrupt_copies_detected", scanned.corrupt_copies_detected)
@@ -170,6 +172,10 @@ fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
         Some(i) => println!("barriers: {barriers_count}, last barrier sequence {}", segments[i].sequence),
         None => println!("barriers: 0"),
     }
+    let gapped: Vec<u64> = segments.iter().filter(|s| s.gap_blocks > 0).map(|s| s.gap_blocks as u64).collect();
+    if !gapped.is_empty() {
+        println!("gaps: {} parts left {} blocks unwritten after them", gapped.len(), gapped.iter().sum::<u64>());
+    }
     println!("live blocks at last barrier: {} ({} revokes applied)", plan.blocks.len(), plan.revokes_applied);
     println!("corrupt copies detected: {}", scanned.corrupt_copies_detected);
     if scanned.io_errors > 0 {
@@ -207,13 +213,14 @@ fn inspect_without_superblock(args: &InspectArgs, log: &LogFile) -> CliResult {
         println!("no valid superblock; {segments_count} segment positions with the given geometry");
         for (index, header) in &found {
             println!(
-                "segment {index} part {} (block {}): sequence {} barrier {} slots {} revokes {} instance_id {:#018x}",
+                "segment {index} part {} (block {}): sequence {} barrier {} slots {} revokes {} gap {} instance_id {:#018x}",
                 header.part,
                 header.first_block,
                 header.sequence,
                 header.barrier,
                 header.lbas.len(),
                 header.revokes.len(),
+                header.gap_blocks,
                 header.instance_id
             );
         }

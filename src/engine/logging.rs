@@ -46,6 +46,8 @@ pub(super) struct LogWork {
     /// log's tail. They stay `Logged`: their entry is durable where it is,
     /// so a flush need not wait for the move (at most one segment's worth).
     relog_queue: std::collections::VecDeque<(u32, u32)>,
+    /// Whether to leave a gap after a barrier part (gap.rs).
+    gaps: super::gap::BarrierGaps,
 }
 
 impl LogWork {
@@ -365,16 +367,24 @@ impl Engine {
 
     /// Seals the open part and writes it to every writable mirror, right
     /// after the parts before it: a barrier costs its header block and the
-    /// blocks it carries, not a whole segment.
+    /// blocks it carries, not a whole segment. After a barrier part, a gap
+    /// may be left on a rotating log (gap.rs), unless log space is short.
     fn seal_and_write(&mut self, barrier: bool) -> LogPoint {
         let barrier = barrier || self.log.tight();
+        let gap_blocks = if barrier && !self.log_space_low() {
+            self.logging.gaps.gap_after_barrier(self.config.barrier_gap_bytes / self.config.block_size)
+        } else {
+            0
+        };
         let buffer = self.log.open_buffer.expect("no open buffer");
         let region = self.log.buffers[buffer].region;
         let memory = self.regions.all[region as usize].as_mut_slice();
-        let sealed = self.log.seal(memory, barrier);
+        let sealed = self.log.seal(memory, barrier, gap_blocks);
+        self.logging.gaps.sealed(self.now, sealed.point, barrier, sealed.skipped_blocks);
         let offset = self.log_layout.segment_offset(sealed.segment_index) + sealed.offset_bytes;
         let writable = self.log.writable_mirrors().count();
         self.stats.log_parts_written += 1;
+        self.stats.log_gap_blocks += sealed.skipped_blocks as u64;
         self.stats.log_bytes_written += sealed.len_bytes * writable as u64;
         for mirror in 0..self.log.mirrors_count() {
             if !self.log.mirror_writable(mirror) {
@@ -387,6 +397,7 @@ impl Engine {
         }
         if writable == 0 && self.log.settle_durable() {
             self.log.advance_head();
+            self.logging.gaps.durable(self.now, self.log.durable_barrier);
         }
         sealed.point
     }
@@ -409,6 +420,7 @@ impl Engine {
         }
         if self.log.part_op_done(buffer as usize, write) {
             self.log.advance_head();
+            self.logging.gaps.durable(self.now, self.log.durable_barrier);
         }
     }
 
@@ -477,6 +489,7 @@ impl Engine {
     /// at `first`: revokes owed to old entries go with it.
     fn start_new_log(&mut self, first: u64) {
         self.log.reinitialise(first);
+        self.logging.gaps.forget_parts();
         self.logging.relog_queue.clear();
         self.writeback.revoke_debts.clear();
         self.startup_revokes.clear();

@@ -4,7 +4,8 @@
 //!
 //! Files by concern: `requests` (read/write paths), `flush` (flush semantics
 //! per policy), `writeback` (background write-back and revokes), `logging`
-//! (log appends, sealing, mirrors, reclamation, superblock), `commit` (durable
+//! (log appends, sealing, mirrors, reclamation, superblock; `gap`: when to
+//! leave log blocks unwritten after a barrier part), `commit` (durable
 //! cache metadata), `startup` (format and warm restart), `stats`.
 
 mod commit;
@@ -12,6 +13,7 @@ mod control;
 mod cutoff;
 mod diagnostics;
 mod flush;
+mod gap;
 mod held;
 mod lba_hash;
 mod log_superblock;

@@ -539,7 +539,8 @@ impl Engine {
             }
         }
         if let Some(last) = scanned.segments.last().filter(|last| !last.segment_end) {
-            let next_block = last.first_block + header_blocks + last.lbas.len() as u32;
+            // Where a later scan looks for the part after it: past its gap.
+            let next_block = last.first_block + header_blocks + last.lbas.len() as u32 + last.gap_blocks;
             self.startup.as_mut().unwrap().close_segment = Some((last.sequence, last.part + 1, next_block));
         }
         let mut entries: Vec<(u64, u32)> = live.into_iter().collect();
@@ -654,7 +655,7 @@ impl Engine {
                 first_block,
                 run: self.log.run,
             };
-            let flags = crate::format::segment::PartFlags { barrier: false, segment_end: true };
+            let flags = crate::format::segment::PartFlags { barrier: false, segment_end: true, gap_blocks: 0 };
             let region = self.log.buffers[0].region;
             let len = crate::format::seal(&layout, self.region(region), &place, flags, 0, 0) as u64;
             let offset = self.part_device_offset(sequence, first_block);

@@ -18,6 +18,9 @@ pub struct Stats {
     pub log_segments_written: u64,
     /// Parts sealed and written: one per barrier, or per filled segment.
     pub log_parts_written: u64,
+    /// Log blocks left unwritten after barrier parts, so that the next part
+    /// lands ahead of a rotating log's head (engine/gap.rs).
+    pub log_gap_blocks: u64,
     pub log_bytes_written: u64,
     /// Segments whose live entries reclamation moved (re-logged or
     /// written back) so that the head could pass them.
@@ -88,7 +91,7 @@ impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 33] {
+    pub fn counters(&self) -> [(&'static str, u64); 34] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -103,6 +106,7 @@ impl Stats {
             ("log_blocks_from_cache", self.log_blocks_from_cache),
             ("log_segments_written", self.log_segments_written),
             ("log_parts_written", self.log_parts_written),
+            ("log_gap_blocks", self.log_gap_blocks),
             ("log_bytes_written", self.log_bytes_written),
             ("log_segments_reclaimed", self.log_segments_reclaimed),
             ("writes_waited_unheld", self.writes_waited_unheld),

@@ -249,11 +249,13 @@ mod tests {
     }
 
     #[test]
-    fn version_2_superblocks_are_refused() {
-        let mut unit = encoded(&sample());
-        put_u16(&mut unit, OFF_VERSION, 2);
-        store_crc(&mut unit[..UNIT_BYTES], OFF_CRC);
-        assert_eq!(LogSuperblock::decode(&unit), Err(FormatError::UnsupportedVersion(2)));
+    fn older_superblocks_are_refused() {
+        for version in [2, 3] {
+            let mut unit = encoded(&sample());
+            put_u16(&mut unit, OFF_VERSION, version);
+            store_crc(&mut unit[..UNIT_BYTES], OFF_CRC);
+            assert_eq!(LogSuperblock::decode(&unit), Err(FormatError::UnsupportedVersion(version)));
+        }
     }
 
     fn arb_superblock() -> impl Strategy<Value = LogSuperblock> {

@@ -25,9 +25,11 @@ pub const FORMAT_VERSION: u16 = 1;
 /// Version of the log's structures (superblock, segment parts). Version 1
 /// had one fixed-size segment per write; version 2 packs variable-length
 /// parts into each segment (docs/format.md); version 3 records in the
-/// superblock which mirrors were in sync when it was written. Decoders
-/// reject every other value.
-pub const LOG_FORMAT_VERSION: u16 = 3;
+/// superblock which mirrors were in sync when it was written; version 4
+/// lets a part leave blocks unwritten after it (`gap_blocks`, the reserved
+/// field at offset 68 before), which a reader of version 3 would not
+/// follow. Decoders reject every other value.
+pub const LOG_FORMAT_VERSION: u16 = 4;
 
 /// Log mirrors at most: the superblock's in-sync mask has a bit per mirror.
 pub const LOG_MIRRORS_MAX: u8 = 16;

@@ -43,7 +43,8 @@ const OFF_SEGMENT_BYTES: usize = 52;
 const OFF_PART: usize = 56;
 const OFF_FIRST_BLOCK: usize = 60;
 const OFF_RUN: usize = 64;
-const OFF_RESERVED: usize = 68;
+const OFF_GAP_BLOCKS: usize = 68;
+const OFF_RESERVED: usize = 72;
 
 /// Geometry of one segment, derived from (segment size, block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +112,7 @@ impl SegmentLayout {
     /// from block `next_block` on. When it does not, the part before ends
     /// the segment and the log goes on in the next one.
     pub fn has_room_for_part(&self, next_block: u32) -> bool {
-        next_block + self.header_blocks < self.blocks()
+        (next_block as u64 + self.header_blocks as u64) < self.blocks() as u64
     }
 
     fn lba_entry_offset(&self, slot: u32) -> usize {
@@ -160,6 +161,9 @@ pub struct SegmentHeader {
     pub barrier: bool,
     /// The last part of its segment: the next part is the next segment's first.
     pub segment_end: bool,
+    /// Blocks left unwritten after the part: the next part of the segment
+    /// starts that much further on (0 with `segment_end`).
+    pub gap_blocks: u32,
     /// Backing LBA of each used slot; `LBA_NONE` for a slot dropped in place.
     pub lbas: Vec<u64>,
     pub revokes: Vec<u64>,
@@ -169,7 +173,7 @@ impl SegmentHeader {
     /// Block where the part after this one starts (in this segment unless
     /// `segment_end`).
     pub fn next_block(&self, layout: &SegmentLayout) -> u32 {
-        self.first_block + layout.header_blocks + self.lbas.len() as u32
+        self.first_block + layout.header_blocks + self.lbas.len() as u32 + self.gap_blocks
     }
 }
 
@@ -191,6 +195,11 @@ pub struct PartFlags {
     /// The last part of a barrier: a recovery replays up to the last one.
     pub barrier: bool,
     pub segment_end: bool,
+    /// Blocks skipped after the part, before the next one (0 with
+    /// `segment_end`): on a rotating log, the next barrier's part then
+    /// starts where the head will be when it comes, not where the head has
+    /// just been (docs/format.md).
+    pub gap_blocks: u32,
 }
 
 /// Writes the fixed header and the checksum (over the header blocks and the
@@ -207,7 +216,11 @@ pub fn seal(
     assert!(slots_used <= layout.part_slots(place.first_block), "slots_used {slots_used} past the segment's end");
     assert!(revokes_count <= layout.revokes_capacity, "revokes_count {revokes_count} > {}", layout.revokes_capacity);
     let next_block = place.first_block + layout.header_blocks + slots_used;
-    assert!(flags.segment_end || layout.has_room_for_part(next_block), "a part leaving no room must end its segment");
+    assert!(!flags.segment_end || flags.gap_blocks == 0, "a gap after the segment's last part");
+    assert!(
+        flags.segment_end || layout.has_room_for_part(next_block.saturating_add(flags.gap_blocks)),
+        "a part leaving no room must end its segment"
+    );
     let total_len = layout.sealed_bytes(slots_used);
     let sealed = &mut buf[..total_len];
     // A reused buffer still holds an earlier part's tables; clearing the
@@ -231,6 +244,7 @@ pub fn seal(
     put_u32(sealed, OFF_PART, place.part);
     put_u32(sealed, OFF_FIRST_BLOCK, place.first_block);
     put_u32(sealed, OFF_RUN, place.run);
+    put_u32(sealed, OFF_GAP_BLOCKS, flags.gap_blocks);
     store_crc(sealed, OFF_CRC);
     total_len
 }
@@ -257,7 +271,9 @@ impl FixedHeader {
         if bits & !(FLAG_BARRIER | FLAG_SEGMENT_END) != 0 {
             return Err(FormatError::BadField("flags"));
         }
-        let flags = PartFlags { barrier: bits & FLAG_BARRIER != 0, segment_end: bits & FLAG_SEGMENT_END != 0 };
+        let gap_blocks = get_u32(fixed, OFF_GAP_BLOCKS);
+        let flags =
+            PartFlags { barrier: bits & FLAG_BARRIER != 0, segment_end: bits & FLAG_SEGMENT_END != 0, gap_blocks };
         check_zero(&fixed[OFF_RESERVED..], "reserved")?;
         check_geometry(layout, fixed)?;
         let part = get_u32(fixed, OFF_PART);
@@ -272,8 +288,12 @@ impl FixedHeader {
             return Err(FormatError::BadLength);
         }
         let next_block = first_block + layout.header_blocks + slots_used;
-        if !flags.segment_end && !layout.has_room_for_part(next_block) {
-            return Err(FormatError::BadField("segment end"));
+        if flags.segment_end && gap_blocks != 0 {
+            return Err(FormatError::BadField("gap_blocks"));
+        }
+        // (u64: a garbage gap must not wrap round to a place that fits.)
+        if !flags.segment_end && !layout.has_room_for_part(next_block.saturating_add(gap_blocks)) {
+            return Err(FormatError::BadField(if gap_blocks == 0 { "segment end" } else { "gap_blocks" }));
         }
         let total_len = get_u32(fixed, OFF_TOTAL_LEN) as usize;
         if total_len != layout.sealed_bytes(slots_used) {
@@ -316,6 +336,7 @@ impl SegmentHeader {
             run: get_u32(sealed, OFF_RUN),
             barrier: fixed.flags.barrier,
             segment_end: fixed.flags.segment_end,
+            gap_blocks: fixed.flags.gap_blocks,
             lbas,
             revokes,
         })
@@ -380,7 +401,7 @@ mod tests {
     const PLACE: PartPlace = PartPlace { instance_id: 77, segment_index: 5, sequence: 1000, part: 0, first_block: 0, run: 3 };
 
     fn flags(barrier: bool) -> PartFlags {
-        PartFlags { barrier, segment_end: true }
+        PartFlags { barrier, segment_end: true, gap_blocks: 0 }
     }
 
     /// A sealed part 0 (ending its segment) whose data slot `i` is filled with byte `i + 1`.
@@ -435,6 +456,7 @@ mod tests {
             run: 3,
             barrier: true,
             segment_end: true,
+            gap_blocks: 0,
             lbas: lbas.to_vec(),
             revokes: vec![3, 4],
         };
@@ -448,9 +470,9 @@ mod tests {
         let mut place = PartPlace { part: 0, first_block: 0, ..PLACE };
         // Part 0: one slot, a barrier; part 1: revokes only; part 2: two slots, the end.
         let parts: [(&[u64], &[u64], PartFlags); 3] = [
-            (&[40], &[], PartFlags { barrier: true, segment_end: false }),
-            (&[], &[40], PartFlags { barrier: false, segment_end: false }),
-            (&[41, 42], &[], PartFlags { barrier: true, segment_end: true }),
+            (&[40], &[], PartFlags { barrier: true, segment_end: false, gap_blocks: 0 }),
+            (&[], &[40], PartFlags { barrier: false, segment_end: false, gap_blocks: 0 }),
+            (&[41, 42], &[], PartFlags { barrier: true, segment_end: true, gap_blocks: 0 }),
         ];
         for (lbas, revokes, flags) in parts {
             let start = place.first_block as usize * BS as usize;
@@ -486,7 +508,56 @@ mod tests {
     fn a_part_leaving_no_room_must_end_the_segment() {
         let layout = small_layout();
         let mut buf = vec![0u8; layout.segment_bytes as usize];
-        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false }, 6, 0);
+        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false, gap_blocks: 0 }, 6, 0);
+    }
+
+    #[test]
+    fn a_gap_moves_the_next_part_and_is_followed() {
+        let layout = SegmentLayout::new(16 * BS, BS).unwrap();
+        let mut segment = vec![0u8; layout.segment_bytes as usize];
+        // Part 0 (a barrier, one slot) leaves 5 blocks unwritten; part 1
+        // starts after them and ends the segment.
+        let first = PartPlace { part: 0, first_block: 0, ..PLACE };
+        set_slot_lba(&layout, &mut segment, 0, 40);
+        let gapped = PartFlags { barrier: true, segment_end: false, gap_blocks: 5 };
+        let len = seal(&layout, &mut segment, &first, gapped, 1, 0);
+        let header = SegmentHeader::decode(&layout, &segment[..len]).unwrap();
+        assert_eq!((header.gap_blocks, header.next_block(&layout)), (5, 7));
+        assert_eq!(get_u32(&segment, OFF_GAP_BLOCKS), 5, "the gap at offset 68");
+        let second = PartPlace { part: 1, first_block: 7, ..PLACE };
+        let start = 7 * BS as usize;
+        set_slot_lba(&layout, &mut segment[start..], 0, 41);
+        seal(&layout, &mut segment[start..], &second, PartFlags { barrier: true, segment_end: true, gap_blocks: 0 }, 1, 0);
+        let mut seen = Vec::new();
+        decode_parts(&layout, &segment, 77, 1000, |h| seen.push((h.part, h.first_block, h.gap_blocks, h.lbas.clone())));
+        assert_eq!(seen, vec![(0, 0, 5, vec![40]), (1, 7, 0, vec![41])]);
+        // Without the gap the walk looks for part 1 right after part 0 and stops there.
+        let mut packed = segment.clone();
+        put_u32(&mut packed, OFF_GAP_BLOCKS, 0);
+        store_crc(&mut packed[..len], OFF_CRC);
+        let mut count = 0;
+        decode_parts(&layout, &packed, 77, 1000, |_| count += 1);
+        assert_eq!(count, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "must end its segment")]
+    fn a_gap_must_leave_room_for_a_part() {
+        let layout = small_layout();
+        let mut buf = vec![0u8; layout.segment_bytes as usize];
+        // A header and a slot, then 5 blocks skipped, leave 1 of 8: no room
+        // for a header and a slot (with 4 skipped there would be).
+        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false, gap_blocks: 5 }, 1, 0);
+    }
+
+    #[test]
+    fn version_3_parts_are_refused() {
+        let layout = small_layout();
+        let (mut buf, len) = build(&layout, &[1], &[], true, 0);
+        put_u16(&mut buf, OFF_VERSION, 3);
+        store_crc(&mut buf[..len], OFF_CRC);
+        assert_eq!(sealed_len(&layout, &buf), Err(FormatError::UnsupportedVersion(3)));
+        assert_eq!(SegmentHeader::decode(&layout, &buf), Err(FormatError::UnsupportedVersion(3)));
     }
 
     #[test]
@@ -554,6 +625,13 @@ mod tests {
         store_crc(&mut not_ended[..full_len], OFF_CRC);
         assert_eq!(check(&not_ended), Err(FormatError::BadField("segment end")));
         assert_eq!(check(&patched(&buf, len, OFF_RESERVED, 1)), Err(FormatError::BadField("reserved")));
+        assert_eq!(check(&patched(&buf, len, OFF_RESERVED + 4, 1)), Err(FormatError::BadField("reserved")));
+        // A gap after the segment's last part means nothing.
+        assert_eq!(check(&patched(&buf, len, OFF_GAP_BLOCKS, 1)), Err(FormatError::BadField("gap_blocks")));
+        // Two slots end at block 3: a gap of 3 leaves a header and a slot, 4 does not.
+        assert_eq!(check(&patched(&going_on, len, OFF_GAP_BLOCKS, 3)), Ok(len));
+        assert_eq!(check(&patched(&going_on, len, OFF_GAP_BLOCKS, 4)), Err(FormatError::BadField("gap_blocks")));
+        assert_eq!(check(&patched(&going_on, len, OFF_GAP_BLOCKS, u32::MAX)), Err(FormatError::BadField("gap_blocks")));
         assert_eq!(check(&patched(&buf, len, OFF_BLOCK_SIZE, 8192)), Err(FormatError::BadField("geometry")));
         assert_eq!(check(&patched(&buf, len, OFF_SEGMENT_BYTES, 1 << 20)), Err(FormatError::BadField("geometry")));
         assert_eq!(check(&patched(&buf, len, OFF_HEADER_BLOCKS, 2)), Err(FormatError::BadField("header_blocks")));
@@ -638,14 +716,42 @@ mod tests {
         }
 
         #[test]
+        fn prop_gap_round_trip(layout in arb_layout(), used in 0u32..24, gap in 0u32..24, barrier in any::<bool>()) {
+            let used = used.min(layout.slots);
+            let fits = layout.has_room_for_part(layout.header_blocks + used + gap);
+            let flags = PartFlags { barrier, segment_end: !fits, gap_blocks: if fits { gap } else { 0 } };
+            let mut buf = vec![0u8; layout.segment_bytes as usize];
+            for slot in 0..used {
+                set_slot_lba(&layout, &mut buf, slot, slot as u64);
+            }
+            let len = seal(&layout, &mut buf, &PLACE, flags, used, 0);
+            let header = SegmentHeader::decode(&layout, &buf[..len]).unwrap();
+            prop_assert_eq!(header.gap_blocks, flags.gap_blocks);
+            prop_assert_eq!(header.next_block(&layout), layout.header_blocks + used + flags.gap_blocks);
+            prop_assert!(header.segment_end || layout.has_room_for_part(header.next_block(&layout)));
+        }
+
+        #[test]
         fn prop_plausible_header_garbage_never_panics(
             layout in arb_layout(),
             fields in proptest::collection::vec(any::<u8>(), SEGMENT_FIXED_HEADER_BYTES),
             slots_used in 0u32..30,
             revokes_count in 0u32..600,
+            (gap_blocks, first_block, part, plausible) in (prop_oneof![0u32..40, any::<u32>()], 0u32..24, 0u32..24, any::<bool>()),
         ) {
             let mut buf = vec![0u8; layout.segment_bytes as usize];
             buf[..SEGMENT_FIXED_HEADER_BYTES].copy_from_slice(&fields);
+            if plausible {
+                // Past the flags, reserved bytes and place checks, so that
+                // the gap, room and length checks see garbage too.
+                let bits = get_u16(&buf, OFF_FLAGS) & (FLAG_BARRIER | FLAG_SEGMENT_END);
+                put_u16(&mut buf, OFF_FLAGS, bits);
+                buf[OFF_RESERVED..SEGMENT_FIXED_HEADER_BYTES].fill(0);
+                let first_block = first_block % layout.blocks();
+                put_u32(&mut buf, OFF_FIRST_BLOCK, first_block);
+                put_u32(&mut buf, OFF_PART, if first_block == 0 { 0 } else { 1 + part % first_block });
+                put_u32(&mut buf, OFF_GAP_BLOCKS, gap_blocks);
+            }
             put_u32(&mut buf, OFF_MAGIC, SEGMENT_MAGIC);
             put_u16(&mut buf, OFF_VERSION, LOG_FORMAT_VERSION);
             put_u32(&mut buf, OFF_BLOCK_SIZE, layout.block_size);
@@ -659,7 +765,11 @@ mod tests {
             if let Ok(header) = SegmentHeader::decode(&layout, &buf) {
                 prop_assert_eq!(header.lbas.len() as u32, slots_used);
                 prop_assert_eq!(header.revokes.len() as u32, revokes_count);
+                prop_assert!(header.segment_end || layout.has_room_for_part(header.next_block(&layout)));
             }
+            let mut parts = 0;
+            decode_parts(&layout, &buf, get_u64(&buf, OFF_INSTANCE_ID), get_u64(&buf, OFF_SEQUENCE), |_| parts += 1);
+            prop_assert!(parts <= layout.blocks());
         }
     }
 }

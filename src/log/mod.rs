@@ -142,6 +142,9 @@ pub struct SealedPart {
     /// Where the part starts, in the buffer and in the segment.
     pub offset_bytes: u64,
     pub len_bytes: u64,
+    /// Blocks left unwritten after the part for the gap asked for: the gap,
+    /// or the rest of the segment where the gap did not fit.
+    pub skipped_blocks: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -468,10 +471,13 @@ impl LogManager {
 
     /// Seals the open part into its place. When no other part fits after it,
     /// it ends the segment and the buffer stops being open; otherwise the
-    /// next part opens right after it in the same buffer. The caller writes
-    /// `len_bytes` from `offset_bytes` of the buffer to every writable
-    /// mirror, counting each write and flush with `part_op_started`.
-    pub fn seal(&mut self, mem: &mut [u8], barrier: bool) -> SealedPart {
+    /// next part opens in the same buffer, `gap_blocks` after it (the part's
+    /// header records them). A gap that leaves no room for another part
+    /// ends the segment instead: the next segment's first part lies right
+    /// after the rest of this one, which costs no more than the gap. The
+    /// caller writes `len_bytes` from `offset_bytes` of the buffer to every
+    /// writable mirror, counting each write and flush with `part_op_started`.
+    pub fn seal(&mut self, mem: &mut [u8], barrier: bool, gap_blocks: u32) -> SealedPart {
         assert!(self.can_seal(), "sealing with {} parts in flight", self.writes.len());
         let buffer = self.open_buffer.expect("seal without open buffer");
         let layout = self.layout.segment;
@@ -479,7 +485,13 @@ impl LogManager {
         assert_eq!(b.slot_reads_in_flight, 0, "sealing a part with slot reads in flight");
         let index = self.segment_index(b.sequence);
         let next_block = b.part_first + layout.header_blocks + b.slots_used;
-        let segment_end = !layout.has_room_for_part(next_block);
+        let segment_end = !layout.has_room_for_part(next_block.saturating_add(gap_blocks));
+        let gap_blocks = if segment_end { 0 } else { gap_blocks };
+        let skipped_blocks = match (segment_end, gap_blocks) {
+            (false, gap) => gap,
+            (true, _) if layout.has_room_for_part(next_block) => layout.blocks() - next_block,
+            (true, _) => 0,
+        };
         let place = PartPlace {
             instance_id: self.instance_id,
             segment_index: index,
@@ -489,7 +501,7 @@ impl LogManager {
             run: self.run,
         };
         let offset = self.part_offset(b.part_first);
-        let flags = PartFlags { barrier, segment_end };
+        let flags = PartFlags { barrier, segment_end, gap_blocks };
         let len = segment::seal(&layout, &mut mem[offset..], &place, flags, b.slots_used, b.revokes_count) as u64;
         let point = log_point(b.sequence, b.part);
         self.last_sealed = Some((point, barrier));
@@ -502,11 +514,11 @@ impl LogManager {
             self.segments[index as usize].state = SegmentState::Writing;
         } else {
             b.part += 1;
-            b.part_first = next_block;
+            b.part_first = next_block + gap_blocks;
             b.slots_used = 0;
             b.revokes_count = 0;
         }
-        SealedPart { buffer, write, point, segment_index: index, offset_bytes: offset as u64, len_bytes: len }
+        SealedPart { buffer, write, point, segment_index: index, offset_bytes: offset as u64, len_bytes: len, skipped_blocks }
     }
 
     /// A mirror write or flush of part `write` of `buffer` was issued.

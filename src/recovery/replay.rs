@@ -699,16 +699,18 @@ mod tests {
 
     fn arb_spec() -> impl Strategy<Value = SegmentSpec> {
         let entry = prop_oneof![4 => (0..16u64, 0..4u64), 1 => Just(HOLE)];
-        (proptest::collection::vec(entry, 0..=7), proptest::collection::vec(0..16u64, 0..4), any::<bool>())
-            .prop_map(|(entries, revokes, barrier)| SegmentSpec { sequence: 0, run: 1, barrier, entries, revokes })
+        let gap = prop_oneof![2 => Just(0u32), 1 => 1u32..4];
+        (proptest::collection::vec(entry, 0..=7), proptest::collection::vec(0..16u64, 0..4), any::<bool>(), gap).prop_map(
+            |(entries, revokes, barrier, gap_blocks)| SegmentSpec { sequence: 0, run: 1, barrier, entries, revokes, gap_blocks },
+        )
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// Random runs packed as parts: as many parts per segment as fit
-        /// (or fewer, where `ends` says so); the replay must match the
-        /// reference over the same run, in part order.
+        /// Random runs packed as parts, some with a gap after them: as many
+        /// parts per segment as fit (or fewer, where `ends` says so); the
+        /// replay must match the reference over the same run, in part order.
         #[test]
         fn prop_packed_parts_replay_matches_reference(
             mut run in proptest::collection::vec(arb_spec(), 1..12),
@@ -727,11 +729,16 @@ mod tests {
                     (index, sequence, parts, first_block) = (index + 1, sequence + 1, Vec::new(), 0);
                 }
                 spec.sequence = sequence;
-                parts.push(spec.clone());
                 first_block += blocks;
+                let end = ends[i] || !segment.has_room_for_part(first_block);
+                if end || !segment.has_room_for_part(first_block + spec.gap_blocks) {
+                    spec.gap_blocks = 0;
+                }
+                first_block += spec.gap_blocks;
+                parts.push(spec.clone());
                 let last = i + 1 == run_len;
-                if ends[i] || !segment.has_room_for_part(first_block) || last {
-                    image.write_parts(index, &parts, ends[i] || !segment.has_room_for_part(first_block));
+                if end || last {
+                    image.write_parts(index, &parts, end);
                     if !last {
                         (index, sequence, parts, first_block) = (index + 1, sequence + 1, Vec::new(), 0);
                     }

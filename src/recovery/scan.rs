@@ -26,6 +26,8 @@ pub struct ScannedSegment {
     pub first_block: u32,
     pub barrier: bool,
     pub segment_end: bool,
+    /// Blocks left unwritten after the part: the next one starts after them.
+    pub gap_blocks: u32,
     pub lbas: Vec<u64>,
     pub revokes: Vec<u64>,
     /// The mirror whose copy was valid (the first one tried that was).
@@ -459,6 +461,7 @@ impl LogScanner {
             first_block: header.first_block,
             barrier: header.barrier,
             segment_end,
+            gap_blocks: header.gap_blocks,
             lbas: header.lbas,
             revokes: header.revokes,
             mirror,
@@ -641,6 +644,26 @@ mod tests {
         assert_eq!(places, vec![(40, 0, 0, false), (40, 1, 2, false), (40, 2, 3, true), (41, 0, 0, false), (41, 1, 2, false)]);
         assert_eq!(scanned.last_barrier, Some(3));
         assert_eq!(scanned.segments[1].revokes, vec![1]);
+    }
+
+    #[test]
+    fn follows_a_gap_after_a_part() {
+        let mut image = LogImage::new(layout(6), 1);
+        image.write_superblock(1, 2, 40);
+        // Segment 2: a barrier of one block, then 3 blocks skipped, then a
+        // barrier ending the segment; a part where no gap was said to be is
+        // left out.
+        let gapped = SegmentSpec { gap_blocks: 3, ..spec(40, true, &[(1, 1)], &[]) };
+        image.write_parts(2, &[gapped, spec(40, true, &[(2, 1)], &[])], true);
+        let stray = image.encode_part(2, 1, 2, &spec(40, true, &[(3, 1)], &[]), true, INSTANCE_ID);
+        let offset = image.layout.segment_offset(2) as usize + 2 * BLOCK_SIZE as usize;
+        image.mirrors[0][offset..offset + stray.len()].copy_from_slice(&stray);
+        image.write_parts(3, &[spec(41, true, &[(4, 1)], &[])], true);
+        let mut devices = image.into_devices();
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        let places: Vec<(u64, u32, u32, u32, Vec<u64>)> =
+            scanned.segments.iter().map(|s| (s.sequence, s.part, s.first_block, s.gap_blocks, s.lbas.clone())).collect();
+        assert_eq!(places, vec![(40, 0, 0, 3, vec![1]), (40, 1, 5, 0, vec![2]), (41, 0, 0, 0, vec![4])]);
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct SegmentSpec {
     /// (lba, version) per slot; `LBA_NONE` marks a hole.
     pub entries: Vec<(u64, u64)>,
     pub revokes: Vec<u64>,
+    /// Blocks left unwritten after the part (`write_parts`; not after the
+    /// part that ends its segment).
+    pub gap_blocks: u32,
 }
 
 pub struct LogImage {
@@ -103,14 +106,16 @@ impl LogImage {
         }
         let (slots_used, revokes_count) = (spec.entries.len() as u32, spec.revokes.len() as u32);
         let place = PartPlace { instance_id, segment_index, sequence: spec.sequence, part, first_block, run: spec.run };
-        let flags = PartFlags { barrier: spec.barrier, segment_end };
+        let gap_blocks = if segment_end { 0 } else { spec.gap_blocks };
+        let flags = PartFlags { barrier: spec.barrier, segment_end, gap_blocks };
         let len = seal(layout, &mut buf, &place, flags, slots_used, revokes_count);
         buf.truncate(len);
         buf
     }
 
-    /// Writes the parts `specs` (all of `segment_index`, in order) back to
-    /// back on every mirror; the last ends the segment if `segment_end`.
+    /// Writes the parts `specs` (all of `segment_index`, in order) on every
+    /// mirror, each after the one before and its gap; the last ends the
+    /// segment if `segment_end`.
     pub fn write_parts(&mut self, segment_index: u32, specs: &[SegmentSpec], segment_end: bool) {
         let mut first_block = 0;
         for (part, spec) in specs.iter().enumerate() {
@@ -120,7 +125,7 @@ impl LogImage {
             for mirror in &mut self.mirrors {
                 mirror[offset..offset + bytes.len()].copy_from_slice(&bytes);
             }
-            first_block += (bytes.len() / BLOCK_SIZE as usize) as u32;
+            first_block += (bytes.len() / BLOCK_SIZE as usize) as u32 + spec.gap_blocks;
         }
     }
 
@@ -153,7 +158,7 @@ impl LogImage {
 }
 
 pub fn spec(sequence: u64, barrier: bool, entries: &[(u64, u64)], revokes: &[u64]) -> SegmentSpec {
-    SegmentSpec { sequence, run: 1, barrier, entries: entries.to_vec(), revokes: revokes.to_vec() }
+    SegmentSpec { sequence, run: 1, barrier, entries: entries.to_vec(), revokes: revokes.to_vec(), gap_blocks: 0 }
 }
 
 /// Backing contents after replaying the valid run `run`: for each LBA the

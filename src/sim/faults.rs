@@ -120,6 +120,8 @@ impl FaultPlan {
         let mut returns_prng = Prng::new(seed ^ 0x5245_5455_524E);
         let mut plan = FaultPlan { config, cache, mirrors, backing, workload, faults, kinds };
         draw_mirror_returns(&mut returns_prng, ops, &mut plan);
+        // And the gap after barrier parts (its own PRNG too).
+        draw_barrier_gap(&mut Prng::new(seed ^ 0x4741_5053), &mut plan.config);
         plan
     }
 }
@@ -258,6 +260,14 @@ fn draw_mirror_returns(prng: &mut Prng, ops: u64, plan: &mut FaultPlan) {
     }
     // Stable: the other faults keep their order.
     faults.sort_by_key(|f| f.at_op);
+}
+
+/// The gap the engine may leave after a barrier part: none, one block, a
+/// few, or more than the simulator's 16-block segments hold (the part then
+/// ends its segment). The mirrors' latencies (0.2-5 ms, drawn per write)
+/// often pass for a rotating log's, so gaps come and go in most seeds.
+fn draw_barrier_gap(prng: &mut Prng, config: &mut Config) {
+    config.barrier_gap_bytes = *prng.pick(&[0, 1, 2, 5, 32]) * config.block_size;
 }
 
 fn spikes(prng: &mut Prng, on: bool) -> (u32, Nanos) {

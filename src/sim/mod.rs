@@ -34,6 +34,8 @@ pub struct Figures {
     pub mirror_returns: u64,
     /// Writes the sequential cutoff sent to the backing device alone.
     pub cutoff_writes: u64,
+    /// Log blocks left unwritten after barrier parts (`Stats::log_gap_blocks`).
+    pub log_gap_blocks: u64,
     pub corruptions_injected: u64,
     /// Corrupt log copies the cache-loss recovery recognised and skipped.
     pub corruptions_detected: u64,
@@ -48,7 +50,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        let pairs: [(&mut u64, u64); 17] = [
+        let pairs: [(&mut u64, u64); 18] = [
             (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
@@ -61,6 +63,7 @@ impl Figures {
             (&mut self.options_changes, other.options_changes),
             (&mut self.mirror_returns, other.mirror_returns),
             (&mut self.cutoff_writes, other.cutoff_writes),
+            (&mut self.log_gap_blocks, other.log_gap_blocks),
             (&mut self.corruptions_injected, other.corruptions_injected),
             (&mut self.corruptions_detected, other.corruptions_detected),
             (&mut self.recoveries, other.recoveries),
@@ -73,7 +76,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 17] {
+    pub fn named(&self) -> [(&'static str, u64); 18] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -86,6 +89,7 @@ impl Figures {
             ("options_changes", self.options_changes),
             ("mirror_returns", self.mirror_returns),
             ("cutoff_writes", self.cutoff_writes),
+            ("log_gap_blocks", self.log_gap_blocks),
             ("corruptions_injected", self.corruptions_injected),
             ("corruptions_detected", self.corruptions_detected),
             ("corruptions_read_back", self.corruptions_read_back),

@@ -304,7 +304,9 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
     /// The running target is dropped: its counters join the figures.
     fn retire_target(&mut self) {
         if let Some(target) = self.target.take() {
-            self.figures.cutoff_writes += target.stats().cutoff_writes;
+            let stats = target.stats();
+            self.figures.cutoff_writes += stats.cutoff_writes;
+            self.figures.log_gap_blocks += stats.log_gap_blocks;
         }
     }
 

@@ -180,6 +180,7 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         backing_stripe_bytes: backing_stripe_bytes(&settings.profile.backing),
         idle_after_ns: (engine.idle_after_ms * 1e6) as Nanos,
         segment_bytes: (engine.segment_kib * 1024.0) as u32,
+        barrier_gap_bytes: (engine.barrier_gap_kib * 1024.0) as u32,
         log_buffers_count: engine.log_buffers_count as u32,
         cache_device_bytes: cache_bytes,
         // The engine refuses a log too small for its buffers.

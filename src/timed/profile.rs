@@ -16,6 +16,8 @@ pub struct EngineParams {
     pub writeback_parallelism: f64,
     pub idle_after_ms: f64,
     pub segment_kib: f64,
+    /// `Config::barrier_gap_bytes` in KiB (0: never a gap).
+    pub barrier_gap_kib: f64,
     pub log_buffers_count: f64,
     /// Log device size of Figs. 5-7, memory and custom, not scaled: large
     /// enough that the log never wraps in a run (the paper's 1 TB HDD).
@@ -44,6 +46,7 @@ impl Default for Profile {
                 writeback_parallelism: 32.0,
                 idle_after_ms: 50.0,
                 segment_kib: 1024.0,
+                barrier_gap_kib: (crate::config::BARRIER_GAP_BYTES_DEFAULT >> 10) as f64,
                 log_buffers_count: 0.0,
                 log_mib: 16384.0,
                 steady_log_mib: 4096.0,
@@ -70,6 +73,7 @@ impl Profile {
             ("engine.writeback_parallelism".to_string(), &mut engine.writeback_parallelism),
             ("engine.idle_after_ms".to_string(), &mut engine.idle_after_ms),
             ("engine.segment_kib".to_string(), &mut engine.segment_kib),
+            ("engine.barrier_gap_kib".to_string(), &mut engine.barrier_gap_kib),
             ("engine.log_buffers_count".to_string(), &mut engine.log_buffers_count),
             ("engine.log_mib".to_string(), &mut engine.log_mib),
             ("engine.steady_log_mib".to_string(), &mut engine.steady_log_mib),
@@ -115,12 +119,16 @@ impl Profile {
             ("engine.dirty_threshold_percent", e.dirty_threshold_percent, 1.0, 100.0),
             ("engine.writeback_parallelism", e.writeback_parallelism, 1.0, 4096.0),
             ("engine.segment_kib", e.segment_kib, 64.0, 65536.0),
+            ("engine.barrier_gap_kib", e.barrier_gap_kib, 0.0, 65536.0),
             ("engine.log_buffers_count", e.log_buffers_count, 0.0, 1024.0),
             ("engine.log_mib", e.log_mib, 1.0, 1048576.0),
             ("engine.steady_log_mib", e.steady_log_mib, 1.0, 1048576.0),
         ];
         if let Some((name, value, low, high)) = whole.iter().find(|(_, v, low, high)| v.fract() != 0.0 || v < low || v > high) {
             return Err(format!("{name} = {value} must be a whole number in {low}..={high}"));
+        }
+        if e.barrier_gap_kib % 4.0 != 0.0 {
+            return Err(format!("engine.barrier_gap_kib = {} must be a multiple of the 4 KiB block", e.barrier_gap_kib));
         }
         Ok(())
     }

@@ -211,6 +211,7 @@ impl View<'_> {
         }
         self.counter_row("segments written", "log_segments_written");
         self.counter_row("parts written", "log_parts_written");
+        self.counter_row("  gap blocks after barriers", "log_gap_blocks");
         self.counter_row("blocks copied", "log_blocks_copied");
         self.counter_row("  read back from the cache", "log_blocks_from_cache");
         self.counter_row("writes waited unheld", "writes_waited_unheld");
