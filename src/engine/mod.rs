@@ -24,6 +24,7 @@ mod revokes;
 mod startup;
 mod stats;
 mod switch;
+mod through;
 mod waiting;
 mod writeback;
 
