@@ -167,6 +167,7 @@ pub struct Engine {
     held: held::HeldData,
     io_out: VecDeque<DeviceIo>,
     completions_out: VecDeque<RequestCompletion>,
+    /// One per flush request: sized for `requests_max` at creation.
     flushes: Vec<FlushState>,
     commit: Commit,
     writeback: Writeback,
@@ -180,10 +181,14 @@ pub struct Engine {
     flush_all_completed: u64,
     flush_all_errors: u64,
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
+    /// At most one entry per live request block (`request_blocks_max`); it
+    /// starts small so that its lookups, made per block, stay in the CPU
+    /// cache, and keeps what it grows to.
     misses: LbaTable<(u32, bool)>,
     eviction_scratch: Vec<u32>,
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
+    /// One per waiting request: sized for `requests_max` at creation.
     through_blocked: Vec<(u64, u32)>,
     /// The flush after a warm restart is running.
     restart_flush: bool,
@@ -267,7 +272,7 @@ impl Engine {
             held: held::HeldData::new(config.block_size, config.mirrors_count > 0),
             io_out: VecDeque::with_capacity(ops_capacity),
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
-            flushes: Vec::with_capacity(16),
+            flushes: Vec::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(config.writeback_parallelism, config.block_size),
             logging: logging::LogWork::new(log_layout.segment.blocks()),
@@ -279,7 +284,7 @@ impl Engine {
             flush_all_errors: 0,
             misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
             eviction_scratch: Vec::with_capacity(256),
-            through_blocked: Vec::with_capacity(64),
+            through_blocked: Vec::with_capacity(config.requests_max as usize),
             restart_flush: false,
             restart_flush_failures: 0,
             startup_revokes: Vec::new(),
