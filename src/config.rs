@@ -215,6 +215,11 @@ impl ConfigError {
     pub fn unsupported(message: impl Into<String>) -> ConfigError {
         ConfigError { kind: ConfigErrorKind::Unsupported, message: message.into() }
     }
+
+    /// The same error, its message after `prefix` (what it was about).
+    pub fn prefixed(self, prefix: &str) -> ConfigError {
+        ConfigError { message: format!("{prefix}{}", self.message), ..self }
+    }
 }
 
 impl fmt::Display for ConfigError {

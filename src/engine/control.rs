@@ -84,6 +84,7 @@ impl Engine {
     /// A write-back tagged `tag` finished (or failed).
     pub(super) fn flush_all_writeback_done(&mut self, tag: u32, ok: bool) {
         let Some(run) = self.flush_all.as_mut().filter(|f| f.tag == tag) else { return };
+        assert!(run.remaining > 0, "write-back done for flush_all tag {tag} with none remaining");
         run.remaining -= 1;
         self.flush_all_errors += u64::from(!ok);
         self.finish_flush_all_if_done();

@@ -160,6 +160,7 @@ impl Engine {
     pub(super) fn flush_writeback_done(&mut self, tag: u32, ok: bool) {
         self.flush_all_writeback_done(tag, ok);
         if let Some(flush) = self.flushes.iter_mut().find(|f| f.tag == tag) {
+            assert!(flush.writebacks_remaining > 0, "write-back done for flush tag {tag} with none remaining");
             flush.writebacks_remaining -= 1;
             if !ok {
                 flush.error = Some(RequestError::Io);
@@ -284,6 +285,7 @@ impl Engine {
 
     pub(super) fn backing_flush_done(&mut self, status: IoStatus) {
         let flusher = &mut self.writeback.backing;
+        assert!(flusher.in_flight && flusher.issued > flusher.completed, "backing FLUSH done with none in flight");
         flusher.in_flight = false;
         let through_unflushed = flusher.through_writes_unflushed();
         flusher.completed = flusher.issued;

@@ -2,11 +2,18 @@
 //! commands and request completions come out. It never blocks, never reads a
 //! clock and never performs I/O.
 //!
-//! Files by concern: `requests` (read/write paths), `flush` (flush semantics
-//! per policy), `writeback` (background write-back and revokes), `logging`
-//! (log appends, sealing, mirrors, reclamation, superblock; `gap`: when to
-//! leave log blocks unwritten after a barrier part), `commit` (durable
-//! cache metadata), `startup` (format and warm restart), `stats`.
+//! Files by concern: `requests` (read/write paths), `through` (writes that
+//! go to the backing device), `flush` (flush semantics per policy),
+//! `writeback` (background write-back and revokes), `throttle` (writes
+//! slowed while the log is short of space), `logging` (log appends,
+//! sealing, mirrors, reclamation, superblock; `gap`: when to leave log
+//! blocks unwritten after a barrier part), `commit` (durable cache
+//! metadata), `startup` (format and warm restart), `stats`; docs/engine.md
+//! has the full table.
+//!
+//! A little over 600 lines: the engine's state, its constructor, the driver
+//! contract's inputs and outputs, the completion dispatch and the order of
+//! the background work are read together.
 
 mod commit;
 mod control;
@@ -27,6 +34,7 @@ mod startup;
 mod stats;
 mod switch;
 mod throttle;
+mod through;
 mod waiting;
 mod writeback;
 
@@ -163,6 +171,7 @@ pub struct Engine {
     held: held::HeldData,
     io_out: VecDeque<DeviceIo>,
     completions_out: VecDeque<RequestCompletion>,
+    /// One per flush request: sized for `requests_max` at creation.
     flushes: Vec<FlushState>,
     commit: Commit,
     writeback: Writeback,
@@ -178,10 +187,14 @@ pub struct Engine {
     flush_all_completed: u64,
     flush_all_errors: u64,
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
+    /// At most one entry per live request block (`request_blocks_max`); it
+    /// starts small so that its lookups, made per block, stay in the CPU
+    /// cache, and keeps what it grows to.
     misses: LbaTable<(u32, bool)>,
     eviction_scratch: Vec<u32>,
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
+    /// One per waiting request: sized for `requests_max` at creation.
     through_blocked: Vec<(u64, u32)>,
     /// The flush after a warm restart is running.
     restart_flush: bool,
@@ -263,7 +276,7 @@ impl Engine {
             held: held::HeldData::new(config.block_size, config.mirrors_count > 0),
             io_out: VecDeque::with_capacity(ops_capacity),
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
-            flushes: Vec::with_capacity(16),
+            flushes: Vec::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(&config),
             throttle: throttle::LogThrottle::default(),
@@ -276,7 +289,7 @@ impl Engine {
             flush_all_errors: 0,
             misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
             eviction_scratch: Vec::with_capacity(256),
-            through_blocked: Vec::with_capacity(64),
+            through_blocked: Vec::with_capacity(config.requests_max as usize),
             restart_flush: false,
             restart_flush_failures: 0,
             startup_revokes: Vec::new(),
@@ -620,45 +633,5 @@ impl Engine {
         if let Some((request, count)) = share {
             self.sub_done(request, count, Some(RequestError::NotReady));
         }
-    }
-
-    pub fn stats(&self) -> Stats {
-        let mut stats = self.stats.clone();
-        stats.dirty_blocks = self.cache.dirty_count() as u64;
-        stats.unlogged_dirty_blocks = self.cache.unlogged_dirty_count() as u64;
-        stats.free_blocks = self.cache.free_count() as u64;
-        stats.cache_blocks = self.cache.blocks_count() as u64;
-        stats.log_segments_in_use = self.log.segments_in_use();
-        stats.log_segments_total = self.log_layout.segments_count as u64;
-        stats.log_segments_written = self.log.segments_opened;
-        stats.log_wraps = self.log.segments_opened / stats.log_segments_total.max(1);
-        stats.log_live_entries = self.log.live_entries;
-        stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
-        stats.waiting_blocks = self.waiting.len() as u64;
-        stats.writeback_depth = self.writeback.pacer.depth() as u64;
-        stats.log_freed_blocks_per_s = self.throttle.freed_per_s() as u64;
-        stats.writeback_depth_halvings = self.writeback.pacer.halvings();
-        stats.seq_cutoff_threshold_bytes = self.config.seq_cutoff_threshold_bytes;
-        stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();
-        stats.dirty_threshold_percent = self.config.dirty_threshold_percent as u64;
-        stats.writeback_parallelism = self.config.writeback_parallelism as u64;
-        stats
-    }
-
-    pub fn memory_report(&self) -> MemoryReport {
-        MemoryReport {
-            cache_blocks: self.cache.blocks_count() as u64,
-            cache_index_bytes: self.cache.memory_bytes() as u64,
-            log_live_entries: self.log.live_entries,
-            log_bookkeeping_bytes: self.log.memory_bytes() as u64,
-            commit_bookkeeping_bytes: (self.commit.memory_bytes() + self.ordered.memory_bytes()) as u64,
-            io_buffer_bytes: self.io_buffer_bytes(),
-        }
-    }
-
-    fn io_buffer_bytes(&self) -> u64 {
-        let c = &self.config;
-        let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
-        log + self.writeback.extents_count() as u64 * writeback::run_bytes(c) as u64 + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
     }
 }

@@ -1,4 +1,7 @@
-//! Counters and the memory report.
+//! Counters and the memory report, and how the engine fills them in.
+
+use super::{writeback, Engine, META_POOL_PAGES};
+use crate::format::UNIT_BYTES;
 
 /// Running counters; gauges are filled in by `Engine::stats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -196,6 +199,48 @@ impl MemoryReport {
 
     fn bookkeeping_bytes(&self) -> u64 {
         self.cache_index_bytes + self.log_bookkeeping_bytes + self.commit_bookkeeping_bytes
+    }
+}
+
+impl Engine {
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.stats.clone();
+        stats.dirty_blocks = self.cache.dirty_count() as u64;
+        stats.unlogged_dirty_blocks = self.cache.unlogged_dirty_count() as u64;
+        stats.free_blocks = self.cache.free_count() as u64;
+        stats.cache_blocks = self.cache.blocks_count() as u64;
+        stats.log_segments_in_use = self.log.segments_in_use();
+        stats.log_segments_total = self.log_layout.segments_count as u64;
+        stats.log_segments_written = self.log.segments_opened;
+        stats.log_wraps = self.log.segments_opened / stats.log_segments_total.max(1);
+        stats.log_live_entries = self.log.live_entries;
+        stats.healthy_mirrors = self.log.healthy_mirrors().count() as u64;
+        stats.waiting_blocks = self.waiting.len() as u64;
+        stats.writeback_depth = self.writeback.pacer.depth() as u64;
+        stats.log_freed_blocks_per_s = self.throttle.freed_per_s() as u64;
+        stats.writeback_depth_halvings = self.writeback.pacer.halvings();
+        stats.seq_cutoff_threshold_bytes = self.config.seq_cutoff_threshold_bytes;
+        stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();
+        stats.dirty_threshold_percent = self.config.dirty_threshold_percent as u64;
+        stats.writeback_parallelism = self.config.writeback_parallelism as u64;
+        stats
+    }
+
+    pub fn memory_report(&self) -> MemoryReport {
+        MemoryReport {
+            cache_blocks: self.cache.blocks_count() as u64,
+            cache_index_bytes: self.cache.memory_bytes() as u64,
+            log_live_entries: self.log.live_entries,
+            log_bookkeeping_bytes: self.log.memory_bytes() as u64,
+            commit_bookkeeping_bytes: (self.commit.memory_bytes() + self.ordered.memory_bytes()) as u64,
+            io_buffer_bytes: self.io_buffer_bytes(),
+        }
+    }
+
+    fn io_buffer_bytes(&self) -> u64 {
+        let c = &self.config;
+        let log = if c.mirrors_count > 0 { (c.log_buffers_count as u64 + 1) * c.segment_bytes as u64 } else { 0 };
+        log + self.writeback.extents_count() as u64 * writeback::run_bytes(c) as u64 + (META_POOL_PAGES as u64 + 2) * UNIT_BYTES as u64
     }
 }
 

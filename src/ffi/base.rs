@@ -169,7 +169,7 @@ impl Bases {
         // SAFETY: plain allocation; null when out of memory.
         let pool = unsafe { sys::hhc_glue_io_pool_create(count) };
         if pool.is_null() {
-            return Err(Error::Os(-libc::ENOMEM, format!("cannot allocate {count} base I/O contexts")));
+            return Err(Error::NoMemory(format!("cannot allocate {count} base I/O contexts")));
         }
         self.pool = pool;
         self.pool_count = count;

@@ -108,11 +108,10 @@ impl Core {
 
     /// Changes the options given, all or none; `save_config` records them.
     fn set_options(&mut self, change: &OptionParams) -> Result<String, Error> {
-        let invalid = |e: ConfigError| Error::InvalidParams(e.message);
         let name = self.params.name.clone();
         let engine = self.running_engine()?;
-        let options = change.apply(engine.config().options()).map_err(invalid)?;
-        engine.set_options(now_ns(), options).map_err(invalid)?;
+        let options = change.apply(engine.config().options())?;
+        engine.set_options(now_ns(), options)?;
         let in_force = engine.config().options();
         self.params.options = OptionParams::of(in_force);
         log::info!("{name}: options set: {}", options_json(in_force));
@@ -213,8 +212,8 @@ impl Core {
     }
 
     fn set_policy(&mut self, policy: Option<&str>) -> Result<String, Error> {
-        let invalid = |e: ConfigError| Error::InvalidParams(format!("policy: {e}"));
-        let policy: Policy = policy.unwrap_or_default().parse().map_err(invalid)?;
+        let about_policy = |e: ConfigError| Error::from(e.prefixed("policy: "));
+        let policy: Policy = policy.unwrap_or_default().parse().map_err(about_policy)?;
         let name = self.params.name.clone();
         // (Without any log mirror the engine refuses it, saying so.)
         if policy.uses_log() && !self.bases.logs().is_empty() && self.healthy_log_mirrors().is_empty() {
@@ -222,7 +221,7 @@ impl Core {
         }
         let engine = self.running_engine()?;
         let from = engine.policy();
-        engine.set_policy(now_ns(), policy).map_err(invalid)?;
+        engine.set_policy(now_ns(), policy).map_err(about_policy)?;
         let target = engine.policy_target();
         let how = if target.is_some() { "started (writing back every dirty block first)" } else { "done" };
         log::info!("{name}: policy switch {from} -> {policy} {how}");

@@ -31,6 +31,8 @@ pub enum Error {
     TooLarge(String),
     /// This build cannot do it.
     Unsupported(String),
+    /// Memory for the node could not be allocated.
+    NoMemory(String),
     /// SPDK returned this negative errno.
     Os(i32, String),
 }
@@ -59,6 +61,7 @@ impl Error {
             Error::NoSpace(_) => -libc::ENOSPC,
             Error::TooLarge(_) => -libc::EFBIG,
             Error::Unsupported(_) => -libc::EOPNOTSUPP,
+            Error::NoMemory(_) => -libc::ENOMEM,
             Error::Os(rc, _) => *rc,
         }
     }
@@ -74,6 +77,7 @@ impl Error {
             | Error::NoSpace(m)
             | Error::TooLarge(m)
             | Error::Unsupported(m)
+            | Error::NoMemory(m)
             | Error::Os(_, m) => m,
         }
     }
@@ -92,6 +96,7 @@ impl Error {
             Error::NoSpace(_) => Error::NoSpace(message),
             Error::TooLarge(_) => Error::TooLarge(message),
             Error::Unsupported(_) => Error::Unsupported(message),
+            Error::NoMemory(_) => Error::NoMemory(message),
             Error::Os(rc, _) => Error::Os(*rc, message),
         }
     }
@@ -172,6 +177,16 @@ mod tests {
             assert_eq!(Error::from_rc(rc, String::new()).code(), rc);
         }
         assert_eq!(Error::from(ConfigError::invalid("x")), Error::InvalidParams("x".into()));
+        let kinds = [
+            (ConfigError::invalid("x"), JSONRPC_INVALID_PARAMS),
+            (ConfigError::too_small("x"), -libc::ENOSPC),
+            (ConfigError::too_large("x"), -libc::EFBIG),
+            (ConfigError::unsupported("x"), -libc::EOPNOTSUPP),
+        ];
+        for (error, code) in kinds {
+            let error = Error::from(error.prefixed("about: "));
+            assert_eq!((error.code(), error.message()), (code, "about: x"));
+        }
         assert_eq!(Error::InvalidParams(String::new()).code(), JSONRPC_INVALID_PARAMS);
         assert_eq!(request_status(Err(RequestError::NotReady)), Refusal::NotReady.status());
     }

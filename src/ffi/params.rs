@@ -300,7 +300,7 @@ impl CreateParams {
             number64("seq_cutoff_threshold")?,
             fields.get("seq_cutoff_policy").copied(),
         )
-        .map_err(|e| invalid(e.message))?;
+        .map_err(|e| e.prefixed("owner record: "))?;
         let logs = text_of("logs")?;
         let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
         CreateParams::new(
@@ -315,7 +315,7 @@ impl CreateParams {
             options,
         )
         .map(Some)
-        .map_err(|e| invalid(e.message))
+        .map_err(|e| e.prefixed("owner record: "))
     }
 
     fn optional_numbers(&self) -> [(&'static str, Option<u32>); 3] {

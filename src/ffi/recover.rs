@@ -11,7 +11,7 @@ use super::node::{Core, Node, Phase};
 use super::params::{check_name, recover_mode, CreateParams, OptionParams, RecoverMode as Mode};
 use super::rpc::{text, Rpc};
 use super::{json, registry, sys};
-use crate::config::Policy;
+use crate::config::{ConfigError, Policy};
 use crate::io::DeviceRole;
 use std::ffi::c_char;
 
@@ -63,7 +63,7 @@ impl Core {
 
     /// The create parameters of what comes back: the backing bdev alone,
     /// or it with the fresh cache and the log mirrors that survived.
-    fn params_after(&self, mode: Mode, cache: Option<&str>) -> Result<CreateParams, ConfigFault> {
+    fn params_after(&self, mode: Mode, cache: Option<&str>) -> Result<CreateParams, ConfigError> {
         let p = &self.params;
         let (cache, logs, policy) = match mode {
             Mode::Passthrough => (String::new(), Vec::new(), Policy::Passthrough),
@@ -79,12 +79,11 @@ impl Core {
             _ => (p.segment_size, p.buffer_count, p.options.clone()),
         };
         let policy = Some(policy.name());
-        let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
-        made.map_err(|e| ConfigFault(e.message))
+        CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2)
     }
 
     fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {
-        let params = self.params_after(mode, cache).map_err(|ConfigFault(e)| Error::InvalidParams(e))?;
+        let params = self.params_after(mode, cache)?;
         if mode == Mode::Cache {
             self.check_fresh_cache(&params)?;
         }
@@ -110,8 +109,6 @@ impl Core {
         fits.map(|_| ()).map_err(Error::from)
     }
 }
-
-struct ConfigFault(String);
 
 /// bdev_hhc_recover.
 ///

@@ -5,6 +5,8 @@
 //! Data is not moved: writes hand the engine a zero buffer, and device
 //! contents are kept only where the engine reads back what it wrote itself
 //! (superblocks and metadata on the cache device, the log superblock).
+//!
+//! (Its last 40 lines are tests.)
 
 use crate::histogram::Histogram;
 use super::journal::{Journal, JournalIo};

@@ -119,7 +119,7 @@ pub unsafe extern "C" fn hhc_rs_model_get_stats(rs_model: *mut c_void, name: *co
     // SAFETY: the function's contract.
     let name = unsafe { text(name) }.unwrap_or_default();
     if rs_model.is_null() {
-        rpc.reply_error(&Error::from_rc(-libc::ENODEV, format!("no device-model bdev named '{name}'")));
+        rpc.reply_error(&Error::NoDevice(format!("no device-model bdev named '{name}'")));
         return;
     }
     // SAFETY: the function's contract.
