@@ -451,7 +451,7 @@ impl Config {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }
         let stripe = self.backing_stripe_bytes;
-        if stripe != 0 && (stripe % bs != 0 || stripe > BACKING_STRIPE_BYTES_MAX) {
+        if stripe != 0 && (!stripe.is_multiple_of(bs) || stripe > BACKING_STRIPE_BYTES_MAX) {
             return Err(ConfigError::invalid(format!(
                 "backing stripe of {stripe} bytes must be a multiple of the block size {bs} and at most {BACKING_STRIPE_BYTES_MAX}"
             )));

@@ -146,7 +146,7 @@ impl Writeback {
 
     /// Whether `lba` is the first of a backing stripe (never, without stripes).
     fn stripe_starts_at(&self, lba: u32) -> bool {
-        self.stripe_blocks != 0 && lba % self.stripe_blocks == 0
+        self.stripe_blocks != 0 && lba.is_multiple_of(self.stripe_blocks)
     }
 
     /// Write-backs the staging pool holds at once: the parallelism the
