@@ -276,7 +276,7 @@ def cmd_report(results_path):
             s = r.get("stats")
             if not s:
                 continue
-            keys = ["writes", "flushes", "reads", "writebacks", "log_segments_written", "dirty_blocks",
+            keys = ["writes", "flushes", "reads", "writebacks", "writes_throttled", "log_segments_written", "dirty_blocks",
                     "log_segments_in_use", "device_errors"]
             print("    " + r["target"].ljust(16) + " " + " ".join(f"{k}={s.get(k)}" for k in keys if k in s))
         for r in rows:
