@@ -13,16 +13,16 @@
 //!   free space settles three quarters of the way down when writes outrun
 //!   reclamation (a slope of 2, settling halfway, left fileserver's flush
 //!   p99 at 388 ms in the simulator's steady state, against 48 ms);
-//! - no write waits longer than `DELAY_MAX_NS` for admission: where the log
-//!   frees nothing (a failing backing device, say) writes go on as before
-//!   the throttle existed, and latency rises by a bounded amount instead of
-//!   hanging.
+//! - admissions are never more than `DELAY_MAX_NS` apart: where the log
+//!   frees nothing (a failing backing device, say) writes still go on, one
+//!   block per 20 ms at the slowest (and unlogged past the reserve, as
+//!   before the throttle existed), instead of hanging.
 
 use super::Engine;
 use crate::io::Nanos;
 use crate::log::OpenFor;
 
-/// Longest a write waits for admission.
+/// Longest gap between two admissions.
 pub(super) const DELAY_MAX_NS: Nanos = 20_000_000;
 
 /// Freed-space rate measurements: a window closes once it has seen
