@@ -765,7 +765,9 @@ save_config_restart() {
 }
 
 # Log mirrors detached and attached online (ops_checks.py log_mirrors):
-# hdd1 detached, hdd2 attached and re-synced, then hdd0 detached; flushed
+# hdd1 detached, hdd2 attached and re-synced under a flushed fio pass (an
+# attached mirror counts once the log has moved past where it joined: on an
+# idle bdev it stays syncing), then hdd0 detached; flushed
 # writes made after that must be on hdd2 alone: the cache bdev is deleted
 # (behind a backing bdev with 2 s writes, so the data is still dirty) and
 # the replay from hdd2 puts them on the backing bdev.
@@ -778,6 +780,8 @@ log_mirrors() {
             --segment-size 262144 --dirty-threshold 100 &&
         export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
         ops log-mirrors &&
+        remote_fio randwrite --randseed=7 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops log-mirrors-synced &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/mirrors.json" &&
         hhc_create_call "$WORK/mirrors.json" | grep '"logs": \["hdd0", "hdd2"\]' >/dev/null &&
         remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null || return 1
