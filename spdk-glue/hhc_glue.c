@@ -54,8 +54,9 @@ hhc_module_fini(void)
 /* examine: an HHC cache bdev arriving assembles its HHC bdev          */
 /* ------------------------------------------------------------------ */
 
-/* Bytes of unit 0 handed to Rust: the cache superblock. */
-#define HHC_EXAMINE_BYTES 4096
+/* Bytes handed to Rust: units 0..3, the cache superblock and the two
+ * copies of the owner record (docs/format.md). */
+#define HHC_EXAMINE_BYTES (3 * 4096)
 
 struct hhc_examine {
 	struct spdk_bdev_desc *desc;

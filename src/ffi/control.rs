@@ -16,7 +16,7 @@ use super::rpc::{text, Rpc};
 use super::{registry, sys};
 use crate::config::{ConfigError, Options, Policy};
 use crate::engine::{ControlError, Engine, EngineState, MirrorState};
-use crate::format::UNIT_BYTES;
+use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
 use crate::io::DeviceRole;
 use std::ffi::c_char;
 
@@ -233,6 +233,29 @@ impl Core {
             .finish())
     }
 
+    /// Makes the cache device's owner record, which examine assembles the
+    /// bdev from at start-up, say what `save_config` says: after a log
+    /// mirror was attached or detached, a policy or the options changed,
+    /// or a create call asked for another policy. The engine writes it only
+    /// if it changed, and alternates between its two copies.
+    pub(super) fn sync_owner_record(&mut self) {
+        if self.direct.is_some() || self.phase != Phase::Running {
+            return;
+        }
+        let record = self.saved_params().owner_record();
+        // Too long to keep (very long names): the bdev is not examinable.
+        let record = if record.len() <= OWNER_BYTES_MAX { record } else { Vec::new() };
+        let name = self.params.name.clone();
+        let Some(engine) = self.engine.as_mut() else { return };
+        if engine.owner_record() == record.as_slice() {
+            return;
+        }
+        match engine.set_owner_record(now_ns(), record) {
+            Ok(()) => log::info!("{name}: rewriting the owner record of its cache bdev (what examine assembles it from)"),
+            Err(error) => log::warn!("{name}: cannot rewrite the owner record of its cache bdev: {error}"),
+        }
+    }
+
     /// Indexes of the log mirrors the engine counts healthy.
     fn healthy_log_mirrors(&self) -> Vec<u8> {
         let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
@@ -301,7 +324,7 @@ impl Core {
     fn flush_all(&mut self) -> Result<String, Error> {
         let not_running = self.not_running();
         let engine = self.running_engine()?;
-        let progress = engine.flush_all(now_ns()).map_err(|ControlError::NotReady| not_running)?;
+        let progress = engine.flush_all(now_ns()).map_err(|_: ControlError| not_running)?;
         Ok(JsonObject::new()
             .boolean("in_progress", progress.in_progress)
             .number("blocks_remaining", progress.blocks_remaining)
@@ -339,7 +362,8 @@ pub unsafe extern "C" fn hhc_rs_control(
         Op::HHC_GLUE_CONTROL_FLUSH_ALL => core.flush_all(),
         Op::HHC_GLUE_CONTROL_ATTACH_LOG => core.attach_log(arg.as_deref()),
         Op::HHC_GLUE_CONTROL_DETACH_LOG => core.detach_log(arg.as_deref()),
-    });
+    }
+    .inspect(|_| core.sync_owner_record()));
     let answer =
         answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
     if node.core.on_owner_thread() {
@@ -376,7 +400,7 @@ pub unsafe extern "C" fn hhc_rs_set_options(
     let Some(node) = registry::find(&name) else {
         return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
     };
-    let answer = node.core.try_enter(|core| core.set_options(&change));
+    let answer = node.core.try_enter(|core| core.set_options(&change).inspect(|_| core.sync_owner_record()));
     let answer =
         answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
     if node.core.on_owner_thread() {

@@ -9,7 +9,7 @@ use super::node::{Node, Phase};
 use super::params::{CreateParams, OptionParams};
 use super::rpc::{text, Rpc};
 use super::{json, logger, registry, sys};
-use crate::format::CacheSuperblock;
+use crate::format::{CacheSuperblock, FormatError, OwnerRecord, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use std::ffi::{c_char, CString};
 use std::sync::{Mutex, MutexGuard};
 
@@ -94,7 +94,10 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
 /// once the bdev is registered, and switch it to the call's policy; other
 /// devices are a name clash. Options the call gives are set too.
 fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
-    let (a, b) = (&node.params, params);
+    // The devices it has now (log mirrors attached or detached since), as
+    // its owner knows them; else those it was created with.
+    let current = node.core.try_enter(|core| core.saved_params()).unwrap_or_else(|| node.params.clone());
+    let (a, b) = (&current, params);
     if (&a.backing, &a.cache, &a.logs) != (&b.backing, &b.cache, &b.logs) {
         let message = format!("name: an HHC bdev named '{}' already exists with other devices", params.name);
         return rpc.reply_error(&Error::Exists(message));
@@ -104,6 +107,7 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
         if !matches!(core.phase, Phase::Stopping | Phase::Failed | Phase::Done) && !core.phase.is_record() {
             core.want_policy(b.policy);
             core.want_options(&b.options);
+            core.sync_owner_record();
         }
         if matches!(core.phase, Phase::Probing | Phase::Starting) && core.rpc.is_none() {
             core.rpc = rpc.take();
@@ -140,9 +144,10 @@ fn forget_pending(name: &str) {
     pending().retain(|p| p.name != name);
 }
 
-/// Unit 0 of a newly registered bdev: if it is an HHC cache device whose
-/// superblock records how it was created, the bdev is assembled as soon as
-/// its backing and log bdevs are all there.
+/// The first units of a newly registered bdev (`len` bytes: the cache
+/// superblock and the owner record's copies): if it is an HHC cache device
+/// whose owner record holds its create parameters, the HHC bdev is
+/// assembled as soon as its backing and log bdevs are all there.
 ///
 /// # Safety
 /// `name` is a C string and `unit` a buffer of `len` bytes, valid for this call.
@@ -152,16 +157,25 @@ pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u
     // SAFETY: the function's contract.
     let Some(name) = (unsafe { text(name) }) else { return };
     // SAFETY: the function's contract.
-    let unit = unsafe { std::slice::from_raw_parts(unit, len) };
-    let Ok(superblock) = CacheSuperblock::decode(unit) else { return };
-    let mut params = match CreateParams::from_owner_record(&superblock.owner) {
-        Ok(Some(params)) => params,
-        Ok(None) => {
-            log::info!("examine: bdev {name} holds an HHC cache (instance {:#x}) without create parameters; use bdev_hhc_create", superblock.instance_id);
+    let units = unsafe { std::slice::from_raw_parts(unit, len) };
+    let superblock = match CacheSuperblock::decode(units) {
+        Ok(superblock) => superblock,
+        Err(FormatError::UnsupportedVersion(version)) if units.starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) => {
+            log::warn!("examine: bdev {name} holds an HHC cache of format version {version}; this build reads version {FORMAT_VERSION}; not assembled, bdev left unclaimed (docs/format.md)");
             return;
         }
-        Err(error) => {
-            log::warn!("examine: bdev {name} holds an HHC cache (instance {:#x}) whose {error}; not assembled, bdev left unclaimed; use bdev_hhc_create", superblock.instance_id);
+        Err(_) => return,
+    };
+    let id = superblock.instance_id;
+    let record = OwnerRecord::newest(units.get(UNIT_BYTES..).unwrap_or_default(), id);
+    let mut params = match record.map(|(_, record)| CreateParams::from_owner_record(&record.owner)) {
+        Some(Ok(Some(params))) => params,
+        None | Some(Ok(None)) => {
+            log::info!("examine: bdev {name} holds an HHC cache (instance {id:#x}) without create parameters; use bdev_hhc_create");
+            return;
+        }
+        Some(Err(error)) => {
+            log::warn!("examine: bdev {name} holds an HHC cache (instance {id:#x}) whose {error}; not assembled, bdev left unclaimed; use bdev_hhc_create");
             return;
         }
     };

@@ -47,11 +47,19 @@ fn node_info(node: &Node) -> Option<String> {
     node.core.try_enter(|core| core.info_json())
 }
 
-/// The create call that brings the bdev back: its create parameters with
-/// the policy it has been switched to and the log mirrors attached since,
-/// if any (the owner thread knows).
+impl Core {
+    /// The create call that brings the bdev back as it is now: its create
+    /// parameters with the log mirrors attached since, the policy it has
+    /// been switched to and the options in force. `save_config` emits it; the cache device's owner
+    /// record holds it (`sync_owner_record`).
+    pub(super) fn saved_params(&self) -> CreateParams {
+        CreateParams { policy: self.policy_wanted(), ..self.params.clone() }
+    }
+}
+
+/// The create call that brings the bdev back (the owner thread knows it).
 fn config_json(node: &Node) -> String {
-    let current = node.core.try_enter(|core| CreateParams { policy: core.policy_wanted(), ..core.params.clone() });
+    let current = node.core.try_enter(|core| core.saved_params());
     let params = current.unwrap_or_else(|| node.params.clone());
     JsonObject::new().string("method", "bdev_hhc_create").raw("params", &params.to_json()).finish()
 }

@@ -18,7 +18,7 @@ use super::{json, sys};
 use crate::config::Policy;
 use crate::engine::{Engine, EngineState, StartMode};
 use crate::recovery::{RecoveryProgress, RecoveryStage};
-use crate::format::{CacheSuperblock, UNIT_BYTES};
+use crate::format::{CacheSuperblock, FormatError, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use crate::io::{DeviceRole, IoAllocator, IoStatus};
 use std::ffi::{c_int, c_void, CString};
 
@@ -151,6 +151,16 @@ impl Core {
                 self.config.instance_id = superblock.instance_id;
                 StartMode::Open
             }
+            Err(FormatError::UnsupportedVersion(version))
+                if !self.force_format && region.as_mut_slice().starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) =>
+            {
+                // Formatting over it would drop what it holds dirty.
+                return self.fail(Error::InvalidParams(format!(
+                    "cache: bdev '{}' holds an HHC cache of format version {version}; this build reads version {FORMAT_VERSION}: \
+                     write its dirty blocks back with the build that made it (bdev_hhc_flush_all), or zero its first unit to format it anew",
+                    self.params.cache
+                )));
+            }
             _ => {
                 self.config.instance_id = random_instance_id();
                 log::info!("{}: formatting cache bdev {} (instance {:#x})", self.params.name, self.params.cache, self.config.instance_id);
@@ -200,6 +210,7 @@ impl Core {
                 log::info!("{}: registered ({} policy, {} blocks of {} bytes)", self.params.name, self.config.policy, blocks_count, self.config.block_size);
                 self.start_wanted_policy();
                 self.start_wanted_options();
+                self.sync_owner_record();
                 let reply = json::string(&self.params.name);
                 return self.reply(Ok(&reply));
             }

@@ -603,6 +603,22 @@ def log_mirrors_synced(client):
     expect(client.call("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd0"}) is True, "hdd0 may go now")
 
 
+def wait_mirror_healthy(client, name, timeout_s=60):
+    """Until log mirror `name` of hhc0 is re-synced (healthy)."""
+    deadline = time.time() + float(timeout_s)
+    while time.time() < deadline and device(client, name).get("mirror") != "healthy":
+        time.sleep(0.2)
+    d = device(client, name)
+    expect(d.get("mirror") == "healthy", f"log mirror {name} healthy", d)
+
+
+def logs_are(client, *names):
+    """hhc0's log mirror slots hold these bdevs ("-" for an empty slot)."""
+    infos = client.call("bdev_hhc_get_bdevs", {"name": "hhc0"})
+    seen = [log["name"] if log["health"] == "ok" else "-" for log in infos[0]["logs"]]
+    expect(seen == list(names), f"log mirror slots {list(names)}", infos)
+
+
 def recovery(client):
     s = stats(client)
     return s, s.get("recovery")

@@ -507,21 +507,23 @@ examine_assembles() {
         export_nvmf && remote_fio randwrite --verify_only=1
 }
 
-# Rewrites the name in the owner record of ssd.img's cache superblock to
-# hold a NUL byte, with a valid checksum (CRC-32/IEEE over the 4 KiB unit,
-# its crc field at byte 12 zeroed).
+# Rewrites the name in both copies of the owner record of ssd.img (units 1
+# and 2, docs/format.md) to hold a NUL byte, each with a valid checksum
+# (CRC-32/IEEE over the 4 KiB unit, its crc field at byte 12 zeroed).
 poison_owner_record() {
     python3 - "$WORK/ssd.img" <<'PY'
 import struct, sys, zlib
 with open(sys.argv[1], "r+b") as f:
-    unit = bytearray(f.read(4096))
-    at = unit.find(b"\nname=hhc0\n")
-    assert at > 0, "no owner record naming hhc0"
-    unit[at:at + 11] = b"\nname=h\x00c0\n"
-    unit[12:16] = b"\0\0\0\0"
-    unit[12:16] = struct.pack("<I", zlib.crc32(bytes(unit)) & 0xffffffff)
-    f.seek(0)
-    f.write(unit)
+    for copy in (1, 2):
+        f.seek(copy * 4096)
+        unit = bytearray(f.read(4096))
+        at = unit.find(b"\nname=hhc0\n")
+        assert at > 0, "no owner record naming hhc0 in unit %d" % copy
+        unit[at:at + 11] = b"\nname=h\x00c0\n"
+        unit[12:16] = b"\0\0\0\0"
+        unit[12:16] = struct.pack("<I", zlib.crc32(bytes(unit)) & 0xffffffff)
+        f.seek(copy * 4096)
+        f.write(unit)
 PY
 }
 
@@ -789,6 +791,40 @@ log_mirrors() {
         bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
         bdev_aio_delete '{"name":"ssd"}' || return 1
     replayed_then_backing_verifies 8
+}
+
+# The lines hhc_tgt logged since line $1 of its log.
+tgt_log_since() { tail -n +"$1" "$WORK/tgt.log"; }
+
+# A log mirror replaced online (hdd1 detached, hdd2 attached and re-synced):
+# save_config names hdd2; after a restart with that config, in which hdd1
+# still exists, examine assembles hhc0 with hdd2 from the owner record the
+# replacement rewrote, the saved create call then succeeds (it used to be
+# refused with "exists with other devices", examine having assembled hhc0
+# with hdd1), and every flushed block verifies.
+mirror_replaced_restart() {
+    local mark
+    truncate -s 128M "$WORK/hdd1.img" "$WORK/hdd2.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_hhc_detach_log -b hhc0 -l hdd1 >/dev/null &&
+        $RPC bdev_hhc_attach_log -b hhc0 -l hdd2 >/dev/null &&
+        remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops wait-mirror-healthy hdd2 60 &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/replaced.json" || return 1
+    hhc_create_call "$WORK/replaced.json" | tee "$WORK/replaced-create"
+    grep '"logs": \["hdd0", "hdd2"\]' "$WORK/replaced-create" >/dev/null || return 1
+    mark=$(($(wc -l <"$WORK/tgt.log") + 1))
+    restart_warm_from "$WORK/replaced.json" ssd
+    local rc=$?
+    tgt_log_since "$mark" | grep -E "examine|exists|hhc0: (registered|warm)|rpc|json" | head -20
+    [ "$rc" -eq 0 ] &&
+        tgt_log_since "$mark" | grep "examine: assembling HHC bdev 'hhc0'" >/dev/null &&
+        ! tgt_log_since "$mark" | grep "exists with other devices" &&
+        ops logs-are hdd0 hdd2 &&
+        remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
 }
 
 # A fault drill of tests/spdk/drills.sh (each says what it checked) on a
@@ -1067,6 +1103,10 @@ main() {
     stop_tgt
     make_files
     check "log mirrors detached and attached online; the re-synced mirror alone brings flushed data back" log_mirrors
+    stop_tgt
+    make_files
+    check "log mirror replaced online, restart from save_config: examine assembles hhc0 with the new mirror, the create call succeeds" \
+        mirror_replaced_restart
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
