@@ -164,7 +164,8 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--backing", required=True, help="backing bdev (e.g. the iSCSI RAID); its size is the HHC size")
     p.add_argument("--cache", help="cache bdev (SSD); formatted on first use, reopened warm later; only policy "
                    "passthrough without logs goes without one (requests straight to the backing bdev)")
-    p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs); policy hhc needs at least one")
+    p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs), one per mirror slot; an empty name keeps "
+                   "a slot without a mirror (a detached one's, for bdev_hhc_attach_log); policy hhc needs at least one")
     p.add_argument("--policy", choices=POLICIES, help="write policy (default hhc)")
     p.add_argument("--block-size", type=int, dest="block_size",
                    help="cache block size in bytes = the HHC bdev's block size, power of two 4096..65536 "

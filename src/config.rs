@@ -234,6 +234,11 @@ pub struct Config {
     /// Capacity of the smallest log mirror (all mirrors use this layout).
     pub log_device_bytes: u64,
     pub mirrors_count: u8,
+    /// Bit i: log mirror slot i has no device at the start (the slot of a
+    /// detached mirror, kept so that the others keep their indexes). Such a
+    /// mirror is failed from the start, never read or written, until one is
+    /// attached there (`Engine::handle_mirror_attached`).
+    pub mirrors_absent: u16,
     pub backing_device_bytes: u64,
     pub segment_bytes: u32,
     /// Segment-sized buffers in the log pool (>= 2 for a pipeline); 0 picks
@@ -317,6 +322,7 @@ impl Default for Config {
             cache_device_bytes: 256 << 20,
             log_device_bytes: 256 << 20,
             mirrors_count: 1,
+            mirrors_absent: 0,
             backing_device_bytes: 1 << 30,
             segment_bytes: 1 << 20,
             log_buffers_count: 0,
@@ -416,6 +422,9 @@ impl Config {
         self.options().validate()?;
         if self.mirrors_count > crate::format::LOG_MIRRORS_MAX {
             return Err(ConfigError::invalid(format!("{} log mirrors; at most {} are supported", self.mirrors_count, crate::format::LOG_MIRRORS_MAX)));
+        }
+        if self.mirrors_absent >> self.mirrors_count.min(crate::format::LOG_MIRRORS_MAX) != 0 {
+            return Err(ConfigError::invalid(format!("absent mirrors {:#x} beyond the {} log mirrors", self.mirrors_absent, self.mirrors_count)));
         }
         if self.mirrors_count == 0 && self.policy.uses_log() {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));

@@ -256,7 +256,14 @@ impl Engine {
         let log_scratch = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
         let regions = Regions { all, staging, meta_pool, superblock, owner, log_scratch };
         let first_sequence = log_layout.segments_count as u64;
-        let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
+        let log = LogManager::new(
+            log_layout,
+            config.instance_id,
+            log_buffers,
+            config.mirrors_count,
+            config.mirrors_absent,
+            first_sequence,
+        );
         let ops_capacity = device_commands_max(&config, &log_layout);
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),

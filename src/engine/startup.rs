@@ -368,13 +368,15 @@ impl Engine {
     }
 
     /// Both superblock copies on every mirror, so no copy of an earlier
-    /// instance is left to be mistaken for ours.
+    /// instance is left to be mistaken for ours (an absent mirror's slot
+    /// has no device to write).
     fn format_log(&mut self) {
         let head = self.log.head_sequence;
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
         for _ in 0..2 {
             self.log.superblock_write_seq += 1;
             let write_seq = self.log.superblock_write_seq;
-            for mirror in 0..self.config.mirrors_count {
+            for &mirror in &mirrors {
                 let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
                 self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
             }
@@ -464,7 +466,8 @@ impl Engine {
     }
 
     fn start_scan(&mut self) {
-        let mirrors: Vec<u8> = (0..self.config.mirrors_count).collect();
+        // Every mirror but those absent from the start.
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
         let mut scanner = LogScanner::new(self.log_layout, mirrors, &mut HeapAllocator);
         // A mirror of another instance is not part of this log (the cache
         // superblock, read first, says which instance this is).
@@ -514,9 +517,11 @@ impl Engine {
     /// revokes owed for entries of blocks that are clean by now.
     fn rebuild_log(&mut self, scanned: ScannedLog) {
         self.log.superblock_write_seq = scanned.superblock.write_seq;
-        for (mirror, unit) in scanned.superblock_units.iter().enumerate() {
+        // In the order the scan was given its mirrors (start_scan).
+        let scanned_mirrors: Vec<u8> = self.log.writable_mirrors().collect();
+        for (&mirror, unit) in scanned_mirrors.iter().zip(&scanned.superblock_units) {
             if unit.is_none() {
-                self.mirror_failed(mirror as u8);
+                self.mirror_failed(mirror);
             }
         }
         // Stale mirrors take no part in the start-up (`resync_stale_mirrors`).

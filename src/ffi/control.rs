@@ -317,6 +317,9 @@ impl Core {
         let role = DeviceRole::Log(index);
         self.engine.as_mut().expect("running engine").handle_device_removed(now_ns(), role);
         self.bases.detach(role);
+        // The slot stays, empty: a create call brings it back so (the
+        // other mirrors keep their indexes) without the bdev, which may go.
+        self.params.logs[index as usize] = String::new();
         log::info!("{}: log mirror {index} (bdev {log}) detached", self.params.name);
         Ok("true".to_string())
     }

@@ -187,7 +187,7 @@ pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u
         "examine: bdev {name} is the cache of HHC bdev '{}' (backing {}, logs {}); assembling it once they are all present",
         params.name,
         params.backing,
-        params.logs.join(",")
+        params.logs.iter().map(|l| if l.is_empty() { "(empty slot)" } else { l }).collect::<Vec<_>>().join(",")
     );
     let mut pending = pending();
     pending.retain(|p| p.name != params.name);
@@ -214,7 +214,7 @@ fn assemble_ready() {
     let ready: Vec<CreateParams> = {
         let mut pending = pending();
         let (ready, waiting) = pending.drain(..).partition(|p: &CreateParams| {
-            bdev_exists(&p.backing) && bdev_exists(&p.cache) && p.logs.iter().all(|l| bdev_exists(l))
+            bdev_exists(&p.backing) && bdev_exists(&p.cache) && p.logs.iter().all(|l| l.is_empty() || bdev_exists(l))
         });
         *pending = waiting;
         ready

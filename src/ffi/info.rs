@@ -49,8 +49,9 @@ fn node_info(node: &Node) -> Option<String> {
 
 impl Core {
     /// The create call that brings the bdev back as it is now: its create
-    /// parameters with the log mirrors attached since, the policy it has
-    /// been switched to and the options in force. `save_config` emits it; the cache device's owner
+    /// parameters with the log mirrors attached since (an empty name for a
+    /// detached mirror's slot), the policy it has been switched to and the
+    /// options in force. `save_config` emits it; the cache device's owner
     /// record holds it (`sync_owner_record`).
     pub(super) fn saved_params(&self) -> CreateParams {
         CreateParams { policy: self.policy_wanted(), ..self.params.clone() }

@@ -18,6 +18,9 @@ pub struct CreateParams {
     /// Empty: no cache, requests go straight to the backing bdev (policy
     /// passthrough without logs only; what `bdev_hhc_recover` makes).
     pub cache: String,
+    /// The log mirror slots in order; an empty name is a slot without a
+    /// mirror (one detached: `bdev_hhc_attach_log` fills it), kept so that
+    /// the others keep their places in the log.
     pub logs: Vec<String>,
     pub policy: Policy,
     pub block_size: Option<u32>,
@@ -172,7 +175,12 @@ impl CreateParams {
         if !self.is_direct() {
             roles.push(("cache", &self.cache));
         }
-        roles.extend(self.logs.iter().map(|l| ("logs", l.as_str())));
+        roles.extend(self.logs.iter().filter(|l| !l.is_empty()).map(|l| ("logs", l.as_str())));
+        if roles.len() == 1 + usize::from(!self.is_direct()) && !self.logs.is_empty() {
+            return Err(ConfigError::invalid(
+                "logs must name a bdev in at least one slot (an empty name is a slot without a mirror)",
+            ));
+        }
         for (index, (role, bdev)) in roles.iter().enumerate() {
             if bdev.is_empty() {
                 return Err(ConfigError::invalid(format!("{role} must name a bdev")));
@@ -194,18 +202,26 @@ impl CreateParams {
         Ok(())
     }
 
-    /// The engine configuration for these base bdevs (`logs` in order).
-    /// The instance id is a placeholder until the cache device is probed.
+    /// Log mirror slots without a bdev (bit i: slot i).
+    pub fn absent_mirrors(&self) -> u16 {
+        self.logs.iter().enumerate().filter(|(i, l)| l.is_empty() && *i < 16).fold(0, |mask, (i, _)| mask | 1 << i)
+    }
+
+    /// The engine configuration for these base bdevs (`logs` in order; the
+    /// facts of an empty slot are not looked at). The instance id is a
+    /// placeholder until the cache device is probed.
     pub fn config(&self, backing: BaseFacts, cache: BaseFacts, logs: &[BaseFacts]) -> Result<Config, ConfigError> {
         let defaults = Config::default();
         let block_size = self.block_size.unwrap_or(defaults.block_size);
         let options = self.options.apply(defaults.options())?;
+        let named_logs = || self.logs.iter().zip(logs).filter(|(name, _)| !name.is_empty());
         let mut config = Config {
             policy: self.policy,
             block_size,
             cache_device_bytes: cache.bytes(),
-            log_device_bytes: logs.iter().map(BaseFacts::bytes).min().unwrap_or(0),
+            log_device_bytes: named_logs().map(|(_, facts)| facts.bytes()).min().unwrap_or(0),
             mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError::invalid("logs: too many log bdevs"))?,
+            mirrors_absent: self.absent_mirrors(),
             backing_device_bytes: backing.bytes(),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
@@ -220,7 +236,7 @@ impl CreateParams {
         config.validate()?;
         check_base_block_size("backing", &self.backing, backing, block_size)?;
         check_base_block_size("cache", &self.cache, cache, UNIT_BYTES as u32)?;
-        for (name, facts) in self.logs.iter().zip(logs) {
+        for (name, facts) in named_logs() {
             check_base_block_size("logs", name, *facts, UNIT_BYTES as u32)?;
         }
         Ok(config)
@@ -439,7 +455,7 @@ mod tests {
             (params("hhc", &[]), "logs"),
             (params("wb", &["ssd"]), "given both as cache and as logs"),
             (params("wb", &["hhc0"]), "name of the HHC bdev"),
-            (params("wb", &[""]), "logs must name a bdev"),
+            (params("wb", &[""]), "logs must name a bdev in at least one slot"),
             (params("wb", &["hdd0", "hdd0"]), "logs: bdev 'hdd0' is given twice"),
             (no_cache("wb", &[]), "cache must name a bdev"),
             (no_cache("passthrough", &["hdd0"]), "only policy passthrough without logs"),
@@ -479,6 +495,29 @@ mod tests {
         assert!(CreateParams::from_owner_record(no_cache.as_bytes()).unwrap_err().message.contains("no cache"));
         let bad_policy = String::from_utf8(p.owner_record()).unwrap().replace("policy=hhc", "policy=lru");
         assert!(CreateParams::from_owner_record(bad_policy.as_bytes()).unwrap_err().message.contains("unknown policy"));
+    }
+
+    /// A detached mirror's slot is an empty name: it keeps the other
+    /// mirrors' indexes, goes through the owner record and the JSON, takes
+    /// no facts and sets its bit among the absent mirrors; a create call of
+    /// only empty slots is refused.
+    #[test]
+    fn an_empty_log_slot_is_a_slot_without_a_mirror() {
+        let p = params("hhc", &["", "hdd1"]).unwrap();
+        assert_eq!(p.absent_mirrors(), 0b01);
+        assert_eq!(CreateParams::from_owner_record(&p.owner_record()), Ok(Some(p.clone())));
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["logs"], serde_json::json!(["", "hdd1"]));
+        let none = BaseFacts { block_size: 0, blocks_count: 0, supports_flush: false };
+        let config = p.config(facts(1024), facts(64), &[none, facts(96)]).unwrap();
+        assert_eq!((config.mirrors_count, config.mirrors_absent, config.log_device_bytes), (2, 0b01, 96 << 20));
+        let two = params("wb", &["hdd0", "", "hdd2", ""]).unwrap();
+        assert_eq!(two.absent_mirrors(), 0b1010);
+        for only_empty in [params("hhc", &[""]), params("wb", &["", ""])] {
+            let error = only_empty.expect_err("no mirror at all").message;
+            assert!(error.contains("logs must name a bdev in at least one slot"), "{error}");
+        }
+        assert!(params("wb", &["hdd0", "", "hdd0"]).unwrap_err().message.contains("given twice"));
     }
 
     #[test]

@@ -785,7 +785,7 @@ log_mirrors() {
         remote_fio randwrite --randseed=7 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
         ops log-mirrors-synced &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/mirrors.json" &&
-        hhc_create_call "$WORK/mirrors.json" | grep '"logs": \["hdd0", "hdd2"\]' >/dev/null &&
+        hhc_create_call "$WORK/mirrors.json" | grep '"logs": \["", "hdd2"\]' >/dev/null &&
         remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null || return 1
     raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
         bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
@@ -825,6 +825,31 @@ mirror_replaced_restart() {
         ! tgt_log_since "$mark" | grep "exists with other devices" &&
         ops logs-are hdd0 hdd2 &&
         remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
+}
+
+# A detached log mirror whose bdev was then deleted: save_config keeps its
+# slot, empty ("logs": ["hdd0", ""]); a restart with that config brings hhc0
+# back warm with the slot empty (it used to name the deleted bdev, and the
+# create call failed), every flushed block verifies, and a new mirror
+# attached there re-syncs under a flushed fio pass.
+detached_slot_restart() {
+    truncate -s 128M "$WORK/hdd1.img" "$WORK/hdd2.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_hhc_detach_log -b hhc0 -l hdd1 >/dev/null &&
+        $RPC bdev_aio_delete hdd1 &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/detached.json" || return 1
+    hhc_create_call "$WORK/detached.json" | tee "$WORK/detached-create"
+    grep '"logs": \["hdd0", ""\]' "$WORK/detached-create" >/dev/null || return 1
+    restart_warm_from "$WORK/detached.json" ssd &&
+        ops logs-are hdd0 - &&
+        remote_fio randwrite --verify_only=1 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 >/dev/null &&
+        $RPC bdev_hhc_attach_log -b hhc0 -l hdd2 >/dev/null &&
+        remote_fio randwrite --randseed=9 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        ops wait-mirror-healthy hdd2 60 &&
+        ops logs-are hdd0 hdd2
 }
 
 # A fault drill of tests/spdk/drills.sh (each says what it checked) on a
@@ -1107,6 +1132,10 @@ main() {
     make_files
     check "log mirror replaced online, restart from save_config: examine assembles hhc0 with the new mirror, the create call succeeds" \
         mirror_replaced_restart
+    stop_tgt
+    make_files
+    check "detached log mirror's bdev deleted, restart from save_config: hhc0 warm with the slot empty, a mirror attached there" \
+        detached_slot_restart
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
