@@ -146,8 +146,11 @@ fn forget_pending(name: &str) {
 
 /// The first units of a newly registered bdev (`len` bytes: the cache
 /// superblock and the owner record's copies): if it is an HHC cache device
-/// whose owner record holds its create parameters, the HHC bdev is
-/// assembled as soon as its backing and log bdevs are all there.
+/// whose owner record holds its create parameters, and the record names
+/// this bdev as the cache, the HHC bdev is assembled as soon as its backing
+/// and log bdevs are all there. A bdev under another one (a passthru or
+/// model bdev stacked on the cache) shows the same units; only the bdev
+/// the record names is assembled from.
 ///
 /// # Safety
 /// `name` is a C string and `unit` a buffer of `len` bytes, valid for this call.
@@ -168,7 +171,7 @@ pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u
     };
     let id = superblock.instance_id;
     let record = OwnerRecord::newest(units.get(UNIT_BYTES..).unwrap_or_default(), id);
-    let mut params = match record.map(|(_, record)| CreateParams::from_owner_record(&record.owner)) {
+    let params = match record.map(|(_, record)| CreateParams::from_owner_record(&record.owner)) {
         Some(Ok(Some(params))) => params,
         None | Some(Ok(None)) => {
             log::info!("examine: bdev {name} holds an HHC cache (instance {id:#x}) without create parameters; use bdev_hhc_create");
@@ -179,7 +182,14 @@ pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u
             return;
         }
     };
-    params.cache = name.clone();
+    if params.cache != name {
+        log::info!(
+            "examine: bdev {name} holds the HHC cache of '{}' (instance {id:#x}), whose record names bdev {} as its cache; not assembled from {name}",
+            params.name,
+            params.cache
+        );
+        return;
+    }
     if registry::find(&params.name).is_some() {
         return;
     }

@@ -852,6 +852,37 @@ detached_slot_restart() {
         ops logs-are hdd0 hdd2
 }
 
+# A bdev stacked on the cache bdev (a passthru over the aio bdev ssd_raw, named
+# ssd) shows examine the same cache superblock as the bdev under it: hhc0 is
+# assembled over ssd, the bdev its owner record names, never over ssd_raw
+# (registered first, while the backing and log bdevs already exist), and
+# serves every flushed block.
+examine_stack() {
+    local mark
+    start_tgt && $RPC bdev_aio_create "$WORK/ssd.img" ssd_raw 4096 >/dev/null &&
+        $RPC bdev_passthru_create -b ssd_raw -p ssd >/dev/null &&
+        $RPC bdev_aio_create "$WORK/back.img" back 512 >/dev/null && $RPC bdev_aio_create "$WORK/hdd0.img" hdd0 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null || return 1
+    stop_tgt
+    mark=$(($(wc -l <"$WORK/tgt.log") + 1))
+    # The backing and log first: the cache stack is complete only with its top.
+    start_tgt && $RPC bdev_aio_create "$WORK/back.img" back 512 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/hdd0.img" hdd0 512 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/ssd.img" ssd_raw 4096 >/dev/null || return 1
+    sleep 1
+    $RPC bdev_passthru_create -b ssd_raw -p ssd >"$WORK/passthru.out" 2>&1
+    local rc=$?
+    cat "$WORK/passthru.out"
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    tgt_log_since "$mark" | grep -E "examine|hhc0: warm" | head
+    [ "$rc" -eq 0 ] &&
+        tgt_log_since "$mark" | grep "examine: bdev ssd_raw holds the HHC cache of 'hhc0'.*names bdev ssd as its cache" >/dev/null &&
+        $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/stack.json" && grep -q '"name": "ssd"' "$WORK/stack.json" &&
+        tgt_log_since "$mark" | grep "warm start from cache bdev ssd " >/dev/null &&
+        export_nvmf && remote_fio randwrite --verify_only=1 >/dev/null
+}
+
 # A fault drill of tests/spdk/drills.sh (each says what it checked) on a
 # rig of its own, brought down at its end.
 rig_drill() ( # drill
@@ -1136,6 +1167,9 @@ main() {
     make_files
     check "detached log mirror's bdev deleted, restart from save_config: hhc0 warm with the slot empty, a mirror attached there" \
         detached_slot_restart
+    stop_tgt
+    make_files
+    check "examine with a passthru stacked on the cache bdev: hhc0 assembled over the top bdev its record names, warm" examine_stack
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
