@@ -90,6 +90,8 @@ struct hhc_glue_create_params {
 	size_t logs_count;
 	/* NULL when left out. */
 	const char *policy;
+	/* The cores the bdev's owner thread may run on; NULL when left out. */
+	const char *cpumask;
 	/* HHC_GLUE_UNSET when left out. */
 	uint32_t block_size;
 	uint32_t segment_size;
@@ -163,6 +165,15 @@ void hhc_glue_poller_stop(struct hhc_glue_poller *poller);
 const void *hhc_glue_thread_current(void);
 /* Runs fn(arg) on `thread` later; returns 0 or a negative errno. */
 int hhc_glue_thread_send(const void *thread, void (*fn)(void *arg), void *arg);
+/* The app thread: the one that runs the RPCs and registers bdevs. */
+const void *hhc_glue_thread_app(void);
+/* A new SPDK thread that may run on the cores of `cpumask` (SPDK's
+ * syntax: "0x2", "[1,3-4]"); -EINVAL if it does not parse, -EDOM if it
+ * names no core of this application, -ENOMEM. Threads are never destroyed
+ * here: the reactors end them when the application stops. */
+int hhc_glue_thread_create(const char *name, const char *cpumask, const void **out);
+/* "name (id N)" of a thread, for messages; `out` holds `len` bytes. */
+void hhc_glue_thread_describe(const void *thread, char *out, size_t len);
 /* Monotonic time in nanoseconds. */
 uint64_t hhc_glue_now_ns(void);
 /* DMA-safe, zeroed memory aligned to `align_bytes`; NULL when exhausted. */

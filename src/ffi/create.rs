@@ -4,7 +4,7 @@
 //! hostile input: every fault leaves the bdevs unclaimed and is logged.
 
 use super::errno::Error;
-use super::lifecycle::{open_node, start_node};
+use super::lifecycle::launch;
 use super::node::{Node, Phase};
 use super::params::{CreateParams, OptionParams};
 use super::rpc::{text, Rpc};
@@ -33,7 +33,8 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
         given(raw.segment_size),
         given(raw.buffer_count),
         decode_options(&raw.options)?,
-    )?;
+    )?
+    .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?;
     Ok(params)
 }
 
@@ -83,10 +84,7 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
         return rpc.reply_error(&Error::Exists(format!("name: a bdev named '{}' already exists", params.name)));
     }
     forget_pending(&params.name);
-    match open_node(params) {
-        Ok(node) => start_node(node, Some(rpc)),
-        Err(error) => rpc.reply_error(&error),
-    }
+    launch(params, Some(rpc));
 }
 
 /// A create call for an HHC bdev that exists already (examine assembled it,
@@ -190,7 +188,7 @@ pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u
         );
         return;
     }
-    if registry::find(&params.name).is_some() {
+    if registry::contains(&params.name) {
         return;
     }
     log::info!(
@@ -230,17 +228,11 @@ fn assemble_ready() {
         ready
     };
     for params in ready {
-        if bdev_exists(&params.name) {
+        if bdev_exists(&params.name) || registry::contains(&params.name) {
             log::warn!("examine: a bdev named '{}' exists already; HHC bdev not assembled", params.name);
             continue;
         }
-        let name = params.name.clone();
-        match open_node(params) {
-            Ok(node) => {
-                log::info!("examine: assembling HHC bdev '{name}'");
-                start_node(node, None);
-            }
-            Err(error) => log::warn!("examine: cannot assemble HHC bdev '{name}': {}", error.message()),
-        }
+        log::info!("examine: assembling HHC bdev '{}'", params.name);
+        launch(params, None);
     }
 }

@@ -4,7 +4,8 @@
 //! bindgen generates into `sys`.
 //!
 //! Threading: one owner SPDK thread per HHC bdev (the thread that created
-//! it) runs the engine and does all base-bdev I/O on its own channels.
+//! it, or one the module made for its `cpumask`) runs the engine and does
+//! all base-bdev I/O on its own channels; the app thread registers its bdev.
 //! Requests submitted on other threads reach it through a bounded queue and
 //! are completed back on their own thread through a bounded per-channel
 //! queue. Panics abort (`panic = "abort"` in release; `extern "C"` entry

@@ -133,6 +133,8 @@ pub struct Core {
     pub(super) policy_on_start: Option<crate::config::Policy>,
     /// Options a create call asked for before the bdev ran (control.rs).
     pub(super) options_on_start: Option<super::params::OptionParams>,
+    /// The app thread registers the bdev now (lifecycle.rs).
+    pub(super) registering: bool,
 }
 
 impl Node {
@@ -169,6 +171,7 @@ impl Node {
             baseline: Baseline::new(now_ns()),
             policy_on_start: None,
             options_on_start: None,
+            registering: false,
         };
         let node = Box::new(Node {
             params,
@@ -301,7 +304,7 @@ impl Core {
             }
             SubmitKind::Engine(kind) => kind,
         };
-        let ready = self.phase == Phase::Running
+        let ready = self.serving()
             && (self.direct.is_some() || self.engine.as_ref().is_some_and(|e| *e.state() == EngineState::Ready));
         // Without a cache no engine says busy: the table's bound is kept
         // here (the base I/O contexts are sized by it).

@@ -23,6 +23,9 @@ pub struct CreateParams {
     /// the others keep their places in the log.
     pub logs: Vec<String>,
     pub policy: Policy,
+    /// The cores the bdev's owner thread may run on (an SPDK cpumask, made
+    /// into a thread of the module's); None: the thread of the create call.
+    pub cpumask: Option<String>,
     pub block_size: Option<u32>,
     pub segment_size: Option<u32>,
     pub buffer_count: Option<u32>,
@@ -149,6 +152,7 @@ impl CreateParams {
             cache,
             logs,
             policy,
+            cpumask: None,
             block_size,
             segment_size,
             buffer_count,
@@ -156,6 +160,20 @@ impl CreateParams {
         };
         params.check_names()?;
         Ok(params)
+    }
+
+    /// With the owner thread's cores (`cpumask`), checked for what SPDK's
+    /// cpumask syntax may hold ("0x2", "[1,3-4]"); whether it names a core
+    /// of this application is checked when the thread is made.
+    pub fn with_cpumask(self, cpumask: Option<&str>) -> Result<CreateParams, ConfigError> {
+        if let Some(mask) = cpumask {
+            let allowed = |c: char| c.is_ascii_hexdigit() || "xX[],-".contains(c);
+            if mask.is_empty() || mask.len() > 64 || !mask.chars().all(allowed) {
+                let shown: String = mask.chars().take(64).collect();
+                return Err(ConfigError::invalid(format!("cpumask: {shown:?} is not a CPU mask (e.g. 0x2 or [1,3])")));
+            }
+        }
+        Ok(CreateParams { cpumask: cpumask.map(str::to_string), ..self })
     }
 
     /// No cache bdev: a passthrough straight to the backing bdev.
@@ -265,6 +283,9 @@ impl CreateParams {
     /// `key=value` line each, so that examine can assemble the bdev again.
     pub fn owner_record(&self) -> Vec<u8> {
         let mut text = format!("{OWNER_RECORD_HEADER}\nname={}\nbacking={}\ncache={}\nlogs={}\npolicy={}\n", self.name, self.backing, self.cache, self.logs.join(","), self.policy.name());
+        if let Some(mask) = &self.cpumask {
+            text += &format!("cpumask={mask}\n");
+        }
         for (key, value) in self.optional_numbers() {
             if let Some(value) = value {
                 text += &format!("{key}={value}\n");
@@ -319,6 +340,7 @@ impl CreateParams {
             number("buffer_count")?,
             options,
         )
+        .and_then(|params| params.with_cpumask(fields.get("cpumask").copied()))
         .map(Some)
         .map_err(|e| invalid(e.message))
     }
@@ -338,6 +360,9 @@ impl CreateParams {
         object = object
             .raw("logs", &json::array(self.logs.iter().map(|l| json::string(l))))
             .string("policy", self.policy.name());
+        if let Some(mask) = &self.cpumask {
+            object = object.string("cpumask", mask);
+        }
         for (key, value) in self.optional_numbers() {
             if let Some(value) = value {
                 object = object.number(key, value as u64);
@@ -518,6 +543,23 @@ mod tests {
             assert!(error.contains("logs must name a bdev in at least one slot"), "{error}");
         }
         assert!(params("wb", &["hdd0", "", "hdd0"]).unwrap_err().message.contains("given twice"));
+    }
+
+    #[test]
+    fn the_owner_cpumask_is_checked_and_kept() {
+        let p = params("hhc", &["hdd0"]).unwrap().with_cpumask(Some("0x2")).unwrap();
+        assert_eq!(CreateParams::from_owner_record(&p.owner_record()), Ok(Some(p.clone())));
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["cpumask"], "0x2");
+        assert!(params("hhc", &["hdd0"]).unwrap().with_cpumask(Some("[1,3-4]")).is_ok());
+        for bad in ["", "0x2 ", "core1", &"f".repeat(65)] {
+            let error = params("hhc", &["hdd0"]).unwrap().with_cpumask(Some(bad)).unwrap_err().message;
+            assert!(error.starts_with("cpumask: ") && error.contains("is not a CPU mask"), "{error}");
+        }
+        let none = params("hhc", &["hdd0"]).unwrap();
+        assert!(!String::from_utf8(none.owner_record()).unwrap().contains("cpumask"));
+        let hostile = String::from_utf8(none.owner_record()).unwrap() + "cpumask=0x2\u{1b}\n";
+        assert!(CreateParams::from_owner_record(hostile.as_bytes()).unwrap_err().message.contains("cpumask"));
     }
 
     #[test]

@@ -80,7 +80,8 @@ impl Core {
         };
         let policy = Some(policy.name());
         let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
-        made.map_err(|e| ConfigFault(e.message))
+        // Started on this thread, the record's owner.
+        made.and_then(|made| made.with_cpumask(p.cpumask.as_deref())).map_err(|e| ConfigFault(e.message))
     }
 
     fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {

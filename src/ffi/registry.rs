@@ -33,6 +33,13 @@ pub fn find(name: &str) -> Option<&'static Node> {
     nodes().into_iter().find(|n| n.params.name == name)
 }
 
+pub fn contains(name: &str) -> bool {
+    lock().iter().any(|&a| {
+        // SAFETY: as in `nodes` (a node's name never changes).
+        unsafe { &*(a as *const Node) }.params.name == name
+    })
+}
+
 pub fn count() -> usize {
     lock().len()
 }
