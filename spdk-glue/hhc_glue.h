@@ -191,6 +191,9 @@ void hhc_glue_json_write_raw(struct hhc_glue_json *json, const char *name, const
 void hhc_glue_rpc_reply_raw(struct hhc_glue_rpc *rpc, const char *text, size_t len);
 /* Answers with an error: `code` is a JSON-RPC code or a negative errno. */
 void hhc_glue_rpc_reply_error(struct hhc_glue_rpc *rpc, int code, const char *message);
+/* Unregisters HHC bdev `name` and answers `rpc` (true, or the error) once
+ * it is gone; any thread (the answer comes on the calling one). */
+void hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc);
 
 /* Keeps the shim's object file in a link that references nothing else in it. */
 int hhc_glue_anchor(void);
@@ -211,9 +214,9 @@ void hhc_rs_control(enum hhc_glue_control op, const char *name, const char *arg,
 void hhc_rs_set_options(const char *name, const struct hhc_glue_options *options, struct hhc_glue_rpc *rpc);
 /* bdev_hhc_recover; `cache` may be NULL. */
 void hhc_rs_recover(const char *name, const char *mode, const char *cache, struct hhc_glue_rpc *rpc);
-/* bdev_hhc_delete of an HHC bdev that lost its cache (a record without a
- * bdev): true if `name` is one, and then `rpc` is answered. */
-bool hhc_rs_delete_record(const char *name, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_delete: on the bdev's owner thread, drops a record of a lost
+ * cache (no bdev) or hands the rest to hhc_glue_bdev_delete. */
+void hhc_rs_delete(const char *name, struct hhc_glue_rpc *rpc);
 /* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
 void hhc_rs_examine_config(const char *name);
 void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);

@@ -164,7 +164,6 @@ static void
 rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
 {
 	struct rpc_name req = {0};
-	int rc;
 
 	if (params == NULL || spdk_json_decode_object(params, g_rpc_name_decoders,
 			SPDK_COUNTOF(g_rpc_name_decoders), &req)) {
@@ -173,17 +172,23 @@ rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json
 		free(req.name);
 		return;
 	}
-	/* An HHC bdev that lost its cache is a record without a bdev. */
-	if (hhc_rs_delete_record(req.name, (struct hhc_glue_rpc *)request)) {
-		free(req.name);
-		return;
-	}
-	rc = spdk_bdev_unregister_by_name(req.name, &g_hhc_module, rpc_delete_cb, request);
+	/* Rust decides on the bdev's owner thread: an HHC bdev that lost its
+	 * cache is a record without a bdev; others go by hhc_glue_bdev_delete. */
+	hhc_rs_delete(req.name, (struct hhc_glue_rpc *)request);
+	free(req.name);
+}
+
+void
+hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc)
+{
+	struct spdk_jsonrpc_request *request = (struct spdk_jsonrpc_request *)rpc;
+	int rc;
+
+	rc = spdk_bdev_unregister_by_name(name, &g_hhc_module, rpc_delete_cb, request);
 	if (rc != 0) {
-		spdk_jsonrpc_send_error_response_fmt(request, rc, "no HHC bdev named '%s': %s", req.name,
+		spdk_jsonrpc_send_error_response_fmt(request, rc, "no HHC bdev named '%s': %s", name,
 						     spdk_strerror(-rc));
 	}
-	free(req.name);
 }
 SPDK_RPC_REGISTER("bdev_hhc_delete", rpc_bdev_hhc_delete, SPDK_RPC_RUNTIME)
 

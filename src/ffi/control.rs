@@ -13,7 +13,7 @@ use super::create::decode_options;
 use super::params::{check_base_block_size, check_name, OptionParams};
 use super::report::{latency_json, stat_fields};
 use super::rpc::{text, Rpc};
-use super::{registry, sys};
+use super::{forward, sys};
 use crate::config::{ConfigError, Options, Policy};
 use crate::engine::{ControlError, Engine, EngineState, MirrorState};
 use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
@@ -335,7 +335,33 @@ impl Core {
     }
 }
 
-/// bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all.
+/// Runs operator RPC `op` on HHC bdev `name`'s owner thread and answers
+/// `rpc` from there; `None` from `op` means the node was busy (its owner
+/// inside it).
+fn on_owner(name: String, rpc: Rpc, op: impl FnOnce(&mut Core) -> Result<String, Error> + Send + 'static) {
+    forward::with_node(&name.clone(), move |found| {
+        let node = match found {
+            Ok(Some(node)) => node,
+            Ok(None) => return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'"))),
+            Err(error) => return rpc.reply_error(&error),
+        };
+        let answer = node.core.try_enter(|core| {
+            let answer = op(core);
+            if answer.is_ok() {
+                core.sync_owner_record();
+            }
+            answer
+        });
+        let answer = answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is busy; try again"))));
+        // Carries out the device commands the engine was just asked for.
+        node.run();
+        node.core.try_enter(|core| core.publish());
+        rpc.reply(answer.as_ref().map(String::as_str));
+    });
+}
+
+/// bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all, _attach_log,
+/// _detach_log: answered from the bdev's owner thread.
 ///
 /// # Safety
 /// `name` and `arg` are NULL or C strings valid for this call; `rpc` is a
@@ -354,29 +380,18 @@ pub unsafe extern "C" fn hhc_rs_control(
     if let Err(error) = check_name("name", &name) {
         return rpc.reply_error(&error.into());
     }
-    let Some(node) = registry::find(&name) else {
-        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
-    };
     use sys::hhc_glue_control as Op;
-    let answer = node.core.try_enter(|core| match op {
+    on_owner(name, rpc, move |core| match op {
         Op::HHC_GLUE_CONTROL_GET_STATS => core.get_stats(),
         Op::HHC_GLUE_CONTROL_RESET_STATS => core.reset_stats(),
         Op::HHC_GLUE_CONTROL_SET_POLICY => core.set_policy(arg.as_deref()),
         Op::HHC_GLUE_CONTROL_FLUSH_ALL => core.flush_all(),
         Op::HHC_GLUE_CONTROL_ATTACH_LOG => core.attach_log(arg.as_deref()),
         Op::HHC_GLUE_CONTROL_DETACH_LOG => core.detach_log(arg.as_deref()),
-    }
-    .inspect(|_| core.sync_owner_record()));
-    let answer =
-        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
-    if node.core.on_owner_thread() {
-        // Carries out the device commands the engine was just asked for.
-        node.run();
-    }
-    rpc.reply(answer.as_ref().map(String::as_str));
+    });
 }
 
-/// bdev_hhc_set_options.
+/// bdev_hhc_set_options: answered from the bdev's owner thread.
 ///
 /// # Safety
 /// `name` is NULL or a C string and `options` points to options whose
@@ -400,14 +415,5 @@ pub unsafe extern "C" fn hhc_rs_set_options(
     if let Err(error) = check_name("name", &name) {
         return rpc.reply_error(&error.into());
     }
-    let Some(node) = registry::find(&name) else {
-        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
-    };
-    let answer = node.core.try_enter(|core| core.set_options(&change).inspect(|_| core.sync_owner_record()));
-    let answer =
-        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
-    if node.core.on_owner_thread() {
-        node.run();
-    }
-    rpc.reply(answer.as_ref().map(String::as_str));
+    on_owner(name, rpc, move |core| core.set_options(&change));
 }

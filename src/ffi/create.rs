@@ -8,7 +8,7 @@ use super::lifecycle::launch;
 use super::node::{Node, Phase};
 use super::params::{CreateParams, OptionParams};
 use super::rpc::{text, Rpc};
-use super::{json, logger, registry, sys};
+use super::{forward, json, logger, registry, sys};
 use crate::format::{CacheSuperblock, FormatError, OwnerRecord, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use std::ffi::{c_char, CString};
 use std::sync::{Mutex, MutexGuard};
@@ -77,8 +77,14 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
         Ok(params) => params,
         Err(error) => return rpc.reply_error(&error),
     };
-    if let Some(node) = registry::find(&params.name) {
-        return create_existing(node, &params, rpc);
+    if registry::contains(&params.name) {
+        // On its owner thread, which alone may look at it.
+        let name = params.name.clone();
+        return forward::with_node(&name, move |found| match found {
+            Ok(Some(node)) => create_existing(node, &params, rpc),
+            Ok(None) => rpc.reply_error(&Error::Busy(format!("name: HHC bdev '{}' is being deleted; try again", params.name))),
+            Err(error) => rpc.reply_error(&error),
+        });
     }
     if bdev_exists(&params.name) {
         return rpc.reply_error(&Error::Exists(format!("name: a bdev named '{}' already exists", params.name)));
@@ -88,9 +94,10 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
 }
 
 /// A create call for an HHC bdev that exists already (examine assembled it,
-/// or a config is loaded twice): the same devices make it a success, answered
-/// once the bdev is registered, and switch it to the call's policy; other
-/// devices are a name clash. Options the call gives are set too.
+/// or a config is loaded twice), on its owner thread: the same devices make
+/// it a success, answered once the bdev is registered, and switch it to the
+/// call's policy; other devices are a name clash. Options the call gives
+/// are set too.
 fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     // The devices it has now (log mirrors attached or detached since), as
     // its owner knows them; else those it was created with.
@@ -112,9 +119,8 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
         }
         core.phase
     });
-    if node.core.on_owner_thread() {
-        node.run();
-    }
+    node.run();
+    node.core.try_enter(|core| core.publish());
     let Some(rpc) = rpc else { return };
     if phase == Some(Phase::Running) {
         log::info!("{}: exists already with these devices", params.name);

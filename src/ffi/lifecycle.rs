@@ -362,6 +362,7 @@ impl Core {
                 self.start_wanted_policy();
                 self.start_wanted_options();
                 self.sync_owner_record();
+                self.publish();
                 let reply = json::string(&self.params.name);
                 return self.reply(Ok(&reply));
             }

@@ -619,6 +619,55 @@ def logs_are(client, *names):
     expect(seen == list(names), f"log mirror slots {list(names)}", infos)
 
 
+def owner_on_core(client, name, core):
+    """HHC bdev `name`'s owner thread (hhc_owner_*, named in its registered
+    log line) is on reactor `core`, the RPCs' app thread on another."""
+    reactors = client.call("framework_get_reactors")["reactors"]
+    where = {t["name"]: r["lcore"] for r in reactors for t in r["lw_threads"]}
+    owners = {n: c for n, c in where.items() if n.startswith("hhc_owner_")}
+    expect(list(owners.values()) == [int(core)], f"one owner thread, on core {core}", where)
+    expect(where.get("app_thread") != int(core), "the app thread on another core", where)
+
+
+def off_owner(client):
+    """Every operator RPC on hhc0, whose owner thread is not the RPCs'
+    thread: each answered from the owner (never "owned by another thread")."""
+    def answer(method, params):
+        try:
+            result = client.call(method, params)
+        except JSONRPCException as e:
+            expect(False, f"{method} answered", str(e))
+        print(method, json.dumps(result)[:200])
+        return result
+    s = answer("bdev_hhc_get_stats", {"name": "hhc0"})
+    expect(s["state"] == "running" and s["counters"]["writes"] > 0, "get_stats from the owner", s)
+    expect(answer("bdev_hhc_reset_stats", {"name": "hhc0"}) is True, "reset_stats")
+    expect(stats(client)["counters"]["writes"] == 0, "counters reset")
+    answer("bdev_hhc_set_policy", {"name": "hhc0", "policy": "wt"})
+    wait_switched(client, "wt", 60)
+    answer("bdev_hhc_set_policy", {"name": "hhc0", "policy": "hhc"})
+    wait_switched(client, "hhc", 60)
+    answer("bdev_hhc_flush_all", {"name": "hhc0"})
+    o = answer("bdev_hhc_set_options", {"name": "hhc0", "dirty_threshold": 40})
+    expect(o["dirty_threshold"] == 40, "set_options", o)
+    expect(answer("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd1"}) is True, "detach_log")
+    a = answer("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd1"})
+    expect(a == {"index": 1, "mirror": "syncing"}, "attach_log", a)
+    infos = answer("bdev_hhc_get_bdevs", {})
+    expect(len(infos) == 1 and infos[0]["state"] == "running", "get_bdevs from the owner", infos)
+    expect_error(client, "bdev_hhc_get_stats", {"name": "nope"}, "no HHC bdev named 'nope'")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'")
+    # The bdev layer's own callback, on the app thread: the owner's last
+    # published view, not "busy".
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        info = client.call("bdev_get_bdevs", {"name": "hhc0"})[0]["driver_specific"]["hhc"]
+        if info.get("policy") == "hhc" and info.get("state") == "running":
+            break
+        time.sleep(0.2)
+    expect(info.get("state") == "running" and info.get("policy") == "hhc", "bdev_get_bdevs shows the owner's view", info)
+
+
 def recovery(client):
     s = stats(client)
     return s, s.get("recovery")

@@ -730,13 +730,14 @@ for s in json.load(open(sys.argv[1]))["subsystems"]:
         if c["method"] == "bdev_hhc_create": print(json.dumps(c, sort_keys=True))' "$1"
 }
 
-# Restarts the target with a save_config output; succeeds once hhc0 is
-# back and the target logged its warm start from cache bdev $2.
-restart_warm_from() { # config.json cache-bdev
+# Restarts the target with a save_config output (and hhc_tgt options);
+# succeeds once hhc0 is back and the target logged its warm start from cache
+# bdev $2.
+restart_warm_from() { # config.json cache-bdev [hhc_tgt options...]
     local mark
     stop_tgt
     mark=$(wc -l <"$WORK/tgt.log")
-    start_tgt --json "$1" || return 1
+    start_tgt --json "$1" "${@:3}" || return 1
     for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
     tail -n +"$mark" "$WORK/tgt.log" | grep "warm start from cache bdev $2" >/dev/null
 }
@@ -881,6 +882,31 @@ examine_stack() {
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/stack.json" && grep -q '"name": "ssd"' "$WORK/stack.json" &&
         tgt_log_since "$mark" | grep "warm start from cache bdev ssd " >/dev/null &&
         export_nvmf && remote_fio randwrite --verify_only=1 >/dev/null
+}
+
+# The operator RPCs on an HHC bdev whose owner thread runs on another
+# reactor than the RPCs: hhc_tgt on cores 0-1, hhc0 created with cpumask
+# 0x2, so its owner is a thread of the module's on core 1 and the RPCs run
+# on core 0. Each is sent to the owner and answered from there (they used to
+# answer EBUSY); save_config keeps the cpumask, a restart with it brings
+# hhc0 back warm on core 1, every flushed block verifies, and delete works.
+ops_off_owner() {
+    truncate -s 128M "$WORK/hdd1.img"
+    start_tgt -m 0x3 && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 \
+            --cpumask 0x2 &&
+        ops owner-on-core hhc0 1 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops off-owner &&
+        remote_fio randwrite --randseed=5 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/off-owner.json" || return 1
+    hhc_create_call "$WORK/off-owner.json" | tee "$WORK/off-owner-create"
+    grep '"cpumask": "0x2"' "$WORK/off-owner-create" >/dev/null && grep '"dirty_threshold": 40' "$WORK/off-owner-create" >/dev/null &&
+        restart_warm_from "$WORK/off-owner.json" ssd -m 0x3 &&
+        ops owner-on-core hhc0 1 &&
+        remote_fio randwrite --randseed=5 --verify_only=1 >/dev/null &&
+        $RPC bdev_hhc_delete hhc0 &&
+        [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ]
 }
 
 # A fault drill of tests/spdk/drills.sh (each says what it checked) on a
@@ -1170,6 +1196,10 @@ main() {
     stop_tgt
     make_files
     check "examine with a passthru stacked on the cache bdev: hhc0 assembled over the top bdev its record names, warm" examine_stack
+    stop_tgt
+    make_files
+    check "operator RPCs on hhc0 owned by a thread on core 1 (cpumask 0x2): answered from the owner; saved, restarted, deleted" \
+        ops_off_owner
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
