@@ -13,10 +13,11 @@ OPTIONS = ["dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cut
 
 def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, block_size=None,
                     segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
-                    idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None):
+                    idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None, cpumask=None):
     """Create an HHC bdev; returns its name."""
     params = {"name": name, "backing": backing}
-    optional = {"cache": cache, "logs": logs, "policy": policy, "block_size": block_size, "segment_size": segment_size,
+    optional = {"cache": cache, "logs": logs, "policy": policy, "cpumask": cpumask, "block_size": block_size,
+                "segment_size": segment_size,
                 "buffer_count": buffer_count, "dirty_threshold": dirty_threshold,
                 "writeback_parallelism": writeback_parallelism, "idle_after_ms": idle_after_ms,
                 "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy}
@@ -156,7 +157,7 @@ def spdk_rpc_plugin_initialize(subparsers):
         logs = args.logs.split(",") if args.logs else None
         _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=logs,
                                policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
-                               buffer_count=args.buffer_count, **_options_of(args)))
+                               buffer_count=args.buffer_count, cpumask=args.cpumask, **_options_of(args)))
 
     p = subparsers.add_parser("bdev_hhc_create", help="Create an HHC bdev: an SSD write-back cache in front of a "
                               "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
@@ -164,8 +165,11 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--backing", required=True, help="backing bdev (e.g. the iSCSI RAID); its size is the HHC size")
     p.add_argument("--cache", help="cache bdev (SSD); formatted on first use, reopened warm later; only policy "
                    "passthrough without logs goes without one (requests straight to the backing bdev)")
-    p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs); policy hhc needs at least one")
+    p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs), one per mirror slot; an empty name keeps "
+                   "a slot without a mirror (a detached one's, for bdev_hhc_attach_log); policy hhc needs at least one")
     p.add_argument("--policy", choices=POLICIES, help="write policy (default hhc)")
+    p.add_argument("--cpumask", help="cores the bdev's owner thread (its engine and base I/O) may run on, e.g. 0x2 "
+                   "(default: the thread of the create call, the app thread)")
     p.add_argument("--block-size", type=int, dest="block_size",
                    help="cache block size in bytes = the HHC bdev's block size, power of two 4096..65536 "
                    "(default 4096)")

@@ -11,10 +11,13 @@
 #include "hhc_glue_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "spdk/bdev.h"
+#include "spdk/cpuset.h"
 #include "spdk/env.h"
 #include "spdk/json.h"
 #include "spdk/likely.h"
@@ -54,8 +57,9 @@ hhc_module_fini(void)
 /* examine: an HHC cache bdev arriving assembles its HHC bdev          */
 /* ------------------------------------------------------------------ */
 
-/* Bytes of unit 0 handed to Rust: the cache superblock. */
-#define HHC_EXAMINE_BYTES 4096
+/* Bytes handed to Rust: units 0..3, the cache superblock and the two
+ * copies of the owner record (docs/format.md). */
+#define HHC_EXAMINE_BYTES (3 * 4096)
 
 struct hhc_examine {
 	struct spdk_bdev_desc *desc;
@@ -168,6 +172,46 @@ int
 hhc_glue_thread_send(const void *thread, void (*fn)(void *arg), void *arg)
 {
 	return spdk_thread_send_msg(thread, fn, arg);
+}
+
+const void *
+hhc_glue_thread_app(void)
+{
+	return spdk_thread_get_app_thread();
+}
+
+int
+hhc_glue_thread_create(const char *name, const char *cpumask, const void **out)
+{
+	struct spdk_cpuset mask, cores;
+	struct spdk_thread *thread;
+	uint32_t core;
+
+	if (spdk_cpuset_parse(&mask, cpumask) != 0) {
+		return -EINVAL;
+	}
+	spdk_cpuset_zero(&cores);
+	SPDK_ENV_FOREACH_CORE(core) {
+		spdk_cpuset_set_cpu(&cores, core, true);
+	}
+	spdk_cpuset_and(&cores, &mask);
+	if (spdk_cpuset_count(&cores) == 0) {
+		return -EDOM;
+	}
+	thread = spdk_thread_create(name, &mask);
+	if (thread == NULL) {
+		return -ENOMEM;
+	}
+	*out = thread;
+	return 0;
+}
+
+void
+hhc_glue_thread_describe(const void *thread, char *out, size_t len)
+{
+	struct spdk_thread *t = (struct spdk_thread *)thread;
+
+	snprintf(out, len, "%s (id %" PRIu64 ")", spdk_thread_get_name(t), spdk_thread_get_id(t));
 }
 
 /* Nanoseconds per tick as a 32.32 fixed-point factor: one multiply per

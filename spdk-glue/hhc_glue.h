@@ -90,6 +90,8 @@ struct hhc_glue_create_params {
 	size_t logs_count;
 	/* NULL when left out. */
 	const char *policy;
+	/* The cores the bdev's owner thread may run on; NULL when left out. */
+	const char *cpumask;
 	/* HHC_GLUE_UNSET when left out. */
 	uint32_t block_size;
 	uint32_t segment_size;
@@ -166,6 +168,15 @@ void hhc_glue_poller_stop(struct hhc_glue_poller *poller);
 const void *hhc_glue_thread_current(void);
 /* Runs fn(arg) on `thread` later; returns 0 or a negative errno. */
 int hhc_glue_thread_send(const void *thread, void (*fn)(void *arg), void *arg);
+/* The app thread: the one that runs the RPCs and registers bdevs. */
+const void *hhc_glue_thread_app(void);
+/* A new SPDK thread that may run on the cores of `cpumask` (SPDK's
+ * syntax: "0x2", "[1,3-4]"); -EINVAL if it does not parse, -EDOM if it
+ * names no core of this application, -ENOMEM. Threads are never destroyed
+ * here: the reactors end them when the application stops. */
+int hhc_glue_thread_create(const char *name, const char *cpumask, const void **out);
+/* "name (id N)" of a thread, for messages; `out` holds `len` bytes. */
+void hhc_glue_thread_describe(const void *thread, char *out, size_t len);
 /* Monotonic time in nanoseconds. */
 uint64_t hhc_glue_now_ns(void);
 /* DMA-safe, zeroed memory aligned to `align_bytes`; NULL when exhausted. */
@@ -183,6 +194,9 @@ void hhc_glue_json_write_raw(struct hhc_glue_json *json, const char *name, const
 void hhc_glue_rpc_reply_raw(struct hhc_glue_rpc *rpc, const char *text, size_t len);
 /* Answers with an error: `code` is a JSON-RPC code or a negative errno. */
 void hhc_glue_rpc_reply_error(struct hhc_glue_rpc *rpc, int code, const char *message);
+/* Unregisters HHC bdev `name` and answers `rpc` (true, or the error) once
+ * it is gone; any thread (the answer comes on the calling one). */
+void hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc);
 
 /* Keeps the shim's object file in a link that references nothing else in it. */
 int hhc_glue_anchor(void);
@@ -203,9 +217,9 @@ void hhc_rs_control(enum hhc_glue_control op, const char *name, const char *arg,
 void hhc_rs_set_options(const char *name, const struct hhc_glue_options *options, struct hhc_glue_rpc *rpc);
 /* bdev_hhc_recover; `cache` may be NULL. */
 void hhc_rs_recover(const char *name, const char *mode, const char *cache, struct hhc_glue_rpc *rpc);
-/* bdev_hhc_delete of an HHC bdev that lost its cache (a record without a
- * bdev): true if `name` is one, and then `rpc` is answered. */
-bool hhc_rs_delete_record(const char *name, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_delete: on the bdev's owner thread, drops a record of a lost
+ * cache (no bdev) or hands the rest to hhc_glue_bdev_delete. */
+void hhc_rs_delete(const char *name, struct hhc_glue_rpc *rpc);
 /* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
 void hhc_rs_examine_config(const char *name);
 void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);

@@ -42,6 +42,7 @@ struct rpc_create {
 	char *logs[HHC_GLUE_MAX_LOGS];
 	size_t logs_count;
 	char *policy;
+	char *cpumask;
 	uint32_t block_size;
 	uint32_t segment_size;
 	uint32_t buffer_count;
@@ -67,6 +68,7 @@ static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
 	{"cache", offsetof(struct rpc_create, cache), spdk_json_decode_string, true},
 	{"logs", offsetof(struct rpc_create, logs), decode_logs, true},
 	{"policy", offsetof(struct rpc_create, policy), spdk_json_decode_string, true},
+	{"cpumask", offsetof(struct rpc_create, cpumask), spdk_json_decode_string, true},
 	{"block_size", offsetof(struct rpc_create, block_size), spdk_json_decode_uint32, true},
 	{"segment_size", offsetof(struct rpc_create, segment_size), spdk_json_decode_uint32, true},
 	{"buffer_count", offsetof(struct rpc_create, buffer_count), spdk_json_decode_uint32, true},
@@ -86,6 +88,7 @@ rpc_create_free(struct rpc_create *req)
 	free(req->backing);
 	free(req->cache);
 	free(req->policy);
+	free(req->cpumask);
 	free(req->seq_cutoff_policy);
 	for (i = 0; i < req->logs_count; i++) {
 		free(req->logs[i]);
@@ -112,7 +115,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
 						 "invalid parameters: need name, backing (strings); optional cache "
 						 "(string; only policy passthrough without logs goes without one), logs "
-						 "(array of at most 8 bdev names), policy (string), block_size, "
+						 "(array of at most 8 bdev names), policy, cpumask (strings), block_size, "
 						 "segment_size, buffer_count, dirty_threshold, writeback_parallelism, "
 						 "idle_after_ms, seq_cutoff_threshold (unsigned integers), "
 						 "seq_cutoff_policy (string); no other keys");
@@ -127,6 +130,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	}
 	p.logs_count = req.logs_count;
 	p.policy = req.policy;
+	p.cpumask = req.cpumask;
 	p.block_size = req.block_size;
 	p.segment_size = req.segment_size;
 	p.buffer_count = req.buffer_count;
@@ -160,7 +164,6 @@ static void
 rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
 {
 	struct rpc_name req = {0};
-	int rc;
 
 	if (params == NULL || spdk_json_decode_object(params, g_rpc_name_decoders,
 			SPDK_COUNTOF(g_rpc_name_decoders), &req)) {
@@ -169,17 +172,23 @@ rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json
 		free(req.name);
 		return;
 	}
-	/* An HHC bdev that lost its cache is a record without a bdev. */
-	if (hhc_rs_delete_record(req.name, (struct hhc_glue_rpc *)request)) {
-		free(req.name);
-		return;
-	}
-	rc = spdk_bdev_unregister_by_name(req.name, &g_hhc_module, rpc_delete_cb, request);
+	/* Rust decides on the bdev's owner thread: an HHC bdev that lost its
+	 * cache is a record without a bdev; others go by hhc_glue_bdev_delete. */
+	hhc_rs_delete(req.name, (struct hhc_glue_rpc *)request);
+	free(req.name);
+}
+
+void
+hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc)
+{
+	struct spdk_jsonrpc_request *request = (struct spdk_jsonrpc_request *)rpc;
+	int rc;
+
+	rc = spdk_bdev_unregister_by_name(name, &g_hhc_module, rpc_delete_cb, request);
 	if (rc != 0) {
-		spdk_jsonrpc_send_error_response_fmt(request, rc, "no HHC bdev named '%s': %s", req.name,
+		spdk_jsonrpc_send_error_response_fmt(request, rc, "no HHC bdev named '%s': %s", name,
 						     spdk_strerror(-rc));
 	}
-	free(req.name);
 }
 SPDK_RPC_REGISTER("bdev_hhc_delete", rpc_bdev_hhc_delete, SPDK_RPC_RUNTIME)
 

@@ -239,6 +239,11 @@ pub struct Config {
     /// Capacity of the smallest log mirror (all mirrors use this layout).
     pub log_device_bytes: u64,
     pub mirrors_count: u8,
+    /// Bit i: log mirror slot i has no device at the start (the slot of a
+    /// detached mirror, kept so that the others keep their indexes). Such a
+    /// mirror is failed from the start, never read or written, until one is
+    /// attached there (`Engine::handle_mirror_attached`).
+    pub mirrors_absent: u16,
     pub backing_device_bytes: u64,
     pub segment_bytes: u32,
     /// Log space left unwritten after a barrier part, when the engine sees
@@ -285,9 +290,10 @@ pub struct Config {
     /// Honoured only in builds with the `mutations` feature (the tests);
     /// elsewhere `validate` refuses anything but `Mutation::None`.
     pub mutation: Mutation,
-    /// Written opaquely into the cache superblock at format (at most
-    /// `format::OWNER_BYTES_MAX` bytes): what the owner of the devices needs
-    /// to find them again, such as the SPDK module's create parameters.
+    /// Written opaquely into the cache device's owner record at format (at
+    /// most `format::OWNER_BYTES_MAX` bytes): what the owner of the devices
+    /// needs to find them again, such as the SPDK module's create
+    /// parameters. `Engine::set_owner_record` replaces it later.
     pub owner_record: Vec<u8>,
 }
 
@@ -345,6 +351,7 @@ impl Default for Config {
             cache_device_bytes: 256 << 20,
             log_device_bytes: 256 << 20,
             mirrors_count: 1,
+            mirrors_absent: 0,
             backing_device_bytes: 1 << 30,
             segment_bytes: 1 << 20,
             barrier_gap_bytes: BARRIER_GAP_BYTES_DEFAULT,
@@ -447,6 +454,9 @@ impl Config {
         if self.mirrors_count > crate::format::LOG_MIRRORS_MAX {
             return Err(ConfigError::invalid(format!("{} log mirrors; at most {} are supported", self.mirrors_count, crate::format::LOG_MIRRORS_MAX)));
         }
+        if self.mirrors_absent >> self.mirrors_count.min(crate::format::LOG_MIRRORS_MAX) != 0 {
+            return Err(ConfigError::invalid(format!("absent mirrors {:#x} beyond the {} log mirrors", self.mirrors_absent, self.mirrors_count)));
+        }
         if self.mirrors_count == 0 && self.policy.uses_log() {
             return Err(ConfigError::invalid("policy hhc needs at least one log device"));
         }
@@ -458,6 +468,13 @@ impl Config {
         }
         if !self.barrier_gap_bytes.is_multiple_of(bs) {
             return Err(ConfigError::invalid(format!("barrier_gap {} bytes must be a multiple of block_size {bs}", self.barrier_gap_bytes)));
+        }
+        if self.owner_record.len() > crate::format::OWNER_BYTES_MAX {
+            return Err(ConfigError::invalid(format!(
+                "owner record of {} bytes; at most {}",
+                self.owner_record.len(),
+                crate::format::OWNER_BYTES_MAX
+            )));
         }
         if self.log_buffers_count == 1 {
             return Err(ConfigError::invalid(format!("buffer_count {} must be 0 (automatic) or at least 2", self.log_buffers_count)));
@@ -509,12 +526,14 @@ impl Config {
         let bs = self.block_size as u64;
         let unit = UNIT_BYTES as u64;
         let per_page = crate::format::META_ENTRIES_PER_PAGE as u64;
+        // The superblock and the owner record's copies come first.
+        let meta_offset = crate::format::CACHE_HEADER_UNITS * unit;
         // Each block costs its data plus two metadata entries (slots A and B).
-        let usable = self.cache_device_bytes.saturating_sub(unit + bs);
+        let usable = self.cache_device_bytes.saturating_sub(meta_offset + bs);
         let mut blocks = usable / (bs + 2 * unit / per_page);
         loop {
             let pages = blocks.div_ceil(per_page);
-            let data_offset = align_up(unit + 2 * pages * unit, bs);
+            let data_offset = align_up(meta_offset + 2 * pages * unit, bs);
             if data_offset + blocks * bs <= self.cache_device_bytes || blocks == 0 {
                 break;
             }
@@ -531,8 +550,8 @@ impl Config {
             block_size: self.block_size,
             blocks_count: blocks,
             meta_pages_count,
-            meta_offset_bytes: unit,
-            data_offset_bytes: align_up(unit + 2 * meta_pages_count as u64 * unit, bs),
+            meta_offset_bytes: meta_offset,
+            data_offset_bytes: align_up(meta_offset + 2 * meta_pages_count as u64 * unit, bs),
         })
     }
 }

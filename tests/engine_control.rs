@@ -154,3 +154,135 @@ fn set_options_is_all_or_nothing_and_takes_effect() {
     let stats = workload.harness.engine.stats();
     assert!(stats.writebacks > writebacks + 50, "write-back did not follow the new threshold: {stats:?}");
 }
+
+/// Which copy (0 or 1) of the owner record on the cache device holds
+/// `record` as the newest of `instance_id`.
+fn owner_copy_of(harness: &Harness, record: &[u8]) -> usize {
+    let cache = &harness.devices[&hhc::io::DeviceRole::Cache];
+    let units = &cache[BS..3 * BS];
+    let (copy, found) = hhc::format::OwnerRecord::newest(units, harness.config.instance_id).expect("a valid copy");
+    assert_eq!(found.owner, record, "the newest copy");
+    copy
+}
+
+/// The owner record (what the SPDK module's examine assembles a bdev
+/// from) is written at format and rewritten on request, each time to the
+/// copy that does not hold the newest one: a crash before the rewrite
+/// lands, or one that tears it, leaves the previous record; a warm start
+/// finds the newest valid one.
+#[test]
+fn the_owner_record_is_rewritten_beside_the_newest_and_a_torn_rewrite_leaves_the_old() {
+    let config = hhc::config::Config { owner_record: b"created".to_vec(), ..config(Policy::Hhc, 21) };
+    let mut workload = Workload::new(Harness::format(config, 21), 21, LBAS);
+    workload.run(100, 4);
+    assert_eq!(workload.harness.engine.owner_record(), b"created");
+    assert!(workload.harness.engine.owner_record_durable());
+    let created_in = owner_copy_of(&workload.harness, b"created");
+
+    // Asked for, not yet written: a power loss keeps the old record.
+    let now = workload.harness.now;
+    assert_eq!(workload.harness.engine.set_owner_record(now, b"attached hdd2".to_vec()), Ok(()));
+    assert_eq!(workload.harness.engine.owner_record(), b"attached hdd2");
+    assert!(!workload.harness.engine.owner_record_durable());
+    let mut harness = workload.harness.power_cycle(22);
+    assert_eq!(harness.engine.owner_record(), b"created");
+
+    // Written: to the other copy, and found after a restart.
+    let now = harness.now;
+    harness.engine.set_owner_record(now, b"attached hdd2".to_vec()).unwrap();
+    harness.run_until_quiet();
+    assert!(harness.engine.owner_record_durable());
+    let rewritten_in = owner_copy_of(&harness, b"attached hdd2");
+    assert_ne!(rewritten_in, created_in, "the rewrite goes beside the newest copy");
+    let mut harness = harness.power_cycle(23);
+    assert_eq!(harness.engine.owner_record(), b"attached hdd2");
+
+    // The next rewrite torn (its copy garbage): the one before stays.
+    let now = harness.now;
+    harness.engine.set_owner_record(now, b"detached hdd0".to_vec()).unwrap();
+    harness.run_until_quiet();
+    let torn_in = owner_copy_of(&harness, b"detached hdd0");
+    assert_eq!(torn_in, created_in);
+    let cache = harness.devices.get_mut(&hhc::io::DeviceRole::Cache).unwrap();
+    cache[(1 + torn_in) * BS + 2000..(2 + torn_in) * BS].fill(0x5A);
+    let mut harness = harness.power_cycle(24);
+    assert_eq!(harness.engine.owner_record(), b"attached hdd2");
+    // The same record asked for again is written again, over the torn copy.
+    let now = harness.now;
+    harness.engine.set_owner_record(now, b"detached hdd0".to_vec()).unwrap();
+    harness.run_until_quiet();
+    assert_eq!(owner_copy_of(&harness, b"detached hdd0"), torn_in);
+    assert_eq!(harness.power_cycle(25).engine.owner_record(), b"detached hdd0");
+}
+
+/// A failed write of the owner record leaves the previous one readable;
+/// asking for the same record again writes it once the device works.
+#[test]
+fn a_failed_owner_record_write_keeps_the_previous_and_is_tried_again_when_asked() {
+    let config = hhc::config::Config { owner_record: b"one".to_vec(), ..config(Policy::WriteBack, 26) };
+    let mut harness = Harness::format(config, 26);
+    let cache = hhc::io::DeviceRole::Cache;
+    harness.set_failing(cache, hhc::io::IoStatus::Error);
+    let now = harness.now;
+    harness.engine.set_owner_record(now, b"two".to_vec()).unwrap();
+    for _ in 0..10 {
+        harness.step();
+    }
+    harness.set_failing(cache, hhc::io::IoStatus::Ok);
+    harness.run_until_quiet();
+    assert!(!harness.engine.owner_record_durable(), "not tried again on its own");
+    owner_copy_of(&harness, b"one");
+    let now = harness.now;
+    harness.engine.set_owner_record(now, b"two".to_vec()).unwrap();
+    harness.run_until_quiet();
+    assert!(harness.engine.owner_record_durable());
+    owner_copy_of(&harness, b"two");
+    let too_long = vec![b'x'; hhc::format::OWNER_BYTES_MAX + 1];
+    let now = harness.now;
+    assert_eq!(
+        harness.engine.set_owner_record(now, too_long),
+        Err(ControlError::OwnerRecordTooLong { len: hhc::format::OWNER_BYTES_MAX + 1 })
+    );
+}
+
+/// A log mirror slot without a device (a detached mirror's, kept so the
+/// others keep their indexes) is never read or written, at format or at a
+/// warm start; the engine logs on the other mirror, and a mirror attached
+/// in that slot later re-syncs as any attached one.
+#[test]
+fn an_absent_mirror_slot_is_never_touched_and_takes_an_attached_mirror() {
+    let seed = 27;
+    let config = hhc::config::Config { mirrors_absent: 0b10, ..config(Policy::Hhc, seed) };
+    let log1 = hhc::io::DeviceRole::Log(1);
+    let mut devices = std::collections::BTreeMap::new();
+    devices.insert(hhc::io::DeviceRole::Cache, vec![0; config.cache_device_bytes as usize]);
+    devices.insert(hhc::io::DeviceRole::Backing, vec![0; config.backing_device_bytes as usize]);
+    devices.insert(hhc::io::DeviceRole::Log(0), vec![0; config.log_device_bytes as usize]);
+    let harness = Harness::start(config, devices, StartMode::Format, seed);
+    assert_eq!(harness.engine.mirror_states(), vec![MirrorState::Healthy, MirrorState::Failed]);
+    let mut workload = Workload::new(harness, seed, LBAS);
+    workload.run(300, 8);
+    workload.drain();
+    assert!(workload.flush_and_wait());
+    let untouched = |harness: &Harness| harness.io_counts.keys().all(|(role, _)| *role != log1);
+    assert!(untouched(&workload.harness), "{:?}", workload.harness.io_counts);
+    assert_eq!(workload.harness.engine.stats().mirror_failures, 0, "absent from the start is no failure");
+    let mut harness = workload.harness.power_cycle(seed + 1);
+    assert_eq!(*harness.state(), hhc::engine::EngineState::Ready);
+    assert!(untouched(&harness), "{:?}", harness.io_counts);
+    assert_eq!(harness.engine.mirror_states(), vec![MirrorState::Healthy, MirrorState::Failed]);
+    harness.attach_mirror(1);
+    assert!(matches!(harness.engine.mirror_states()[1], MirrorState::Syncing { .. }));
+    // Writes and flushes only: this model knows nothing written before the restart.
+    let mut workload = Workload::new(harness, seed, LBAS);
+    for round in 0..20 {
+        for lba in 0..64 {
+            assert!(workload.write_and_wait(round * 64 + lba));
+        }
+        assert!(workload.flush_and_wait());
+        if workload.harness.engine.mirror_states()[1] == MirrorState::Healthy {
+            break;
+        }
+    }
+    assert_eq!(workload.harness.engine.mirror_states(), vec![MirrorState::Healthy, MirrorState::Healthy]);
+}

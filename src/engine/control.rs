@@ -51,6 +51,19 @@ impl MirrorState {
 pub enum ControlError {
     /// The engine is not serving (starting, stopping, failed).
     NotReady,
+    /// An owner record longer than `format::OWNER_BYTES_MAX`.
+    OwnerRecordTooLong { len: usize },
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::NotReady => write!(f, "the engine is not serving"),
+            ControlError::OwnerRecordTooLong { len } => {
+                write!(f, "an owner record of {len} bytes; at most {}", crate::format::OWNER_BYTES_MAX)
+            }
+        }
+    }
 }
 
 impl Engine {

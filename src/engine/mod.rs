@@ -27,6 +27,7 @@ mod log_superblock;
 mod logging;
 mod machine;
 mod ordered;
+mod owner_record;
 mod pacing;
 mod requests;
 mod revokes;
@@ -129,6 +130,9 @@ enum Op {
     SuperblockFlush { mirror: u8 },
     CommitFlush { second: bool },
     MetaWrite { pool_slot: u32 },
+    /// A copy of the owner record, then the cache flush that makes it durable.
+    OwnerRecordWrite,
+    OwnerRecordFlush,
     Startup,
 }
 
@@ -138,6 +142,8 @@ struct Regions {
     staging: u32,
     meta_pool: u32,
     superblock: u32,
+    /// The owner record's two copies (owner_record.rs).
+    owner: u32,
     /// A part read back or written at warm restart (repairs, the closing part).
     log_scratch: u32,
 }
@@ -207,6 +213,8 @@ pub struct Engine {
     stale_mirrors_at_start: Vec<u8>,
     /// Sequential streams seen, for the cutoff (cutoff.rs).
     cutoff: cutoff::SequentialCutoff,
+    /// The owner record on the cache device (owner_record.rs).
+    owner_records: owner_record::OwnerRecords,
     stats: Stats,
     now: Nanos,
     last_request_at: Nanos,
@@ -260,10 +268,18 @@ impl Engine {
         let staging = add(config.writeback_parallelism as usize * writeback::run_bytes(&config) as usize, &mut all);
         let meta_pool = add(META_POOL_PAGES as usize * UNIT_BYTES, &mut all);
         let superblock = add(2 * UNIT_BYTES * (config.mirrors_count as usize).max(1), &mut all);
+        let owner = add(crate::format::OWNER_RECORD_COPIES * UNIT_BYTES, &mut all);
         let log_scratch = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
-        let regions = Regions { all, staging, meta_pool, superblock, log_scratch };
+        let regions = Regions { all, staging, meta_pool, superblock, owner, log_scratch };
         let first_sequence = log_layout.segments_count as u64;
-        let log = LogManager::new(log_layout, config.instance_id, log_buffers, config.mirrors_count, first_sequence);
+        let log = LogManager::new(
+            log_layout,
+            config.instance_id,
+            log_buffers,
+            config.mirrors_count,
+            config.mirrors_absent,
+            first_sequence,
+        );
         let ops_capacity = device_commands_max(&config, &log_layout);
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),
@@ -295,6 +311,7 @@ impl Engine {
             startup_revokes: Vec::new(),
             stale_mirrors_at_start: Vec::new(),
             cutoff: cutoff::SequentialCutoff::default(),
+            owner_records: owner_record::OwnerRecords::default(),
             stats: Stats::default(),
             state: EngineState::Starting,
             config,
@@ -391,6 +408,8 @@ impl Engine {
             Op::SuperblockFlush { mirror } => self.superblock_flush_done(mirror, status),
             Op::CommitFlush { second } => self.commit_flush_done(second, status),
             Op::MetaWrite { pool_slot } => self.meta_write_done(pool_slot, status),
+            Op::OwnerRecordWrite => self.owner_record_write_done(status),
+            Op::OwnerRecordFlush => self.owner_record_flush_done(status),
             Op::Startup => self.startup_io_done(id, status),
         }
         self.run_background();
@@ -567,6 +586,7 @@ impl Engine {
         self.keep_free_blocks();
         self.maybe_commit();
         self.maybe_write_superblock();
+        self.progress_owner_record();
         self.progress_shutdown();
     }
 

@@ -10,7 +10,10 @@
 
 use super::{Engine, EngineState, FailKind, FailReason, Op, StartMode, META_POOL_PAGES};
 use crate::cache::{flag, BlockState, DurableEntry, Through};
-use crate::format::{CacheSuperblock, MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
+use crate::format::{
+    CacheSuperblock, MetaEntry, MetaPageHeader, OwnerRecord, CACHE_HEADER_UNITS, CACHE_OWNER_RECORD_UNIT, LBA_NONE,
+    META_ENTRIES_PER_PAGE, UNIT_BYTES,
+};
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, HeapAllocator};
 use crate::recovery::{LogScanner, ScannedLog};
 use std::collections::HashMap;
@@ -94,8 +97,10 @@ impl Engine {
             Phase::FormatLog => self.format_log(),
             Phase::FormatLogFlush | Phase::CleanTailFlush => self.flush_mirrors(),
             Phase::ReadSuperblock => {
+                // The superblock and the owner record's copies, units 0..3.
                 let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: 0 };
-                self.startup_submit(DeviceRole::Cache, IoKind::Read, 0, UNIT_BYTES as u64, buffer);
+                let len = CACHE_HEADER_UNITS * UNIT_BYTES as u64;
+                self.startup_submit(DeviceRole::Cache, IoKind::Read, 0, len, buffer);
             }
             Phase::ReadPages { first_page } => self.read_pages(first_page),
             Phase::ScanLog => self.start_scan(),
@@ -310,12 +315,12 @@ impl Engine {
                 blocks_count: self.cache_layout.blocks_count,
                 meta_pages_count: self.cache_layout.meta_pages_count,
                 backing_blocks: self.config.backing_blocks(),
-                owner: self.config.owner_record.clone(),
             };
             let region = self.regions.superblock;
             superblock.encode(&mut self.region(region)[..UNIT_BYTES]);
             let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
             self.startup_submit(DeviceRole::Cache, IoKind::Write, 0, UNIT_BYTES as u64, buffer);
+            self.format_owner_record();
         }
         // Both slots of each page: sequence 0 in slot A, 1 in slot B.
         let pages_per_round = META_POOL_PAGES / 2;
@@ -338,19 +343,40 @@ impl Engine {
         self.startup.as_mut().unwrap().phase = Phase::FormatCache { next_page: end };
     }
 
+    /// Both copies of the owner record: write_seq 1 in copy 0, 0 in copy 1,
+    /// so that no copy of an earlier instance is left, and either copy
+    /// alone holds the record.
+    fn format_owner_record(&mut self) {
+        let region = self.regions.owner;
+        for (copy, &unit) in CACHE_OWNER_RECORD_UNIT.iter().enumerate() {
+            let record = OwnerRecord {
+                instance_id: self.config.instance_id,
+                write_seq: 1 - copy as u64,
+                owner: self.config.owner_record.clone(),
+            };
+            let offset_bytes = copy * UNIT_BYTES;
+            record.encode(&mut self.region(region)[offset_bytes..offset_bytes + UNIT_BYTES]);
+            let buffer = IoBuffer::Engine { region, offset_bytes: offset_bytes as u32 };
+            self.startup_submit(DeviceRole::Cache, IoKind::Write, unit * UNIT_BYTES as u64, UNIT_BYTES as u64, buffer);
+        }
+        self.owner_records = super::owner_record::OwnerRecords::formatted(self.config.owner_record.clone());
+    }
+
     fn page_entries(&self, page: u32) -> u16 {
         let first = page as u64 * META_ENTRIES_PER_PAGE as u64;
         (self.cache_layout.blocks_count - first).min(META_ENTRIES_PER_PAGE as u64) as u16
     }
 
     /// Both superblock copies on every mirror, so no copy of an earlier
-    /// instance is left to be mistaken for ours.
+    /// instance is left to be mistaken for ours (an absent mirror's slot
+    /// has no device to write).
     fn format_log(&mut self) {
         let head = self.log.head_sequence;
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
         for _ in 0..2 {
             self.log.superblock_write_seq += 1;
             let write_seq = self.log.superblock_write_seq;
-            for mirror in 0..self.config.mirrors_count {
+            for &mirror in &mirrors {
                 let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
                 self.startup_submit(DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
             }
@@ -370,6 +396,8 @@ impl Engine {
         let region = self.regions.meta_pool;
         let superblock = CacheSuperblock::decode(&self.region(region)[..UNIT_BYTES])
             .map_err(|e| format!("cache superblock: {e}"))?;
+        let owner_units = &self.region(region)[UNIT_BYTES..CACHE_HEADER_UNITS as usize * UNIT_BYTES];
+        self.owner_records = super::owner_record::OwnerRecords::found(owner_units, superblock.instance_id);
         let expected = (
             self.config.instance_id,
             self.config.block_size,
@@ -438,7 +466,8 @@ impl Engine {
     }
 
     fn start_scan(&mut self) {
-        let mirrors: Vec<u8> = (0..self.config.mirrors_count).collect();
+        // Every mirror but those absent from the start.
+        let mirrors: Vec<u8> = self.log.writable_mirrors().collect();
         let mut scanner = LogScanner::new(self.log_layout, mirrors, &mut HeapAllocator);
         // A mirror of another instance is not part of this log (the cache
         // superblock, read first, says which instance this is).
@@ -488,9 +517,11 @@ impl Engine {
     /// revokes owed for entries of blocks that are clean by now.
     fn rebuild_log(&mut self, scanned: ScannedLog) {
         self.log.superblock_write_seq = scanned.superblock.write_seq;
-        for (mirror, unit) in scanned.superblock_units.iter().enumerate() {
+        // In the order the scan was given its mirrors (start_scan).
+        let scanned_mirrors: Vec<u8> = self.log.writable_mirrors().collect();
+        for (&mirror, unit) in scanned_mirrors.iter().zip(&scanned.superblock_units) {
             if unit.is_none() {
-                self.mirror_failed(mirror as u8);
+                self.mirror_failed(mirror);
             }
         }
         // Stale mirrors take no part in the start-up (`resync_stale_mirrors`).

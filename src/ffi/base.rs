@@ -70,6 +70,30 @@ impl Base {
         Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, errors: 0, removed: false, detached: false, closed: false })
     }
 
+    /// A log mirror slot without a bdev (an empty name at create): as a
+    /// detached mirror's, closed, free for `bdev_hhc_attach_log`.
+    pub fn absent(node: *const c_void, role: DeviceRole) -> Base {
+        let info = sys::hhc_glue_base_info {
+            block_size: 0,
+            blocks_count: 0,
+            required_alignment_log2: 0,
+            supports_flush: false,
+            volatile_write_cache: false,
+        };
+        let ctx = Box::new(BaseCtx { node, role });
+        Base {
+            name: String::new(),
+            glue: std::ptr::null_mut(),
+            _ctx: ctx,
+            info,
+            outstanding: 0,
+            errors: 0,
+            removed: true,
+            detached: true,
+            closed: true,
+        }
+    }
+
     pub fn facts(&self) -> BaseFacts {
         BaseFacts {
             block_size: self.info.block_size,
@@ -143,15 +167,21 @@ fn role_index(role: DeviceRole) -> usize {
 
 impl Bases {
     /// Opens every role in order and gets the calling (owner) thread's
-    /// channels; on error whatever was opened is closed again.
+    /// channels; on error whatever was opened is closed again. A log mirror
+    /// slot with an empty name stays without a bdev (`Base::absent`).
     pub fn open(node: *const c_void, roles: &[(DeviceRole, String)]) -> Result<Bases, Error> {
         let mut bases = Bases { bases: Vec::with_capacity(roles.len()), ..Bases::default() };
         let result = roles.iter().try_for_each(|(role, name)| {
             debug_assert_eq!(role_index(*role), bases.bases.len(), "roles in index order");
-            bases.bases.push(Base::open(node, *role, name)?);
+            let base = match role {
+                DeviceRole::Log(_) if name.is_empty() => Base::absent(node, *role),
+                _ => Base::open(node, *role, name)?,
+            };
+            bases.bases.push(base);
             Ok(())
         });
-        let result = result.and_then(|()| bases.bases.iter_mut().try_for_each(Base::get_channel));
+        let open = |base: &&mut Base| !base.closed;
+        let result = result.and_then(|()| bases.bases.iter_mut().filter(open).try_for_each(Base::get_channel));
         match result {
             Ok(()) => Ok(bases),
             Err(error) => {
@@ -173,7 +203,7 @@ impl Bases {
         }
         self.pool = pool;
         self.pool_count = count;
-        for base in &self.bases {
+        for base in self.bases.iter().filter(|b| !b.closed) {
             // SAFETY: the pool is live; the base is open and has no I/O yet.
             unsafe { sys::hhc_glue_base_use_pool(base.glue, pool) };
         }

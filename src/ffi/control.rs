@@ -13,10 +13,10 @@ use super::create::decode_options;
 use super::params::{check_base_block_size, check_name, OptionParams};
 use super::report::{latency_json, stat_fields};
 use super::rpc::{text, Rpc};
-use super::{registry, sys};
+use super::{forward, sys};
 use crate::config::{ConfigError, Options, Policy};
 use crate::engine::{ControlError, Engine, EngineState, MirrorState};
-use crate::format::UNIT_BYTES;
+use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
 use crate::io::DeviceRole;
 use std::ffi::c_char;
 
@@ -232,6 +232,29 @@ impl Core {
             .finish())
     }
 
+    /// Makes the cache device's owner record, which examine assembles the
+    /// bdev from at start-up, say what `save_config` says: after a log
+    /// mirror was attached or detached, a policy or the options changed,
+    /// or a create call asked for another policy. The engine writes it only
+    /// if it changed, and alternates between its two copies.
+    pub(super) fn sync_owner_record(&mut self) {
+        if self.direct.is_some() || self.phase != Phase::Running {
+            return;
+        }
+        let record = self.saved_params().owner_record();
+        // Too long to keep (very long names): the bdev is not examinable.
+        let record = if record.len() <= OWNER_BYTES_MAX { record } else { Vec::new() };
+        let name = self.params.name.clone();
+        let Some(engine) = self.engine.as_mut() else { return };
+        if engine.owner_record() == record.as_slice() {
+            return;
+        }
+        match engine.set_owner_record(now_ns(), record) {
+            Ok(()) => log::info!("{name}: rewriting the owner record of its cache bdev (what examine assembles it from)"),
+            Err(error) => log::warn!("{name}: cannot rewrite the owner record of its cache bdev: {error}"),
+        }
+    }
+
     /// Indexes of the log mirrors the engine counts healthy.
     fn healthy_log_mirrors(&self) -> Vec<u8> {
         let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
@@ -293,6 +316,9 @@ impl Core {
         let role = DeviceRole::Log(index);
         self.engine.as_mut().expect("running engine").handle_device_removed(now_ns(), role);
         self.bases.detach(role);
+        // The slot stays, empty: a create call brings it back so (the
+        // other mirrors keep their indexes) without the bdev, which may go.
+        self.params.logs[index as usize] = String::new();
         log::info!("{}: log mirror {index} (bdev {log}) detached", self.params.name);
         Ok("true".to_string())
     }
@@ -300,7 +326,7 @@ impl Core {
     fn flush_all(&mut self) -> Result<String, Error> {
         let not_running = self.not_running();
         let engine = self.running_engine()?;
-        let progress = engine.flush_all(now_ns()).map_err(|ControlError::NotReady| not_running)?;
+        let progress = engine.flush_all(now_ns()).map_err(|_: ControlError| not_running)?;
         Ok(JsonObject::new()
             .boolean("in_progress", progress.in_progress)
             .number("blocks_remaining", progress.blocks_remaining)
@@ -308,7 +334,33 @@ impl Core {
     }
 }
 
-/// bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all.
+/// Runs operator RPC `op` on HHC bdev `name`'s owner thread and answers
+/// `rpc` from there; `None` from `op` means the node was busy (its owner
+/// inside it).
+fn on_owner(name: String, rpc: Rpc, op: impl FnOnce(&mut Core) -> Result<String, Error> + Send + 'static) {
+    forward::with_node(&name.clone(), move |found| {
+        let node = match found {
+            Ok(Some(node)) => node,
+            Ok(None) => return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'"))),
+            Err(error) => return rpc.reply_error(&error),
+        };
+        let answer = node.core.try_enter(|core| {
+            let answer = op(core);
+            if answer.is_ok() {
+                core.sync_owner_record();
+            }
+            answer
+        });
+        let answer = answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is busy; try again"))));
+        // Carries out the device commands the engine was just asked for.
+        node.run();
+        node.core.try_enter(|core| core.publish());
+        rpc.reply(answer.as_ref().map(String::as_str));
+    });
+}
+
+/// bdev_hhc_get_stats, _reset_stats, _set_policy, _flush_all, _attach_log,
+/// _detach_log: answered from the bdev's owner thread.
 ///
 /// # Safety
 /// `name` and `arg` are NULL or C strings valid for this call; `rpc` is a
@@ -327,11 +379,8 @@ pub unsafe extern "C" fn hhc_rs_control(
     if let Err(error) = check_name("name", &name) {
         return rpc.reply_error(&error.into());
     }
-    let Some(node) = registry::find(&name) else {
-        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
-    };
     use sys::hhc_glue_control as Op;
-    let answer = node.core.try_enter(|core| match op {
+    on_owner(name, rpc, move |core| match op {
         Op::HHC_GLUE_CONTROL_GET_STATS => core.get_stats(),
         Op::HHC_GLUE_CONTROL_RESET_STATS => core.reset_stats(),
         Op::HHC_GLUE_CONTROL_SET_POLICY => core.set_policy(arg.as_deref()),
@@ -339,16 +388,9 @@ pub unsafe extern "C" fn hhc_rs_control(
         Op::HHC_GLUE_CONTROL_ATTACH_LOG => core.attach_log(arg.as_deref()),
         Op::HHC_GLUE_CONTROL_DETACH_LOG => core.detach_log(arg.as_deref()),
     });
-    let answer =
-        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
-    if node.core.on_owner_thread() {
-        // Carries out the device commands the engine was just asked for.
-        node.run();
-    }
-    rpc.reply(answer.as_ref().map(String::as_str));
 }
 
-/// bdev_hhc_set_options.
+/// bdev_hhc_set_options: answered from the bdev's owner thread.
 ///
 /// # Safety
 /// `name` is NULL or a C string and `options` points to options whose
@@ -372,14 +414,5 @@ pub unsafe extern "C" fn hhc_rs_set_options(
     if let Err(error) = check_name("name", &name) {
         return rpc.reply_error(&error.into());
     }
-    let Some(node) = registry::find(&name) else {
-        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
-    };
-    let answer = node.core.try_enter(|core| core.set_options(&change));
-    let answer =
-        answer.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
-    if node.core.on_owner_thread() {
-        node.run();
-    }
-    rpc.reply(answer.as_ref().map(String::as_str));
+    on_owner(name, rpc, move |core| core.set_options(&change));
 }

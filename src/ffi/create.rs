@@ -4,12 +4,12 @@
 //! hostile input: every fault leaves the bdevs unclaimed and is logged.
 
 use super::errno::Error;
-use super::lifecycle::{open_node, start_node};
+use super::lifecycle::launch;
 use super::node::{Node, Phase};
 use super::params::{CreateParams, OptionParams};
 use super::rpc::{text, Rpc};
-use super::{json, logger, registry, sys};
-use crate::format::CacheSuperblock;
+use super::{forward, json, logger, registry, sys};
+use crate::format::{CacheSuperblock, FormatError, OwnerRecord, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use std::ffi::{c_char, CString};
 use std::sync::{Mutex, MutexGuard};
 
@@ -33,7 +33,8 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
         given(raw.segment_size),
         given(raw.buffer_count),
         decode_options(&raw.options)?,
-    )?;
+    )?
+    .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?;
     Ok(params)
 }
 
@@ -76,25 +77,32 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
         Ok(params) => params,
         Err(error) => return rpc.reply_error(&error),
     };
-    if let Some(node) = registry::find(&params.name) {
-        return create_existing(node, &params, rpc);
+    if registry::contains(&params.name) {
+        // On its owner thread, which alone may look at it.
+        let name = params.name.clone();
+        return forward::with_node(&name, move |found| match found {
+            Ok(Some(node)) => create_existing(node, &params, rpc),
+            Ok(None) => rpc.reply_error(&Error::Busy(format!("name: HHC bdev '{}' is being deleted; try again", params.name))),
+            Err(error) => rpc.reply_error(&error),
+        });
     }
     if bdev_exists(&params.name) {
         return rpc.reply_error(&Error::Exists(format!("name: a bdev named '{}' already exists", params.name)));
     }
     forget_pending(&params.name);
-    match open_node(params) {
-        Ok(node) => start_node(node, Some(rpc)),
-        Err(error) => rpc.reply_error(&error),
-    }
+    launch(params, Some(rpc));
 }
 
 /// A create call for an HHC bdev that exists already (examine assembled it,
-/// or a config is loaded twice): the same devices make it a success, answered
-/// once the bdev is registered, and switch it to the call's policy; other
-/// devices are a name clash. Options the call gives are set too.
+/// or a config is loaded twice), on its owner thread: the same devices make
+/// it a success, answered once the bdev is registered, and switch it to the
+/// call's policy; other devices are a name clash. Options the call gives
+/// are set too.
 fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
-    let (a, b) = (&node.params, params);
+    // The devices it has now (log mirrors attached or detached since), as
+    // its owner knows them; else those it was created with.
+    let current = node.core.try_enter(|core| core.saved_params()).unwrap_or_else(|| node.params.clone());
+    let (a, b) = (&current, params);
     if (&a.backing, &a.cache, &a.logs) != (&b.backing, &b.cache, &b.logs) {
         let message = format!("name: an HHC bdev named '{}' already exists with other devices", params.name);
         return rpc.reply_error(&Error::Exists(message));
@@ -104,15 +112,15 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
         if !matches!(core.phase, Phase::Stopping | Phase::Failed | Phase::Done) && !core.phase.is_record() {
             core.want_policy(b.policy);
             core.want_options(&b.options);
+            core.sync_owner_record();
         }
         if matches!(core.phase, Phase::Probing | Phase::Starting) && core.rpc.is_none() {
             core.rpc = rpc.take();
         }
         core.phase
     });
-    if node.core.on_owner_thread() {
-        node.run();
-    }
+    node.run();
+    node.core.try_enter(|core| core.publish());
     let Some(rpc) = rpc else { return };
     if phase == Some(Phase::Running) {
         log::info!("{}: exists already with these devices", params.name);
@@ -140,9 +148,13 @@ fn forget_pending(name: &str) {
     pending().retain(|p| p.name != name);
 }
 
-/// Unit 0 of a newly registered bdev: if it is an HHC cache device whose
-/// superblock records how it was created, the bdev is assembled as soon as
-/// its backing and log bdevs are all there.
+/// The first units of a newly registered bdev (`len` bytes: the cache
+/// superblock and the owner record's copies): if it is an HHC cache device
+/// whose owner record holds its create parameters, and the record names
+/// this bdev as the cache, the HHC bdev is assembled as soon as its backing
+/// and log bdevs are all there. A bdev under another one (a passthru or
+/// model bdev stacked on the cache) shows the same units; only the bdev
+/// the record names is assembled from.
 ///
 /// # Safety
 /// `name` is a C string and `unit` a buffer of `len` bytes, valid for this call.
@@ -152,28 +164,44 @@ pub unsafe extern "C" fn hhc_rs_examine_disk(name: *const c_char, unit: *const u
     // SAFETY: the function's contract.
     let Some(name) = (unsafe { text(name) }) else { return };
     // SAFETY: the function's contract.
-    let unit = unsafe { std::slice::from_raw_parts(unit, len) };
-    let Ok(superblock) = CacheSuperblock::decode(unit) else { return };
-    let mut params = match CreateParams::from_owner_record(&superblock.owner) {
-        Ok(Some(params)) => params,
-        Ok(None) => {
-            log::info!("examine: bdev {name} holds an HHC cache (instance {:#x}) without create parameters; use bdev_hhc_create", superblock.instance_id);
+    let units = unsafe { std::slice::from_raw_parts(unit, len) };
+    let superblock = match CacheSuperblock::decode(units) {
+        Ok(superblock) => superblock,
+        Err(FormatError::UnsupportedVersion(version)) if units.starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) => {
+            log::warn!("examine: bdev {name} holds an HHC cache of format version {version}; this build reads version {FORMAT_VERSION}; not assembled, bdev left unclaimed (docs/format.md)");
             return;
         }
-        Err(error) => {
-            log::warn!("examine: bdev {name} holds an HHC cache (instance {:#x}) whose {error}; not assembled, bdev left unclaimed; use bdev_hhc_create", superblock.instance_id);
+        Err(_) => return,
+    };
+    let id = superblock.instance_id;
+    let record = OwnerRecord::newest(units.get(UNIT_BYTES..).unwrap_or_default(), id);
+    let params = match record.map(|(_, record)| CreateParams::from_owner_record(&record.owner)) {
+        Some(Ok(Some(params))) => params,
+        None | Some(Ok(None)) => {
+            log::info!("examine: bdev {name} holds an HHC cache (instance {id:#x}) without create parameters; use bdev_hhc_create");
+            return;
+        }
+        Some(Err(error)) => {
+            log::warn!("examine: bdev {name} holds an HHC cache (instance {id:#x}) whose {error}; not assembled, bdev left unclaimed; use bdev_hhc_create");
             return;
         }
     };
-    params.cache = name.clone();
-    if registry::find(&params.name).is_some() {
+    if params.cache != name {
+        log::info!(
+            "examine: bdev {name} holds the HHC cache of '{}' (instance {id:#x}), whose record names bdev {} as its cache; not assembled from {name}",
+            params.name,
+            params.cache
+        );
+        return;
+    }
+    if registry::contains(&params.name) {
         return;
     }
     log::info!(
         "examine: bdev {name} is the cache of HHC bdev '{}' (backing {}, logs {}); assembling it once they are all present",
         params.name,
         params.backing,
-        params.logs.join(",")
+        params.logs.iter().map(|l| if l.is_empty() { "(empty slot)" } else { l }).collect::<Vec<_>>().join(",")
     );
     let mut pending = pending();
     pending.retain(|p| p.name != params.name);
@@ -200,23 +228,17 @@ fn assemble_ready() {
     let ready: Vec<CreateParams> = {
         let mut pending = pending();
         let (ready, waiting) = pending.drain(..).partition(|p: &CreateParams| {
-            bdev_exists(&p.backing) && bdev_exists(&p.cache) && p.logs.iter().all(|l| bdev_exists(l))
+            bdev_exists(&p.backing) && bdev_exists(&p.cache) && p.logs.iter().all(|l| l.is_empty() || bdev_exists(l))
         });
         *pending = waiting;
         ready
     };
     for params in ready {
-        if bdev_exists(&params.name) {
+        if bdev_exists(&params.name) || registry::contains(&params.name) {
             log::warn!("examine: a bdev named '{}' exists already; HHC bdev not assembled", params.name);
             continue;
         }
-        let name = params.name.clone();
-        match open_node(params) {
-            Ok(node) => {
-                log::info!("examine: assembling HHC bdev '{name}'");
-                start_node(node, None);
-            }
-            Err(error) => log::warn!("examine: cannot assemble HHC bdev '{name}': {}", error.message()),
-        }
+        log::info!("examine: assembling HHC bdev '{}'", params.name);
+        launch(params, None);
     }
 }

@@ -7,12 +7,12 @@
 use super::base::Base;
 use super::errno::Error;
 use super::json::{self, JsonObject};
-use super::node::{Core, Node};
+use super::node::{Core, Node, Published};
 use super::params::CreateParams;
 use super::recovery::progress_json;
 use super::report::stat_fields;
 use super::rpc::{text, Rpc};
-use super::{registry, sys};
+use super::{forward, registry, sys};
 use std::ffi::{c_char, CStr};
 
 impl Core {
@@ -42,19 +42,46 @@ impl Core {
     }
 }
 
-/// The node's info, or None while it is busy (its owner inside it, or a
-/// caller off its owner thread).
+/// The node's info on its owner thread, or None while its owner is inside it.
 fn node_info(node: &Node) -> Option<String> {
     node.core.try_enter(|core| core.info_json())
 }
 
-/// The create call that brings the bdev back: its create parameters with
-/// the policy it has been switched to and the log mirrors attached since,
-/// if any (the owner thread knows).
+impl Core {
+    /// Shows the node to other threads as it is now (`Node::published`):
+    /// after every operator RPC and, from the poller, at least once a second.
+    pub(super) fn publish(&self) {
+        let info = self.info_json();
+        let params = (!self.phase.is_record()).then(|| self.saved_params());
+        // SAFETY: the node owns this core and outlives it.
+        let node = unsafe { &*self.node };
+        let mut published = node.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *published = Published { info: Some(info), params, at: self.now };
+    }
+
+    /// The create call that brings the bdev back as it is now: its create
+    /// parameters with the log mirrors attached since (an empty name for a
+    /// detached mirror's slot), the policy it has been switched to and the
+    /// options in force. `save_config` emits it; the cache device's owner
+    /// record holds it (`sync_owner_record`).
+    pub(super) fn saved_params(&self) -> CreateParams {
+        CreateParams { policy: self.policy_wanted(), ..self.params.clone() }
+    }
+}
+
+/// The create call that brings the bdev back: from its owner, or as the
+/// owner last published it when called on another thread.
 fn config_json(node: &Node) -> String {
-    let current = node.core.try_enter(|core| CreateParams { policy: core.policy_wanted(), ..core.params.clone() });
-    let params = current.unwrap_or_else(|| node.params.clone());
+    let current = node.core.try_enter(|core| core.saved_params());
+    let published = || node.published.lock().ok().and_then(|p| p.params.clone());
+    let params = current.or_else(published).unwrap_or_else(|| node.params.clone());
     JsonObject::new().string("method", "bdev_hhc_create").raw("params", &params.to_json()).finish()
+}
+
+/// The node's info for `bdev_get_bdevs`: from its owner, or as the owner
+/// last published it when called on another thread.
+fn dump_info(node: &Node) -> Option<String> {
+    node_info(node).or_else(|| node.published.lock().ok().and_then(|p| p.info.clone()))
 }
 
 /// bdev_hhc_get_bdevs.
@@ -67,15 +94,12 @@ pub unsafe extern "C" fn hhc_rs_get_bdevs(name: *const c_char, rpc: *mut sys::hh
     let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
     // SAFETY: the function's contract.
     let wanted = unsafe { text(name) };
-    let infos: Vec<String> = registry::nodes()
-        .into_iter()
-        .filter(|node| wanted.as_ref().is_none_or(|w| *w == node.params.name))
-        .filter_map(node_info)
-        .collect();
-    match wanted {
+    let names = registry::names().into_iter().filter(|name| wanted.as_ref().is_none_or(|w| w == name)).collect();
+    // Each from its owner thread, one after the other.
+    forward::gather(names, node_info, move |infos| match wanted {
         Some(w) if infos.is_empty() => rpc.reply_error(&Error::NoDevice(format!("no HHC bdev named '{w}'"))),
         _ => rpc.reply_json(&json::array(infos)),
-    }
+    });
 }
 
 /// # Safety
@@ -92,7 +116,7 @@ unsafe fn write_json(json: *mut sys::hhc_glue_json, name: Option<&CStr>, text: &
 pub unsafe extern "C" fn hhc_rs_node_dump_info(rs_node: *mut std::ffi::c_void, json: *mut sys::hhc_glue_json) {
     // SAFETY: the bdev (and so its node) is registered during this call.
     let node = unsafe { &*(rs_node as *const Node) };
-    let info = node_info(node).unwrap_or_else(|| "{\"state\":\"busy\"}".to_string());
+    let info = dump_info(node).unwrap_or_else(|| "{\"state\":\"busy\"}".to_string());
     // SAFETY: the function's contract.
     unsafe { write_json(json, Some(c"hhc"), &info) };
 }

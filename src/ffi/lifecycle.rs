@@ -9,7 +9,7 @@ use super::base::{Bases, COMMANDS_BESIDE_ENGINE};
 use super::errno::{self, Error};
 use super::memory::DmaAllocator;
 use super::node::{Core, Node, Phase};
-use super::owner::now_ns;
+use super::owner::{now_ns, Thread};
 use super::params::CreateParams;
 use super::recovery::Recovery;
 use super::registry;
@@ -18,7 +18,7 @@ use super::{json, sys};
 use crate::config::Policy;
 use crate::engine::{Engine, EngineState, StartMode};
 use crate::recovery::{RecoveryProgress, RecoveryStage};
-use crate::format::{CacheSuperblock, UNIT_BYTES};
+use crate::format::{CacheSuperblock, FormatError, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use crate::io::{DeviceRole, IoAllocator, IoStatus};
 use std::ffi::{c_int, c_void, CString};
 
@@ -59,8 +59,58 @@ pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
     Ok(node)
 }
 
+/// Creates HHC bdev `params.name` on its owner thread: the module's thread
+/// for `params.cpumask`, else the calling one. `rpc` (None: examine, which
+/// only logs) is answered from there once the bdev is registered or
+/// creating it failed.
+pub fn launch(params: CreateParams, rpc: Option<Rpc>) {
+    let owner = match params.cpumask.as_deref().map(Thread::for_cpumask).transpose() {
+        Ok(owner) => owner.unwrap_or_else(Thread::current),
+        Err(error) => return launch_failed(&params.name, rpc, &error),
+    };
+    if owner == Thread::current() {
+        return open_and_start(params, rpc);
+    }
+    let name = params.name.clone();
+    let raw = Box::into_raw(Box::new((params, rpc)));
+    // SAFETY: launch_msg takes back the box; owner threads outlive the module.
+    if let Err(rc) = unsafe { owner.send(launch_msg, raw.cast()) } {
+        // SAFETY: the message was not queued; the box is still ours.
+        let (_, rpc) = *unsafe { Box::from_raw(raw) };
+        let error = Error::from_rc(rc, format!("cannot reach owner thread {}: {}", owner.describe(), errno::describe(rc)));
+        launch_failed(&name, rpc, &error);
+    }
+}
+
+unsafe extern "C" fn launch_msg(arg: *mut c_void) {
+    // SAFETY: arg is the box launch sent, delivered once.
+    let (params, rpc) = *unsafe { Box::from_raw(arg as *mut (CreateParams, Option<Rpc>)) };
+    open_and_start(params, rpc);
+}
+
+fn open_and_start(params: CreateParams, rpc: Option<Rpc>) {
+    // Another create of the same name may have started meanwhile.
+    if registry::contains(&params.name) {
+        let error = Error::Exists(format!("name: an HHC bdev named '{}' already exists", params.name));
+        return launch_failed(&params.name, rpc, &error);
+    }
+    let name = params.name.clone();
+    match open_node(params) {
+        Ok(node) => start_node(node, rpc),
+        Err(error) => launch_failed(&name, rpc, &error),
+    }
+}
+
+fn launch_failed(name: &str, rpc: Option<Rpc>, error: &Error) {
+    match rpc {
+        Some(rpc) => rpc.reply_error(error),
+        None => log::warn!("examine: cannot assemble HHC bdev '{name}': {}", error.message()),
+    }
+}
+
 /// Registers the node, starts its poller and probes the cache bdev; `rpc`
-/// is answered once the bdev is registered or creating it failed.
+/// is answered once the bdev is registered or creating it failed. On the
+/// node's owner thread.
 pub fn start_node(node: Box<Node>, rpc: Option<Rpc>) {
     let node: &'static Node = Box::leak(node);
     registry::add(node);
@@ -102,6 +152,71 @@ unsafe extern "C" fn destruct_msg(arg: *mut c_void) {
     let node = unsafe { &*(arg as *const Node) };
     assert!(node.core.on_owner_thread(), "destruct message off the owner thread");
     node.core.enter(Core::begin_destruct).expect("messages run outside the node");
+    node.run();
+}
+
+/// What registering a node's bdev takes, carried to the app thread and
+/// back with the result.
+struct Registration {
+    name: CString,
+    block_size: u32,
+    blocks_count: u64,
+    alignment_log2: u32,
+    max_rw_blocks: u32,
+    instance_id: u64,
+    node: *const Node,
+    owner: Thread,
+    result: Option<Result<*mut sys::hhc_glue_node, Error>>,
+}
+
+impl Registration {
+    /// On the app thread.
+    fn run(&self) -> Result<*mut sys::hhc_glue_node, Error> {
+        let mut glue = std::ptr::null_mut();
+        // SAFETY: name is a valid C string; the node outlives the bdev (it is
+        // freed only after hhc_glue_node_destruct_done, and not while it is
+        // registering); glue is an out pointer.
+        let rc = unsafe {
+            sys::hhc_glue_node_register(
+                self.name.as_ptr(),
+                self.block_size,
+                self.blocks_count,
+                self.alignment_log2,
+                self.max_rw_blocks,
+                self.instance_id,
+                self.node as *mut c_void,
+                &mut glue,
+            )
+        };
+        match rc {
+            0 => Ok(glue),
+            rc => Err(Error::from_rc(
+                rc,
+                format!("cannot register bdev '{}': spdk_bdev_register failed: {}", self.name.to_string_lossy(), errno::describe(rc)),
+            )),
+        }
+    }
+}
+
+unsafe extern "C" fn register_msg(arg: *mut c_void) {
+    // SAFETY: arg is the box Core::register sent, delivered once.
+    let mut registration = unsafe { Box::from_raw(arg as *mut Registration) };
+    registration.result = Some(registration.run());
+    let owner = registration.owner;
+    let raw = Box::into_raw(registration);
+    // SAFETY: registered_msg takes back the box on the owner thread.
+    if let Err(rc) = unsafe { owner.send(registered_msg, raw.cast()) } {
+        log::error!("cannot answer the owner thread of an HHC bdev being registered ({}); it stays starting", errno::describe(rc));
+    }
+}
+
+unsafe extern "C" fn registered_msg(arg: *mut c_void) {
+    // SAFETY: arg is the box register_msg sent, delivered once.
+    let registration = unsafe { Box::from_raw(arg as *mut Registration) };
+    // SAFETY: the node does not go while it is registering (advance_phase).
+    let node = unsafe { &*registration.node };
+    let result = registration.result.expect("registered");
+    node.core.enter(|core| core.registered(result)).expect("messages run outside the node");
     node.run();
 }
 
@@ -151,6 +266,16 @@ impl Core {
                 self.config.instance_id = superblock.instance_id;
                 StartMode::Open
             }
+            Err(FormatError::UnsupportedVersion(version))
+                if !self.force_format && region.as_mut_slice().starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) =>
+            {
+                // Formatting over it would drop what it holds dirty.
+                return self.fail(Error::InvalidParams(format!(
+                    "cache: bdev '{}' holds an HHC cache of format version {version}; this build reads version {FORMAT_VERSION}: \
+                     write its dirty blocks back with the build that made it (bdev_hhc_flush_all), or zero its first unit to format it anew",
+                    self.params.cache
+                )));
+            }
             _ => {
                 self.config.instance_id = random_instance_id();
                 log::info!("{}: formatting cache bdev {} (instance {:#x})", self.params.name, self.params.cache, self.config.instance_id);
@@ -182,27 +307,77 @@ impl Core {
             (Phase::Failed, _) if self.engine_ios == 0 && self.probe.is_none() => self.after_failure_drained(),
             _ => {}
         }
-        if self.phase == Phase::Done && self.destructing {
+        // Not while the app thread registers its bdev: that bdev points here.
+        if self.phase == Phase::Done && self.destructing && !self.registering {
             self.finish_destruct();
         }
     }
 
+    /// Registers the bdev: at once on the app thread, the only one that
+    /// may; from an owner thread of its own, through a message there and
+    /// one back (`registered`). Meanwhile the node serves what reaches it
+    /// (other modules examine a bdev as it registers).
     fn register(&mut self) {
-        let result = CString::new(self.params.name.as_str())
-            .map_err(|_| Error::InvalidParams(format!("name {:?} holds a NUL", self.params.name)))
-            .and_then(|name| self.register_bdev(&name));
+        if self.registering {
+            return;
+        }
+        let registration = match CString::new(self.params.name.as_str()) {
+            Ok(name) => self.registration(name),
+            Err(_) => return self.registered(Err(Error::InvalidParams(format!("name {:?} holds a NUL", self.params.name)))),
+        };
+        let app = Thread::app();
+        if app == self.owner {
+            let result = registration.run();
+            return self.registered(result);
+        }
+        self.registering = true;
+        let raw = Box::into_raw(Box::new(registration));
+        // SAFETY: register_msg takes back the box; the node stays alive
+        // while `registering` (advance_phase never frees it then).
+        if let Err(rc) = unsafe { app.send(register_msg, raw.cast()) } {
+            // SAFETY: the message was not queued; the box is still ours.
+            drop(unsafe { Box::from_raw(raw) });
+            self.registering = false;
+            let error = Error::from_rc(rc, format!("cannot reach the app thread to register bdev '{}'", self.params.name));
+            self.registered(Err(error));
+        }
+    }
+
+    /// Whether requests are served: running, or with the bdev being
+    /// registered (the engine is ready then).
+    pub(super) fn serving(&self) -> bool {
+        self.phase == Phase::Running || self.registering
+    }
+
+    /// How registering the bdev went.
+    fn registered(&mut self, result: Result<*mut sys::hhc_glue_node, Error>) {
+        self.registering = false;
         let error = match result {
-            Ok(glue) => {
+            Ok(glue) if self.phase == Phase::Starting => {
                 self.glue = glue;
                 self.phase = Phase::Running;
                 self.served = true;
                 let blocks_count = self.blocks_count();
-                log::info!("{}: registered ({} policy, {} blocks of {} bytes)", self.params.name, self.config.policy, blocks_count, self.config.block_size);
+                log::info!("{}: registered ({} policy, {} blocks of {} bytes, owner thread {})", self.params.name, self.config.policy, blocks_count, self.config.block_size, self.owner.describe());
                 self.start_wanted_policy();
                 self.start_wanted_options();
+                self.sync_owner_record();
+                self.publish();
                 let reply = json::string(&self.params.name);
                 return self.reply(Ok(&reply));
             }
+            Ok(glue) => {
+                // The node failed while its bdev was being registered (and
+                // answered the create call then): the bdev goes again, and
+                // its destruct ends the node.
+                self.glue = glue;
+                self.destructing = false;
+                self.unregister_sent = true;
+                // SAFETY: glue is our bdev, just registered; destruct follows.
+                unsafe { sys::hhc_glue_node_unregister(glue) };
+                return;
+            }
+            Err(_) if self.phase != Phase::Starting => return,
             Err(error) => error,
         };
         // The engine formatted/opened the devices already; stop it cleanly
@@ -232,30 +407,17 @@ impl Core {
         ((1u32 << 20) / self.config.block_size).clamp(1, self.config.request_blocks_max)
     }
 
-    fn register_bdev(&mut self, name: &CString) -> Result<*mut sys::hhc_glue_node, Error> {
-        let alignment_log2 = self.bases.all().iter().map(|b| b.info.required_alignment_log2).max().unwrap_or(0);
-        let blocks_count = self.blocks_count();
-        let mut glue = std::ptr::null_mut();
-        // SAFETY: name is a valid C string; the node outlives the bdev (it is
-        // freed only after hhc_glue_node_destruct_done); glue is an out pointer.
-        let rc = unsafe {
-            sys::hhc_glue_node_register(
-                name.as_ptr(),
-                self.config.block_size,
-                blocks_count,
-                alignment_log2,
-                self.max_rw_blocks(),
-                self.config.instance_id,
-                self.node as *mut c_void,
-                &mut glue,
-            )
-        };
-        match rc {
-            0 => Ok(glue),
-            rc => Err(Error::from_rc(
-                rc,
-                format!("cannot register bdev '{}': spdk_bdev_register failed: {}", self.params.name, errno::describe(rc)),
-            )),
+    fn registration(&self, name: CString) -> Registration {
+        Registration {
+            name,
+            block_size: self.config.block_size,
+            blocks_count: self.blocks_count(),
+            alignment_log2: self.bases.all().iter().map(|b| b.info.required_alignment_log2).max().unwrap_or(0),
+            max_rw_blocks: self.max_rw_blocks(),
+            instance_id: self.config.instance_id,
+            node: self.node,
+            owner: self.owner,
+            result: None,
         }
     }
 

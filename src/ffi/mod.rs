@@ -4,7 +4,9 @@
 //! bindgen generates into `sys`.
 //!
 //! Threading: one owner SPDK thread per HHC bdev (the thread that created
-//! it) runs the engine and does all base-bdev I/O on its own channels.
+//! it, or one the module made for its `cpumask`) runs the engine and does
+//! all base-bdev I/O on its own channels; RPCs about it are sent there and
+//! answered from there (forward.rs); the app thread registers its bdev.
 //! Requests submitted on other threads reach it through a bounded queue and
 //! are completed back on their own thread through a bounded per-channel
 //! queue. Panics abort (`panic = "abort"` in release; `extern "C"` entry
@@ -18,7 +20,8 @@
 //!   owner-thread cell), `rpc` (answers): thin wrappers of the C shim.
 //! - `base` (base bdevs), `request` (the request path, RESET), `recovery`
 //!   (log scan and replay after a cache loss).
-//! - `node` (a node and its owner's loop), then `registry` (the node list),
+//! - `node` (a node and its owner's loop), then `registry` (the node list,
+//!   by name and owner thread), `forward` (work sent to a node's owner),
 //!   `lifecycle` (open, probe, register, fail, destruct, recovery), `info`
 //!   (reports), `control` (the operator RPCs: stats, policy, flush_all),
 //!   `recover` (bdev_hhc_recover and the records of lost caches), `create`
@@ -43,6 +46,8 @@ mod control;
 mod create;
 #[cfg(hhc_spdk)]
 mod entry;
+#[cfg(hhc_spdk)]
+mod forward;
 #[cfg(hhc_spdk)]
 mod info;
 #[cfg(hhc_spdk)]

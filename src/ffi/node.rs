@@ -22,10 +22,13 @@ use crate::engine::{Engine, EngineState, PrefetchStage};
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Request, RequestKind};
 use libc::iovec;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Requests started together, their lookups prefetched together.
 const SUBMISSION_BATCH: usize = 32;
+/// The owner publishes the node for other threads at least this often
+/// (and after every operator RPC).
+const PUBLISH_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Something that happened to a base bdev, queued for the owner's loop.
 enum Input {
@@ -84,6 +87,21 @@ pub struct Node {
     inbox: OwnerCell<VecDeque<Input>>,
     /// Requests of the owner thread's own channel, queued without atomics.
     local: OwnerCell<VecDeque<Submission>>,
+    /// What the owner last published for other threads (`Core::publish`).
+    pub published: Mutex<Published>,
+}
+
+/// A node as its owner last showed it, for the bdev layer's callbacks that
+/// run on another thread and cannot wait (`dump_info_json`,
+/// `write_config_json`).
+#[derive(Default)]
+pub struct Published {
+    /// `bdev_hhc_get_bdevs`'s answer for the node.
+    pub info: Option<String>,
+    /// The create call that brings it back (`Core::saved_params`).
+    pub params: Option<CreateParams>,
+    /// When the owner published it (ns).
+    pub at: u64,
 }
 
 pub struct Core {
@@ -133,6 +151,8 @@ pub struct Core {
     pub(super) policy_on_start: Option<crate::config::Policy>,
     /// Options a create call asked for before the bdev ran (control.rs).
     pub(super) options_on_start: Option<super::params::OptionParams>,
+    /// The app thread registers the bdev now (lifecycle.rs).
+    pub(super) registering: bool,
 }
 
 impl Node {
@@ -169,6 +189,7 @@ impl Node {
             baseline: Baseline::new(now_ns()),
             policy_on_start: None,
             options_on_start: None,
+            registering: false,
         };
         let node = Box::new(Node {
             params,
@@ -176,6 +197,7 @@ impl Node {
             core: OwnerCell::new(core),
             inbox: OwnerCell::new(VecDeque::with_capacity(256)),
             local: OwnerCell::new(VecDeque::with_capacity(SUBMISSIONS_MAX)),
+            published: Mutex::new(Published::default()),
         });
         let address: *const Node = &*node;
         node.core.enter(|core| core.node = address).expect("a new node is not entered");
@@ -242,7 +264,17 @@ impl Node {
     /// The owner thread's poller: timers plus whatever is queued.
     pub fn poll(&self) -> bool {
         self.core.enter(Core::fire_timer);
-        self.run()
+        let busy = self.run();
+        self.core.enter(|core| {
+            if core.now.saturating_sub(self.published_at()) >= PUBLISH_INTERVAL_NS {
+                core.publish();
+            }
+        });
+        busy
+    }
+
+    fn published_at(&self) -> u64 {
+        self.published.lock().map_or(0, |p| p.at)
     }
 }
 
@@ -301,7 +333,7 @@ impl Core {
             }
             SubmitKind::Engine(kind) => kind,
         };
-        let ready = self.phase == Phase::Running
+        let ready = self.serving()
             && (self.direct.is_some() || self.engine.as_ref().is_some_and(|e| *e.state() == EngineState::Ready));
         // Without a cache no engine says busy: the table's bound is kept
         // here (the base I/O contexts are sized by it).

@@ -1,16 +1,19 @@
 //! SPDK threads, time, and the owner-thread cell of a node.
 //!
-//! A node belongs to the SPDK thread that created it: only that thread runs
-//! its engine, touches its bases and answers for it. `OwnerCell` holds that
+//! A node belongs to the SPDK thread that created it (the thread of its
+//! create call, or one the module made for its `cpumask`): only that thread
+//! runs its engine, touches its bases and answers for it. `OwnerCell` holds that
 //! state without locks or borrow counting; what makes it sound is the
 //! invariant that only the owner thread enters it (checked by a debug
 //! assertion on the data path and by a real check where a non-owner thread
 //! can arrive: RPCs and `dump_info`). Messages about a node (destruct, free)
 //! are sent to its owner, never to whichever thread is current.
 
+use super::errno::Error;
 use super::sys;
 use std::cell::{Cell, UnsafeCell};
-use std::ffi::c_void;
+use std::ffi::{c_void, CString};
+use std::sync::Mutex;
 
 /// An SPDK thread, opaque: only compared and sent messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +39,55 @@ impl Thread {
         }
     }
 }
+
+impl Thread {
+    /// The app thread: it runs the RPCs and is the only one that may
+    /// register a bdev.
+    pub fn app() -> Thread {
+        // SAFETY: asks SPDK for the app thread; no arguments.
+        Thread(unsafe { sys::hhc_glue_thread_app() })
+    }
+
+    /// "name (id N)", for messages.
+    pub fn describe(self) -> String {
+        let mut out = [0 as std::ffi::c_char; 96];
+        // SAFETY: self.0 is a live SPDK thread (threads outlive the nodes
+        // they own); out holds out.len() bytes and C writes a NUL-terminated
+        // string within them.
+        unsafe { sys::hhc_glue_thread_describe(self.0, out.as_mut_ptr(), out.len()) };
+        // SAFETY: NUL-terminated by snprintf above.
+        unsafe { std::ffi::CStr::from_ptr(out.as_ptr()) }.to_string_lossy().into_owned()
+    }
+
+    /// The thread that owns the HHC bdevs created with `cpumask`: made
+    /// (named `hhc_owner_<cpumask>`) by the first of them, shared by the
+    /// rest. These threads are never ended by the module, so a handle to
+    /// one stays valid while the application runs (its reactors end them
+    /// when it stops, after the bdev layer has torn every HHC bdev down).
+    pub fn for_cpumask(cpumask: &str) -> Result<Thread, Error> {
+        let mut threads = OWNER_THREADS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(&(_, thread)) = threads.iter().find(|(mask, _)| mask == cpumask) {
+            return Ok(Thread(thread as *const c_void));
+        }
+        let bad = |what: &str| Error::InvalidParams(format!("cpumask: {cpumask:?} {what}"));
+        let name = CString::new(format!("hhc_owner_{cpumask}")).map_err(|_| bad("holds a NUL"))?;
+        let mask = CString::new(cpumask).map_err(|_| bad("holds a NUL"))?;
+        let mut thread = std::ptr::null();
+        // SAFETY: valid C strings for the call; thread is an out pointer.
+        match unsafe { sys::hhc_glue_thread_create(name.as_ptr(), mask.as_ptr(), &mut thread) } {
+            0 => {}
+            rc if rc == -libc::EINVAL => return Err(bad("is not a CPU mask (e.g. 0x2 or [1,3])")),
+            rc if rc == -libc::EDOM => return Err(bad("names no core this application runs on")),
+            rc => return Err(Error::from_rc(rc, format!("cpumask: cannot create a thread on {cpumask}"))),
+        }
+        threads.push((cpumask.to_string(), thread as usize));
+        log::info!("owner thread {} created for cpumask {cpumask}", Thread(thread).describe());
+        Ok(Thread(thread))
+    }
+}
+
+/// The owner threads the module made, by the cpumask they were made for.
+static OWNER_THREADS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 
 /// Monotonic time in nanoseconds (SPDK's tick counter).
 pub fn now_ns() -> u64 {

@@ -18,8 +18,14 @@ pub struct CreateParams {
     /// Empty: no cache, requests go straight to the backing bdev (policy
     /// passthrough without logs only; what `bdev_hhc_recover` makes).
     pub cache: String,
+    /// The log mirror slots in order; an empty name is a slot without a
+    /// mirror (one detached: `bdev_hhc_attach_log` fills it), kept so that
+    /// the others keep their places in the log.
     pub logs: Vec<String>,
     pub policy: Policy,
+    /// The cores the bdev's owner thread may run on (an SPDK cpumask, made
+    /// into a thread of the module's); None: the thread of the create call.
+    pub cpumask: Option<String>,
     pub block_size: Option<u32>,
     pub segment_size: Option<u32>,
     pub buffer_count: Option<u32>,
@@ -156,6 +162,7 @@ impl CreateParams {
             cache,
             logs,
             policy,
+            cpumask: None,
             block_size,
             segment_size,
             buffer_count,
@@ -163,6 +170,20 @@ impl CreateParams {
         };
         params.check_names()?;
         Ok(params)
+    }
+
+    /// With the owner thread's cores (`cpumask`), checked for what SPDK's
+    /// cpumask syntax may hold ("0x2", "[1,3-4]"); whether it names a core
+    /// of this application is checked when the thread is made.
+    pub fn with_cpumask(self, cpumask: Option<&str>) -> Result<CreateParams, ConfigError> {
+        if let Some(mask) = cpumask {
+            let allowed = |c: char| c.is_ascii_hexdigit() || "xX[],-".contains(c);
+            if mask.is_empty() || mask.len() > 64 || !mask.chars().all(allowed) {
+                let shown: String = mask.chars().take(64).collect();
+                return Err(ConfigError::invalid(format!("cpumask: {shown:?} is not a CPU mask (e.g. 0x2 or [1,3])")));
+            }
+        }
+        Ok(CreateParams { cpumask: cpumask.map(str::to_string), ..self })
     }
 
     /// No cache bdev: a passthrough straight to the backing bdev.
@@ -182,7 +203,12 @@ impl CreateParams {
         if !self.is_direct() {
             roles.push(("cache", &self.cache));
         }
-        roles.extend(self.logs.iter().map(|l| ("logs", l.as_str())));
+        roles.extend(self.logs.iter().filter(|l| !l.is_empty()).map(|l| ("logs", l.as_str())));
+        if roles.len() == 1 + usize::from(!self.is_direct()) && !self.logs.is_empty() {
+            return Err(ConfigError::invalid(
+                "logs must name a bdev in at least one slot (an empty name is a slot without a mirror)",
+            ));
+        }
         for (index, (role, bdev)) in roles.iter().enumerate() {
             if bdev.is_empty() {
                 return Err(ConfigError::invalid(format!("{role} must name a bdev")));
@@ -204,18 +230,26 @@ impl CreateParams {
         Ok(())
     }
 
-    /// The engine configuration for these base bdevs (`logs` in order).
-    /// The instance id is a placeholder until the cache device is probed.
+    /// Log mirror slots without a bdev (bit i: slot i).
+    pub fn absent_mirrors(&self) -> u16 {
+        self.logs.iter().enumerate().filter(|(i, l)| l.is_empty() && *i < 16).fold(0, |mask, (i, _)| mask | 1 << i)
+    }
+
+    /// The engine configuration for these base bdevs (`logs` in order; the
+    /// facts of an empty slot are not looked at). The instance id is a
+    /// placeholder until the cache device is probed.
     pub fn config(&self, backing: BaseFacts, cache: BaseFacts, logs: &[BaseFacts]) -> Result<Config, ConfigError> {
         let defaults = Config::default();
         let block_size = self.block_size.unwrap_or(defaults.block_size);
         let options = self.options.apply(defaults.options())?;
+        let named_logs = || self.logs.iter().zip(logs).filter(|(name, _)| !name.is_empty());
         let mut config = Config {
             policy: self.policy,
             block_size,
             cache_device_bytes: cache.bytes(),
-            log_device_bytes: logs.iter().map(BaseFacts::bytes).min().unwrap_or(0),
+            log_device_bytes: named_logs().map(|(_, facts)| facts.bytes()).min().unwrap_or(0),
             mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError::invalid("logs: too many log bdevs"))?,
+            mirrors_absent: self.absent_mirrors(),
             backing_device_bytes: backing.bytes(),
             backing_stripe_bytes: backing.stripe_bytes(block_size),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
@@ -231,7 +265,7 @@ impl CreateParams {
         config.validate()?;
         check_base_block_size("backing", &self.backing, backing, block_size)?;
         check_base_block_size("cache", &self.cache, cache, UNIT_BYTES as u32)?;
-        for (name, facts) in self.logs.iter().zip(logs) {
+        for (name, facts) in named_logs() {
             check_base_block_size("logs", name, *facts, UNIT_BYTES as u32)?;
         }
         Ok(config)
@@ -260,6 +294,9 @@ impl CreateParams {
     /// `key=value` line each, so that examine can assemble the bdev again.
     pub fn owner_record(&self) -> Vec<u8> {
         let mut text = format!("{OWNER_RECORD_HEADER}\nname={}\nbacking={}\ncache={}\nlogs={}\npolicy={}\n", self.name, self.backing, self.cache, self.logs.join(","), self.policy.name());
+        if let Some(mask) = &self.cpumask {
+            text += &format!("cpumask={mask}\n");
+        }
         for (key, value) in self.optional_numbers() {
             if let Some(value) = value {
                 text += &format!("{key}={value}\n");
@@ -314,6 +351,7 @@ impl CreateParams {
             number("buffer_count")?,
             options,
         )
+        .and_then(|params| params.with_cpumask(fields.get("cpumask").copied()))
         .map(Some)
         .map_err(|e| e.prefixed("owner record: "))
     }
@@ -333,6 +371,9 @@ impl CreateParams {
         object = object
             .raw("logs", &json::array(self.logs.iter().map(|l| json::string(l))))
             .string("policy", self.policy.name());
+        if let Some(mask) = &self.cpumask {
+            object = object.string("cpumask", mask);
+        }
         for (key, value) in self.optional_numbers() {
             if let Some(value) = value {
                 object = object.number(key, value as u64);
@@ -450,7 +491,7 @@ mod tests {
             (params("hhc", &[]), "logs"),
             (params("wb", &["ssd"]), "given both as cache and as logs"),
             (params("wb", &["hhc0"]), "name of the HHC bdev"),
-            (params("wb", &[""]), "logs must name a bdev"),
+            (params("wb", &[""]), "logs must name a bdev in at least one slot"),
             (params("wb", &["hdd0", "hdd0"]), "logs: bdev 'hdd0' is given twice"),
             (no_cache("wb", &[]), "cache must name a bdev"),
             (no_cache("passthrough", &["hdd0"]), "only policy passthrough without logs"),
@@ -503,6 +544,46 @@ mod tests {
         assert!(CreateParams::from_owner_record(no_cache.as_bytes()).unwrap_err().message.contains("no cache"));
         let bad_policy = String::from_utf8(p.owner_record()).unwrap().replace("policy=hhc", "policy=lru");
         assert!(CreateParams::from_owner_record(bad_policy.as_bytes()).unwrap_err().message.contains("unknown policy"));
+    }
+
+    /// A detached mirror's slot is an empty name: it keeps the other
+    /// mirrors' indexes, goes through the owner record and the JSON, takes
+    /// no facts and sets its bit among the absent mirrors; a create call of
+    /// only empty slots is refused.
+    #[test]
+    fn an_empty_log_slot_is_a_slot_without_a_mirror() {
+        let p = params("hhc", &["", "hdd1"]).unwrap();
+        assert_eq!(p.absent_mirrors(), 0b01);
+        assert_eq!(CreateParams::from_owner_record(&p.owner_record()), Ok(Some(p.clone())));
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["logs"], serde_json::json!(["", "hdd1"]));
+        let none = BaseFacts { block_size: 0, blocks_count: 0, supports_flush: false };
+        let config = p.config(facts(1024), facts(64), &[none, facts(96)]).unwrap();
+        assert_eq!((config.mirrors_count, config.mirrors_absent, config.log_device_bytes), (2, 0b01, 96 << 20));
+        let two = params("wb", &["hdd0", "", "hdd2", ""]).unwrap();
+        assert_eq!(two.absent_mirrors(), 0b1010);
+        for only_empty in [params("hhc", &[""]), params("wb", &["", ""])] {
+            let error = only_empty.expect_err("no mirror at all").message;
+            assert!(error.contains("logs must name a bdev in at least one slot"), "{error}");
+        }
+        assert!(params("wb", &["hdd0", "", "hdd0"]).unwrap_err().message.contains("given twice"));
+    }
+
+    #[test]
+    fn the_owner_cpumask_is_checked_and_kept() {
+        let p = params("hhc", &["hdd0"]).unwrap().with_cpumask(Some("0x2")).unwrap();
+        assert_eq!(CreateParams::from_owner_record(&p.owner_record()), Ok(Some(p.clone())));
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["cpumask"], "0x2");
+        assert!(params("hhc", &["hdd0"]).unwrap().with_cpumask(Some("[1,3-4]")).is_ok());
+        for bad in ["", "0x2 ", "core1", &"f".repeat(65)] {
+            let error = params("hhc", &["hdd0"]).unwrap().with_cpumask(Some(bad)).unwrap_err().message;
+            assert!(error.starts_with("cpumask: ") && error.contains("is not a CPU mask"), "{error}");
+        }
+        let none = params("hhc", &["hdd0"]).unwrap();
+        assert!(!String::from_utf8(none.owner_record()).unwrap().contains("cpumask"));
+        let hostile = String::from_utf8(none.owner_record()).unwrap() + "cpumask=0x2\u{1b}\n";
+        assert!(CreateParams::from_owner_record(hostile.as_bytes()).unwrap_err().message.contains("cpumask"));
     }
 
     #[test]

@@ -7,10 +7,12 @@
 use super::base::Base;
 use super::errno::Error;
 use super::lifecycle::{open_node, start_node};
+use super::forward;
 use super::node::{Core, Node, Phase};
 use super::params::{check_name, recover_mode, CreateParams, OptionParams, RecoverMode as Mode};
 use super::rpc::{text, Rpc};
 use super::{json, registry, sys};
+use std::ffi::CString;
 use crate::config::{ConfigError, Policy};
 use crate::io::DeviceRole;
 use std::ffi::c_char;
@@ -79,7 +81,9 @@ impl Core {
             _ => (p.segment_size, p.buffer_count, p.options.clone()),
         };
         let policy = Some(policy.name());
-        CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2)
+        let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
+        // Started on this thread, the record's owner (`hhc_rs_recover`).
+        made.and_then(|made| made.with_cpumask(p.cpumask.as_deref()))
     }
 
     fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {
@@ -110,7 +114,7 @@ impl Core {
     }
 }
 
-/// bdev_hhc_recover.
+/// bdev_hhc_recover: answered from the record's owner thread.
 ///
 /// # Safety
 /// `name`, `mode` and `cache` are NULL or C strings valid for this call;
@@ -134,50 +138,74 @@ pub unsafe extern "C" fn hhc_rs_recover(
         Ok(mode) => mode,
         Err(error) => return rpc.reply_error(&error),
     };
-    let Some(node) = registry::find(&name) else {
-        return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'")));
-    };
-    let next = node.core.try_enter(|core| core.recover(mode, cache.as_deref()));
-    let next = next.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is owned by another thread; try again"))));
-    match next {
-        Ok(Next::Answer(answer)) => {
-            if node.core.on_owner_thread() {
+    forward::with_node(&name.clone(), move |found| {
+        let node = match found {
+            Ok(Some(node)) => node,
+            Ok(None) => return rpc.reply_error(&Error::NoDevice(format!("name: no HHC bdev named '{name}'"))),
+            Err(error) => return rpc.reply_error(&error),
+        };
+        let next = node.core.try_enter(|core| core.recover(mode, cache.as_deref()));
+        let next = next.unwrap_or_else(|| Err(Error::Busy(format!("name: HHC bdev '{name}' is busy; try again"))));
+        match next {
+            Ok(Next::Answer(answer)) => {
                 node.run();
+                node.core.try_enter(|core| core.publish());
+                rpc.reply_json(&answer)
             }
-            rpc.reply_json(&answer)
+            // On this thread, the record's owner: the bdev keeps its owner.
+            Ok(Next::Replace(new_node)) => start_node(new_node, Some(rpc)),
+            Err(error) => rpc.reply_error(&error),
         }
-        Ok(Next::Replace(new_node)) => start_node(new_node, Some(rpc)),
-        Err(error) => rpc.reply_error(&error),
-    }
+    });
 }
 
-/// bdev_hhc_delete of a record: answered here (true) if `name` is one.
+/// bdev_hhc_delete, on the bdev's owner thread: a record (an HHC bdev that
+/// lost its cache) is dropped here; any other goes through the bdev layer.
 ///
 /// # Safety
 /// `name` is NULL or a C string valid for this call; `rpc` is a pending
-/// request, answered here only if this returns true.
+/// request.
 #[no_mangle]
-pub unsafe extern "C" fn hhc_rs_delete_record(name: *const c_char, rpc: *mut sys::hhc_glue_rpc) -> bool {
+pub unsafe extern "C" fn hhc_rs_delete(name: *const c_char, rpc: *mut sys::hhc_glue_rpc) {
     // SAFETY: the function's contract.
-    let Some(name) = (unsafe { text(name) }) else { return false };
-    let Some(node) = registry::find(&name) else { return false };
-    let answer = node.core.try_enter(|core| {
-        if !core.phase.is_record() {
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let name = unsafe { text(name) }.unwrap_or_default();
+    forward::with_node(&name.clone(), move |found| {
+        let node = match found {
+            Ok(node) => node,
+            Err(error) => return rpc.reply_error(&error),
+        };
+        let answer = node.and_then(|node| node.core.try_enter(|core| core.delete_record()).flatten());
+        match answer {
+            Some(answer) => rpc.reply(answer.as_ref().map(String::as_str)),
+            None => {
+                let Ok(c_name) = CString::new(name.as_str()) else {
+                    return rpc.reply_error(&Error::NoDevice(format!("no HHC bdev named {name:?}")));
+                };
+                // SAFETY: valid C string for the call; C answers rpc (taken
+                // out of the Rpc, so answered once).
+                unsafe { sys::hhc_glue_bdev_delete(c_name.as_ptr(), rpc.into_raw()) }
+            }
+        }
+    });
+}
+
+impl Core {
+    /// Drops the record of a lost cache: None if the node is not one.
+    fn delete_record(&mut self) -> Option<Result<String, Error>> {
+        let name = self.params.name.clone();
+        if !self.phase.is_record() {
             return None;
         }
-        if core.phase == Phase::Recovering || !core.glue.is_null() {
+        if self.phase == Phase::Recovering || !self.glue.is_null() {
             let why = format!("name: HHC bdev '{name}' is still replaying its log or being unregistered; try again");
             return Some(Err(Error::Busy(why)));
         }
         log::info!("{name}: record of the lost cache dropped");
-        core.finish_destruct();
+        self.finish_destruct();
         Some(Ok("true".to_string()))
-    });
-    let Some(Some(answer)) = answer else { return false };
-    // SAFETY: the function's contract: rpc is pending and answered once, here.
-    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return true };
-    rpc.reply(answer.as_ref().map(String::as_str));
-    true
+    }
 }
 
 /// Module fini: records have no bdev for the bdev layer to tear down, so

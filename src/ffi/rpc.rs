@@ -17,6 +17,11 @@ pub unsafe fn text(ptr: *const c_char) -> Option<String> {
 
 pub struct Rpc(*mut sys::hhc_glue_rpc);
 
+// SAFETY: a request may be answered from any SPDK thread (SPDK's JSON-RPC
+// server queues answers under a lock); an Rpc is moved, never shared, and
+// answered once.
+unsafe impl Send for Rpc {}
+
 impl Rpc {
     /// # Safety
     /// `raw` is a JSON-RPC request C handed over, not answered yet, and
@@ -35,6 +40,11 @@ impl Rpc {
         let message = CString::new(error.message().replace('\0', " ")).unwrap_or_default();
         // SAFETY: as in reply_json; message outlives the call.
         unsafe { sys::hhc_glue_rpc_reply_error(self.0, error.code(), message.as_ptr()) }
+    }
+
+    /// Hands the request to C, which answers it.
+    pub fn into_raw(self) -> *mut sys::hhc_glue_rpc {
+        self.0
     }
 
     pub fn reply(self, result: Result<&str, &Error>) {

@@ -1,7 +1,9 @@
-//! Cache device superblock: identity and geometry, at byte 0 of the cache device.
+//! Cache device superblock: identity and geometry, at byte 0 of the cache
+//! device. Written once, at format; the owner record, which changes, lives
+//! in units of its own (owner_record.rs).
 
 use super::codec::{
-    check_block_size, check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,
+    check_block_size, check_crc, check_magic_and_version, check_zero, get_u32, get_u64, put_u16, put_u32,
     put_u64, store_crc,
 };
 use super::{FormatError, FORMAT_VERSION, META_ENTRIES_PER_PAGE, UNIT_BYTES};
@@ -19,10 +21,9 @@ const OFF_BLOCK_SIZE: usize = 24;
 const OFF_META_PAGES: usize = 28;
 const OFF_BLOCKS_COUNT: usize = 32;
 const OFF_BACKING_BLOCKS: usize = 40;
-const OFF_OWNER_LEN: usize = 48;
-const OFF_OWNER: usize = 64;
-/// Largest owner record.
-pub const OWNER_BYTES_MAX: usize = 2048;
+/// Version 1 kept the owner record here (a u16 length at 48, the bytes
+/// from 64); version 2 leaves the rest of the unit zero.
+const OFF_PADDING: usize = 48;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheSuperblock {
@@ -36,10 +37,6 @@ pub struct CacheSuperblock {
     pub meta_pages_count: u32,
     /// Backing device size in cache blocks at format time.
     pub backing_blocks: u64,
-    /// Opaque to the engine: what the program that formatted the device
-    /// needs to find its other devices again (the SPDK module keeps its
-    /// create parameters here). At most `OWNER_BYTES_MAX` bytes.
-    pub owner: Vec<u8>,
 }
 
 impl CacheSuperblock {
@@ -55,9 +52,6 @@ impl CacheSuperblock {
         put_u32(unit, OFF_META_PAGES, self.meta_pages_count);
         put_u64(unit, OFF_BLOCKS_COUNT, self.blocks_count);
         put_u64(unit, OFF_BACKING_BLOCKS, self.backing_blocks);
-        let owner = &self.owner[..self.owner.len().min(OWNER_BYTES_MAX)];
-        put_u16(unit, OFF_OWNER_LEN, owner.len() as u16);
-        unit[OFF_OWNER..OFF_OWNER + owner.len()].copy_from_slice(owner);
         store_crc(unit, OFF_CRC);
     }
 
@@ -69,17 +63,13 @@ impl CacheSuperblock {
         }
         check_crc(unit, OFF_CRC)?;
         check_zero(&unit[OFF_RESERVED..OFF_LEN], "reserved")?;
-        let owner_len = get_u16(unit, OFF_OWNER_LEN) as usize;
-        if owner_len > OWNER_BYTES_MAX {
-            return Err(FormatError::BadField("owner_len"));
-        }
+        check_zero(&unit[OFF_PADDING..], "padding")?;
         let superblock = CacheSuperblock {
             instance_id: get_u64(unit, OFF_INSTANCE_ID),
             block_size: get_u32(unit, OFF_BLOCK_SIZE),
             blocks_count: get_u64(unit, OFF_BLOCKS_COUNT),
             meta_pages_count: get_u32(unit, OFF_META_PAGES),
             backing_blocks: get_u64(unit, OFF_BACKING_BLOCKS),
-            owner: unit[OFF_OWNER..OFF_OWNER + owner_len].to_vec(),
         };
         superblock.check_fields()?;
         Ok(superblock)
@@ -114,7 +104,6 @@ mod tests {
             blocks_count: 1000,
             meta_pages_count: 1000u64.div_ceil(META_ENTRIES_PER_PAGE as u64) as u32,
             backing_blocks: 1 << 20,
-            owner: Vec::new(),
         }
     }
 
@@ -146,10 +135,10 @@ mod tests {
         let unit = encoded(&sb);
         assert_eq!(CacheSuperblock::decode(&unit[..UNIT_BYTES - 1]), Err(FormatError::Truncated));
         assert_eq!(CacheSuperblock::decode(&with_u32(&sb, OFF_MAGIC, 7)), Err(FormatError::BadMagic));
-        let mut v2 = encoded(&sb);
-        put_u16(&mut v2, OFF_VERSION, 2);
-        store_crc(&mut v2, OFF_CRC);
-        assert_eq!(CacheSuperblock::decode(&v2), Err(FormatError::UnsupportedVersion(2)));
+        let mut v3 = encoded(&sb);
+        put_u16(&mut v3, OFF_VERSION, 3);
+        store_crc(&mut v3, OFF_CRC);
+        assert_eq!(CacheSuperblock::decode(&v3), Err(FormatError::UnsupportedVersion(3)));
         assert_eq!(CacheSuperblock::decode(&with_u32(&sb, OFF_LEN, 4095)), Err(FormatError::BadLength));
         let mut flipped = unit.clone();
         flipped[100] ^= 1;
@@ -164,14 +153,19 @@ mod tests {
         assert_eq!(CacheSuperblock::decode(&reserved), Err(FormatError::BadField("reserved")));
     }
 
+    /// A version 1 superblock (owner record inside it) is refused as such:
+    /// its device has another layout (docs/format.md).
     #[test]
-    fn owner_record_round_trips_and_is_bounded() {
-        let owned = CacheSuperblock { owner: b"name=hhc0".to_vec(), ..sample() };
-        assert_eq!(CacheSuperblock::decode(&encoded(&owned)), Ok(owned));
-        let mut too_long = encoded(&sample());
-        put_u16(&mut too_long, OFF_OWNER_LEN, OWNER_BYTES_MAX as u16 + 1);
-        store_crc(&mut too_long, OFF_CRC);
-        assert_eq!(CacheSuperblock::decode(&too_long), Err(FormatError::BadField("owner_len")));
+    fn version_1_and_its_owner_bytes_are_refused() {
+        let mut v1 = encoded(&sample());
+        put_u16(&mut v1, OFF_VERSION, 1);
+        store_crc(&mut v1, OFF_CRC);
+        assert_eq!(CacheSuperblock::decode(&v1), Err(FormatError::UnsupportedVersion(1)));
+        let mut owner_bytes = encoded(&sample());
+        put_u16(&mut owner_bytes, OFF_PADDING, 9);
+        owner_bytes[64..73].copy_from_slice(b"name=hhc0");
+        store_crc(&mut owner_bytes, OFF_CRC);
+        assert_eq!(CacheSuperblock::decode(&owner_bytes), Err(FormatError::BadField("padding")));
     }
 
     #[test]
@@ -190,7 +184,6 @@ mod tests {
                 blocks_count: blocks,
                 meta_pages_count: blocks.div_ceil(META_ENTRIES_PER_PAGE as u64) as u32,
                 backing_blocks: backing,
-                owner: Vec::new(),
             }
         })
     }

@@ -6,9 +6,11 @@ mod cache_superblock;
 mod codec;
 mod log_superblock;
 mod meta_page;
+mod owner_record;
 pub mod segment;
 
-pub use cache_superblock::{CacheSuperblock, CACHE_SUPERBLOCK_MAGIC, OWNER_BYTES_MAX};
+pub use cache_superblock::{CacheSuperblock, CACHE_SUPERBLOCK_MAGIC};
+pub use owner_record::{OwnerRecord, OWNER_BYTES_MAX, OWNER_RECORD_COPIES, OWNER_RECORD_MAGIC};
 pub use log_superblock::{LogSuperblock, LOG_SUPERBLOCK_COPIES, LOG_SUPERBLOCK_MAGIC};
 pub use meta_page::{
     MetaEntry, MetaPageHeader, META_ENTRIES_PER_PAGE, META_ENTRY_BYTES, META_PAGE_HEADER_BYTES, META_PAGE_MAGIC,
@@ -18,9 +20,17 @@ pub use segment::{
     SEGMENT_MAGIC, SEGMENT_MAX_BYTES,
 };
 
-/// Version of the cache device's structures (superblock, metadata pages);
-/// decoders reject every other value.
-pub const FORMAT_VERSION: u16 = 1;
+/// Version of the cache device's structures (superblock, owner record,
+/// metadata pages). Version 1 kept the owner record inside the superblock
+/// and had the metadata from unit 1; version 2 keeps two copies of it in
+/// units 1 and 2 (so it can be rewritten safely) and the metadata from
+/// unit 3. Decoders reject every other value.
+pub const FORMAT_VERSION: u16 = 2;
+
+/// Unit of the cache device holding copy `i` of the owner record.
+pub const CACHE_OWNER_RECORD_UNIT: [u64; OWNER_RECORD_COPIES] = [1, 2];
+/// The units before the metadata: the superblock and the owner records.
+pub const CACHE_HEADER_UNITS: u64 = 1 + OWNER_RECORD_COPIES as u64;
 
 /// Version of the log's structures (superblock, segment parts). Version 1
 /// had one fixed-size segment per write; version 2 packs variable-length

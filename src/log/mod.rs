@@ -198,7 +198,15 @@ pub struct LogManager {
 pub const LBA_SLOT_NONE: u32 = u32::MAX;
 
 impl LogManager {
-    pub fn new(layout: LogLayout, instance_id: u64, buffer_regions: Vec<u32>, mirrors_count: u8, first_sequence: u64) -> Self {
+    /// Mirrors in `absent` (bit i: mirror i) start failed: their slots have no device.
+    pub fn new(
+        layout: LogLayout,
+        instance_id: u64,
+        buffer_regions: Vec<u32>,
+        mirrors_count: u8,
+        absent: u16,
+        first_sequence: u64,
+    ) -> Self {
         let blank = SegmentInfo { sequence: 0, live_count: 0, superseded_by_max: 0, state: SegmentState::Free };
         let buffers = buffer_regions
             .into_iter()
@@ -226,7 +234,9 @@ impl LogManager {
             tail_sequence: first_sequence,
             durable_prefix_sequence: first_sequence,
             durable_barrier: None,
-            mirrors: vec![MirrorHealth::Healthy; mirrors_count as usize],
+            mirrors: (0..mirrors_count)
+                .map(|i| if i < 16 && absent >> i & 1 == 1 { MirrorHealth::Failed } else { MirrorHealth::Healthy })
+                .collect(),
             superblock_write_seq: 0,
             live_entries: 0,
             segments_opened: 0,

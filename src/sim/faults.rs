@@ -172,8 +172,9 @@ fn draw_config(prng: &mut Prng, policy: Policy, mutation: Mutation, mirrors_coun
     Config {
         policy,
         block_size: BLOCK_BYTES,
-        // Data blocks plus room for the superblock and both metadata slots.
-        cache_device_bytes: (cache_blocks + 4) * BLOCK_BYTES as u64,
+        // Data blocks plus room for the superblock, the owner record's two
+        // copies and both metadata slots.
+        cache_device_bytes: (cache_blocks + 6) * BLOCK_BYTES as u64,
         log_device_bytes: LOG_SEGMENTS_OFFSET_BYTES + segments * SEGMENT_BYTES as u64,
         mirrors_count,
         backing_device_bytes: backing_blocks * BLOCK_BYTES as u64,

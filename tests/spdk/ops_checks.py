@@ -569,7 +569,7 @@ def claimed(client, name):
 def log_mirrors(client):
     """hhc0 over logs hdd0 and hdd1: hdd1 detached; hdd0, the last one, is
     kept; a log too small, a device of hhc0 and no bdev are refused; hdd2
-    attached in hdd1's slot re-syncs until healthy; then hdd0 may go."""
+    attached in hdd1's slot, syncing (log_mirrors_synced goes on)."""
     expect(client.call("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd1"}) is True, "hdd1 detached")
     d = device(client, "hdd1")
     expect(d["health"] == "detached" and d["mirror"] == "failed", "hdd1 detached, its mirror failed", d)
@@ -588,6 +588,12 @@ def log_mirrors(client):
     answer = client.call("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd2"})
     expect(answer == {"index": 1, "mirror": "syncing"}, f"hdd2 attached in slot 1: {answer}")
     expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd1"}, "log mirror slots of 'hhc0' are in use")
+
+
+def log_mirrors_synced(client):
+    """After log_mirrors and writes with flushes: hdd2 re-synced (it counts
+    once the log head has moved past where it joined, which needs the log
+    to move), then hdd0 may go."""
     deadline = time.time() + 60
     while time.time() < deadline and device(client, "hdd2")["mirror"] != "healthy":
         time.sleep(0.2)
@@ -595,6 +601,71 @@ def log_mirrors(client):
     expect(d["mirror"] == "healthy" and d["segments_behind"] == 0, "hdd2 re-synced and healthy", d)
     expect(stats(client)["gauges"]["healthy_mirrors"] == 2, "two healthy mirrors")
     expect(client.call("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd0"}) is True, "hdd0 may go now")
+
+
+def wait_mirror_healthy(client, name, timeout_s=60):
+    """Until log mirror `name` of hhc0 is re-synced (healthy)."""
+    deadline = time.time() + float(timeout_s)
+    while time.time() < deadline and device(client, name).get("mirror") != "healthy":
+        time.sleep(0.2)
+    d = device(client, name)
+    expect(d.get("mirror") == "healthy", f"log mirror {name} healthy", d)
+
+
+def logs_are(client, *names):
+    """hhc0's log mirror slots hold these bdevs ("-" for an empty slot)."""
+    infos = client.call("bdev_hhc_get_bdevs", {"name": "hhc0"})
+    seen = [log["name"] if log["health"] == "ok" else "-" for log in infos[0]["logs"]]
+    expect(seen == list(names), f"log mirror slots {list(names)}", infos)
+
+
+def owner_on_core(client, name, core):
+    """HHC bdev `name`'s owner thread (hhc_owner_*, named in its registered
+    log line) is on reactor `core`, the RPCs' app thread on another."""
+    reactors = client.call("framework_get_reactors")["reactors"]
+    where = {t["name"]: r["lcore"] for r in reactors for t in r["lw_threads"]}
+    owners = {n: c for n, c in where.items() if n.startswith("hhc_owner_")}
+    expect(list(owners.values()) == [int(core)], f"one owner thread, on core {core}", where)
+    expect(where.get("app_thread") != int(core), "the app thread on another core", where)
+
+
+def off_owner(client):
+    """Every operator RPC on hhc0, whose owner thread is not the RPCs'
+    thread: each answered from the owner (never "owned by another thread")."""
+    def answer(method, params):
+        try:
+            result = client.call(method, params)
+        except JSONRPCException as e:
+            expect(False, f"{method} answered", str(e))
+        print(method, json.dumps(result)[:200])
+        return result
+    s = answer("bdev_hhc_get_stats", {"name": "hhc0"})
+    expect(s["state"] == "running" and s["counters"]["writes"] > 0, "get_stats from the owner", s)
+    expect(answer("bdev_hhc_reset_stats", {"name": "hhc0"}) is True, "reset_stats")
+    expect(stats(client)["counters"]["writes"] == 0, "counters reset")
+    answer("bdev_hhc_set_policy", {"name": "hhc0", "policy": "wt"})
+    wait_switched(client, "wt", 60)
+    answer("bdev_hhc_set_policy", {"name": "hhc0", "policy": "hhc"})
+    wait_switched(client, "hhc", 60)
+    answer("bdev_hhc_flush_all", {"name": "hhc0"})
+    o = answer("bdev_hhc_set_options", {"name": "hhc0", "dirty_threshold": 40})
+    expect(o["dirty_threshold"] == 40, "set_options", o)
+    expect(answer("bdev_hhc_detach_log", {"name": "hhc0", "log": "hdd1"}) is True, "detach_log")
+    a = answer("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd1"})
+    expect(a == {"index": 1, "mirror": "syncing"}, "attach_log", a)
+    infos = answer("bdev_hhc_get_bdevs", {})
+    expect(len(infos) == 1 and infos[0]["state"] == "running", "get_bdevs from the owner", infos)
+    expect_error(client, "bdev_hhc_get_stats", {"name": "nope"}, "no HHC bdev named 'nope'")
+    expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'")
+    # The bdev layer's own callback, on the app thread: the owner's last
+    # published view, not "busy".
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        info = client.call("bdev_get_bdevs", {"name": "hhc0"})[0]["driver_specific"]["hhc"]
+        if info.get("policy") == "hhc" and info.get("state") == "running":
+            break
+        time.sleep(0.2)
+    expect(info.get("state") == "running" and info.get("policy") == "hhc", "bdev_get_bdevs shows the owner's view", info)
 
 
 def recovery(client):

@@ -507,21 +507,23 @@ examine_assembles() {
         export_nvmf && remote_fio randwrite --verify_only=1
 }
 
-# Rewrites the name in the owner record of ssd.img's cache superblock to
-# hold a NUL byte, with a valid checksum (CRC-32/IEEE over the 4 KiB unit,
-# its crc field at byte 12 zeroed).
+# Rewrites the name in both copies of the owner record of ssd.img (units 1
+# and 2, docs/format.md) to hold a NUL byte, each with a valid checksum
+# (CRC-32/IEEE over the 4 KiB unit, its crc field at byte 12 zeroed).
 poison_owner_record() {
     python3 - "$WORK/ssd.img" <<'PY'
 import struct, sys, zlib
 with open(sys.argv[1], "r+b") as f:
-    unit = bytearray(f.read(4096))
-    at = unit.find(b"\nname=hhc0\n")
-    assert at > 0, "no owner record naming hhc0"
-    unit[at:at + 11] = b"\nname=h\x00c0\n"
-    unit[12:16] = b"\0\0\0\0"
-    unit[12:16] = struct.pack("<I", zlib.crc32(bytes(unit)) & 0xffffffff)
-    f.seek(0)
-    f.write(unit)
+    for copy in (1, 2):
+        f.seek(copy * 4096)
+        unit = bytearray(f.read(4096))
+        at = unit.find(b"\nname=hhc0\n")
+        assert at > 0, "no owner record naming hhc0 in unit %d" % copy
+        unit[at:at + 11] = b"\nname=h\x00c0\n"
+        unit[12:16] = b"\0\0\0\0"
+        unit[12:16] = struct.pack("<I", zlib.crc32(bytes(unit)) & 0xffffffff)
+        f.seek(copy * 4096)
+        f.write(unit)
 PY
 }
 
@@ -728,13 +730,14 @@ for s in json.load(open(sys.argv[1]))["subsystems"]:
         if c["method"] == "bdev_hhc_create": print(json.dumps(c, sort_keys=True))' "$1"
 }
 
-# Restarts the target with a save_config output; succeeds once hhc0 is
-# back and the target logged its warm start from cache bdev $2.
-restart_warm_from() { # config.json cache-bdev
+# Restarts the target with a save_config output (and hhc_tgt options);
+# succeeds once hhc0 is back and the target logged its warm start from cache
+# bdev $2.
+restart_warm_from() { # config.json cache-bdev [hhc_tgt options...]
     local mark
     stop_tgt
     mark=$(wc -l <"$WORK/tgt.log")
-    start_tgt --json "$1" || return 1
+    start_tgt --json "$1" "${@:3}" || return 1
     for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
     tail -n +"$mark" "$WORK/tgt.log" | grep "warm start from cache bdev $2" >/dev/null
 }
@@ -765,7 +768,9 @@ save_config_restart() {
 }
 
 # Log mirrors detached and attached online (ops_checks.py log_mirrors):
-# hdd1 detached, hdd2 attached and re-synced, then hdd0 detached; flushed
+# hdd1 detached, hdd2 attached and re-synced under a flushed fio pass (an
+# attached mirror counts once the log has moved past where it joined: on an
+# idle bdev it stays syncing), then hdd0 detached; flushed
 # writes made after that must be on hdd2 alone: the cache bdev is deleted
 # (behind a backing bdev with 2 s writes, so the data is still dirty) and
 # the replay from hdd2 puts them on the backing bdev.
@@ -778,13 +783,130 @@ log_mirrors() {
             --segment-size 262144 --dirty-threshold 100 &&
         export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
         ops log-mirrors &&
+        remote_fio randwrite --randseed=7 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops log-mirrors-synced &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/mirrors.json" &&
-        hhc_create_call "$WORK/mirrors.json" | grep '"logs": \["hdd0", "hdd2"\]' >/dev/null &&
+        hhc_create_call "$WORK/mirrors.json" | grep '"logs": \["", "hdd2"\]' >/dev/null &&
         remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null || return 1
     raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_write","latency_us":100}' \
         bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_write","latency_us":100}' \
         bdev_aio_delete '{"name":"ssd"}' || return 1
     replayed_then_backing_verifies 8
+}
+
+# The lines hhc_tgt logged since line $1 of its log.
+tgt_log_since() { tail -n +"$1" "$WORK/tgt.log"; }
+
+# A log mirror replaced online (hdd1 detached, hdd2 attached and re-synced):
+# save_config names hdd2; after a restart with that config, in which hdd1
+# still exists, examine assembles hhc0 with hdd2 from the owner record the
+# replacement rewrote, the saved create call then succeeds (it used to be
+# refused with "exists with other devices", examine having assembled hhc0
+# with hdd1), and every flushed block verifies.
+mirror_replaced_restart() {
+    local mark
+    truncate -s 128M "$WORK/hdd1.img" "$WORK/hdd2.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_hhc_detach_log -b hhc0 -l hdd1 >/dev/null &&
+        $RPC bdev_hhc_attach_log -b hhc0 -l hdd2 >/dev/null &&
+        remote_fio randwrite --randseed=8 --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops wait-mirror-healthy hdd2 60 &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/replaced.json" || return 1
+    hhc_create_call "$WORK/replaced.json" | tee "$WORK/replaced-create"
+    grep '"logs": \["hdd0", "hdd2"\]' "$WORK/replaced-create" >/dev/null || return 1
+    mark=$(($(wc -l <"$WORK/tgt.log") + 1))
+    restart_warm_from "$WORK/replaced.json" ssd
+    local rc=$?
+    tgt_log_since "$mark" | grep -E "examine|exists|hhc0: (registered|warm)|rpc|json" | head -20
+    [ "$rc" -eq 0 ] &&
+        tgt_log_since "$mark" | grep "examine: assembling HHC bdev 'hhc0'" >/dev/null &&
+        ! tgt_log_since "$mark" | grep "exists with other devices" &&
+        ops logs-are hdd0 hdd2 &&
+        remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
+}
+
+# A detached log mirror whose bdev was then deleted: save_config keeps its
+# slot, empty ("logs": ["hdd0", ""]); a restart with that config brings hhc0
+# back warm with the slot empty (it used to name the deleted bdev, and the
+# create call failed), every flushed block verifies, and a new mirror
+# attached there re-syncs under a flushed fio pass.
+detached_slot_restart() {
+    truncate -s 128M "$WORK/hdd1.img" "$WORK/hdd2.img"
+    start_tgt && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_hhc_detach_log -b hhc0 -l hdd1 >/dev/null &&
+        $RPC bdev_aio_delete hdd1 &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/detached.json" || return 1
+    hhc_create_call "$WORK/detached.json" | tee "$WORK/detached-create"
+    grep '"logs": \["hdd0", ""\]' "$WORK/detached-create" >/dev/null || return 1
+    restart_warm_from "$WORK/detached.json" ssd &&
+        ops logs-are hdd0 - &&
+        remote_fio randwrite --verify_only=1 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 >/dev/null &&
+        $RPC bdev_hhc_attach_log -b hhc0 -l hdd2 >/dev/null &&
+        remote_fio randwrite --randseed=9 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        ops wait-mirror-healthy hdd2 60 &&
+        ops logs-are hdd0 hdd2
+}
+
+# A bdev stacked on the cache bdev (a passthru over the aio bdev ssd_raw, named
+# ssd) shows examine the same cache superblock as the bdev under it: hhc0 is
+# assembled over ssd, the bdev its owner record names, never over ssd_raw
+# (registered first, while the backing and log bdevs already exist), and
+# serves every flushed block.
+examine_stack() {
+    local mark
+    start_tgt && $RPC bdev_aio_create "$WORK/ssd.img" ssd_raw 4096 >/dev/null &&
+        $RPC bdev_passthru_create -b ssd_raw -p ssd >/dev/null &&
+        $RPC bdev_aio_create "$WORK/back.img" back 512 >/dev/null && $RPC bdev_aio_create "$WORK/hdd0.img" hdd0 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null || return 1
+    stop_tgt
+    mark=$(($(wc -l <"$WORK/tgt.log") + 1))
+    # The backing and log first: the cache stack is complete only with its top.
+    start_tgt && $RPC bdev_aio_create "$WORK/back.img" back 512 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/hdd0.img" hdd0 512 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/ssd.img" ssd_raw 4096 >/dev/null || return 1
+    sleep 1
+    $RPC bdev_passthru_create -b ssd_raw -p ssd >"$WORK/passthru.out" 2>&1
+    local rc=$?
+    cat "$WORK/passthru.out"
+    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    tgt_log_since "$mark" | grep -E "examine|hhc0: warm" | head
+    [ "$rc" -eq 0 ] &&
+        tgt_log_since "$mark" | grep "examine: bdev ssd_raw holds the HHC cache of 'hhc0'.*names bdev ssd as its cache" >/dev/null &&
+        $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/stack.json" && grep -q '"name": "ssd"' "$WORK/stack.json" &&
+        tgt_log_since "$mark" | grep "warm start from cache bdev ssd " >/dev/null &&
+        export_nvmf && remote_fio randwrite --verify_only=1 >/dev/null
+}
+
+# The operator RPCs on an HHC bdev whose owner thread runs on another
+# reactor than the RPCs: hhc_tgt on cores 0-1, hhc0 created with cpumask
+# 0x2, so its owner is a thread of the module's on core 1 and the RPCs run
+# on core 0. Each is sent to the owner and answered from there (they used to
+# answer EBUSY); save_config keeps the cpumask, a restart with it brings
+# hhc0 back warm on core 1, every flushed block verifies, and delete works.
+ops_off_owner() {
+    truncate -s 128M "$WORK/hdd1.img"
+    start_tgt -m 0x3 && tgt_bases && $RPC bdev_aio_create "$WORK/hdd1.img" hdd1 512 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0,hdd1 --policy hhc --segment-size 262144 \
+            --cpumask 0x2 &&
+        ops owner-on-core hhc0 1 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        ops off-owner &&
+        remote_fio randwrite --randseed=5 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/off-owner.json" || return 1
+    hhc_create_call "$WORK/off-owner.json" | tee "$WORK/off-owner-create"
+    grep '"cpumask": "0x2"' "$WORK/off-owner-create" >/dev/null && grep '"dirty_threshold": 40' "$WORK/off-owner-create" >/dev/null &&
+        restart_warm_from "$WORK/off-owner.json" ssd -m 0x3 &&
+        ops owner-on-core hhc0 1 &&
+        remote_fio randwrite --randseed=5 --verify_only=1 >/dev/null &&
+        $RPC bdev_hhc_delete hhc0 &&
+        [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ]
 }
 
 # A fault drill of tests/spdk/drills.sh (each says what it checked) on a
@@ -1063,6 +1185,21 @@ main() {
     stop_tgt
     make_files
     check "log mirrors detached and attached online; the re-synced mirror alone brings flushed data back" log_mirrors
+    stop_tgt
+    make_files
+    check "log mirror replaced online, restart from save_config: examine assembles hhc0 with the new mirror, the create call succeeds" \
+        mirror_replaced_restart
+    stop_tgt
+    make_files
+    check "detached log mirror's bdev deleted, restart from save_config: hhc0 warm with the slot empty, a mirror attached there" \
+        detached_slot_restart
+    stop_tgt
+    make_files
+    check "examine with a passthru stacked on the cache bdev: hhc0 assembled over the top bdev its record names, warm" examine_stack
+    stop_tgt
+    make_files
+    check "operator RPCs on hhc0 owned by a thread on core 1 (cpumask 0x2): answered from the owner; saved, restarted, deleted" \
+        ops_off_owner
     stop_tgt
     make_files
     check "3000 generated requests, mostly malformed, during fio write+verify passes; hhc0 serves on, the last pass verifies" fuzz_rpcs
