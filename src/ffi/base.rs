@@ -79,6 +79,7 @@ impl Base {
             required_alignment_log2: 0,
             supports_flush: false,
             volatile_write_cache: false,
+            optimal_io_boundary: 0,
         };
         let ctx = Box::new(BaseCtx { node, role });
         Base {

@@ -557,7 +557,7 @@ mod tests {
         assert_eq!(CreateParams::from_owner_record(&p.owner_record()), Ok(Some(p.clone())));
         let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(value["logs"], serde_json::json!(["", "hdd1"]));
-        let none = BaseFacts { block_size: 0, blocks_count: 0, supports_flush: false };
+        let none = BaseFacts { block_size: 0, blocks_count: 0, supports_flush: false, stripe_blocks: 0 };
         let config = p.config(facts(1024), facts(64), &[none, facts(96)]).unwrap();
         assert_eq!((config.mirrors_count, config.mirrors_absent, config.log_device_bytes), (2, 0b01, 96 << 20));
         let two = params("wb", &["hdd0", "", "hdd2", ""]).unwrap();
