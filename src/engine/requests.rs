@@ -367,8 +367,10 @@ impl Engine {
     pub(super) fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
         let lba = (self.request(key).lba + i as u64) as u32;
         let logged = back && self.log_active();
-        if logged && !self.log_write_may_start() {
-            return false;
+        let mut shortage = 0.0;
+        if logged {
+            let Some(now_short) = self.log_write_shortage() else { return false };
+            shortage = now_short;
         }
         if self.cache.free_count() == 0 {
             self.evict_blocks(8);
@@ -387,7 +389,7 @@ impl Engine {
             entry.1 = true; // an in-flight miss read may return older data
         }
         if logged {
-            self.log_write_admitted();
+            self.log_write_admitted(shortage);
             let offset = i as u64 * self.config.block_size as u64;
             self.log_copy(block, lba, data.map(|d| (d, offset)));
         } else {

@@ -102,12 +102,9 @@ impl LogThrottle {
 }
 
 impl Engine {
-    /// How short of space the log is for new writes: 0 above the low mark
-    /// (or when writes are not logged), 1 at the write reserve.
+    /// How short of space the log is for new writes (the log active): 0
+    /// above the low mark, 1 at the write reserve.
     fn log_shortage(&self) -> f64 {
-        if !self.log_active() {
-            return 0.0;
-        }
         let low = self.log_low_free_segments();
         let reserve = OpenFor::Write.min_free();
         let free = self.log.segments_free();
@@ -125,14 +122,16 @@ impl Engine {
         self.throttle.observe(self.now, freed);
     }
 
-    /// Whether a write-back block write may start now (`try_start_block_write`
-    /// asks before taking a block; `log_write_admitted` then counts it).
-    pub(super) fn log_write_may_start(&self) -> bool {
-        self.log_shortage() <= 0.0 || self.throttle.next_admit_ns().is_none_or(|at| at <= self.now)
+    /// The log's shortage if a logged block write may start now, None if
+    /// the throttle holds it back (`try_start_block_write` asks before
+    /// taking a block and hands the shortage to `log_write_admitted`).
+    pub(super) fn log_write_shortage(&self) -> Option<f64> {
+        let shortage = self.log_shortage();
+        let admissible = shortage <= 0.0 || self.throttle.next_admit_ns().is_none_or(|at| at <= self.now);
+        admissible.then_some(shortage)
     }
 
-    pub(super) fn log_write_admitted(&mut self) {
-        let shortage = self.log_shortage();
+    pub(super) fn log_write_admitted(&mut self, shortage: f64) {
         let admitted = self.throttle.admit(self.now, shortage);
         debug_assert!(admitted, "a write started that the throttle held back");
         if shortage > 0.0 {

@@ -57,14 +57,7 @@ impl Base {
             };
             return Err(Error::from_rc(rc, message));
         }
-        let mut info = sys::hhc_glue_base_info {
-            block_size: 0,
-            blocks_count: 0,
-            required_alignment_log2: 0,
-            supports_flush: false,
-            volatile_write_cache: false,
-            optimal_io_boundary: 0,
-        };
+        let mut info = no_base_info();
         // SAFETY: glue is open; info is a valid out structure.
         unsafe { sys::hhc_glue_base_get_info(glue, &mut info) };
         Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, errors: 0, removed: false, detached: false, closed: false })
@@ -73,14 +66,7 @@ impl Base {
     /// A log mirror slot without a bdev (an empty name at create): as a
     /// detached mirror's, closed, free for `bdev_hhc_attach_log`.
     pub fn absent(node: *const c_void, role: DeviceRole) -> Base {
-        let info = sys::hhc_glue_base_info {
-            block_size: 0,
-            blocks_count: 0,
-            required_alignment_log2: 0,
-            supports_flush: false,
-            volatile_write_cache: false,
-            optimal_io_boundary: 0,
-        };
+        let info = no_base_info();
         let ctx = Box::new(BaseCtx { node, role });
         Base {
             name: String::new(),
@@ -345,5 +331,18 @@ impl Bases {
             unsafe { sys::hhc_glue_io_pool_put(self.pool) };
             self.pool = std::ptr::null_mut();
         }
+    }
+}
+
+/// The facts of a base not (or no longer) opened: filled in by
+/// `hhc_glue_base_get_info` once it is.
+fn no_base_info() -> sys::hhc_glue_base_info {
+    sys::hhc_glue_base_info {
+        block_size: 0,
+        blocks_count: 0,
+        required_alignment_log2: 0,
+        supports_flush: false,
+        volatile_write_cache: false,
+        optimal_io_boundary: 0,
     }
 }
