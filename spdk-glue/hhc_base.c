@@ -5,7 +5,9 @@
  * events, and a close that waits for the I/O still out. The per-I/O
  * contexts come from one pool per HHC bdev, allocated at creation with as
  * many as the engine can have commands in flight, so the data path never
- * allocates them.
+ * allocates them. A lane (a request thread's own channels to the backing
+ * and cache bdevs, with a pool of its own) starts I/O through the same
+ * contexts.
  */
 
 #include "hhc_glue_internal.h"
@@ -25,7 +27,14 @@
 #define HHC_INLINE_IOVS 8
 
 struct hhc_dev_io {
+	struct hhc_glue_io_pool *pool;
+	/* Exactly one of base and lane: who started the I/O and hears of it. */
 	struct hhc_glue_base *base;
+	struct hhc_glue_lane *lane;
+	uint32_t lane_slot;
+	struct spdk_bdev_desc *desc;
+	struct spdk_io_channel *channel;
+	struct spdk_bdev *bdev;
 	enum hhc_glue_io_kind kind;
 	uint64_t offset_bytes;
 	uint64_t len_bytes;
@@ -174,25 +183,25 @@ hhc_glue_base_get_channel(struct hhc_glue_base *base)
 }
 
 static struct hhc_dev_io *
-dev_io_get(struct hhc_glue_base *base)
+dev_io_get(struct hhc_glue_io_pool *pool)
 {
-	struct hhc_glue_io_pool *pool = base->pool;
 	struct hhc_dev_io *io = pool->free_ios;
 
 	if (io == NULL) {
-		SPDK_ERRLOG("hhc: all %u I/O contexts are in use (%s)\n", pool->count, spdk_bdev_get_name(base->bdev));
 		return NULL;
 	}
 	pool->free_ios = io->next_free;
 	pool->in_use++;
-	io->base = base;
+	io->pool = pool;
+	io->base = NULL;
+	io->lane = NULL;
 	return io;
 }
 
 static void
 dev_io_put(struct hhc_dev_io *io)
 {
-	struct hhc_glue_io_pool *pool = io->base->pool;
+	struct hhc_glue_io_pool *pool = io->pool;
 
 	if (io->iovs != io->inline_iovs) {
 		free(io->iovs);
@@ -203,14 +212,23 @@ dev_io_put(struct hhc_dev_io *io)
 	pool->in_use--;
 }
 
+static void lane_command_done(struct hhc_glue_lane *lane, uint32_t slot);
+
 /* Hands a finished I/O to Rust unless the base is already closed. */
 static void
 dev_io_finish(struct hhc_dev_io *io, int status)
 {
 	struct hhc_glue_base *base = io->base;
+	struct hhc_glue_lane *lane = io->lane;
+	uint32_t slot = io->lane_slot;
 	uint64_t tag = io->tag;
 
 	dev_io_put(io);
+	if (lane != NULL) {
+		lane_command_done(lane, slot);
+		hhc_rs_lane_io_done(lane->rs_channel, tag, status);
+		return;
+	}
 	base->outstanding--;
 	if (!base->closing) {
 		hhc_rs_base_io_done(base->rs_base, tag, status);
@@ -229,18 +247,16 @@ dev_io_complete_cb(struct spdk_bdev_io *bdev_io, bool success, void *cb_arg)
 static int
 dev_io_start(struct hhc_dev_io *io)
 {
-	struct hhc_glue_base *base = io->base;
-
 	switch (io->kind) {
 	case HHC_GLUE_IO_READ:
-		return spdk_bdev_readv(base->desc, base->channel, io->iovs, io->iovs_count, io->offset_bytes,
+		return spdk_bdev_readv(io->desc, io->channel, io->iovs, io->iovs_count, io->offset_bytes,
 				       io->len_bytes, dev_io_complete_cb, io);
 	case HHC_GLUE_IO_WRITE:
-		return spdk_bdev_writev(base->desc, base->channel, io->iovs, io->iovs_count, io->offset_bytes,
+		return spdk_bdev_writev(io->desc, io->channel, io->iovs, io->iovs_count, io->offset_bytes,
 					io->len_bytes, dev_io_complete_cb, io);
 	case HHC_GLUE_IO_FLUSH:
-		return spdk_bdev_flush(base->desc, base->channel, 0,
-				       spdk_bdev_get_num_blocks(base->bdev) * spdk_bdev_get_block_size(base->bdev),
+		return spdk_bdev_flush(io->desc, io->channel, 0,
+				       spdk_bdev_get_num_blocks(io->bdev) * spdk_bdev_get_block_size(io->bdev),
 				       dev_io_complete_cb, io);
 	case HHC_GLUE_IO_RESET:
 		/* The engine never resets a base bdev. */
@@ -260,10 +276,10 @@ static void dev_io_retry(void *arg);
 static int
 dev_io_wait(struct hhc_dev_io *io)
 {
-	io->wait.bdev = io->base->bdev;
+	io->wait.bdev = io->bdev;
 	io->wait.cb_fn = dev_io_retry;
 	io->wait.cb_arg = io;
-	return spdk_bdev_queue_io_wait(io->base->bdev, io->base->channel, &io->wait);
+	return spdk_bdev_queue_io_wait(io->bdev, io->channel, &io->wait);
 }
 
 /* Runs from the bdev layer once an spdk_bdev_io is free again. A failure
@@ -279,26 +295,19 @@ dev_io_retry(void *arg)
 		rc = dev_io_wait(io);
 	}
 	if (rc != 0) {
-		SPDK_ERRLOG("hhc: resubmitting I/O to %s failed: %s\n", spdk_bdev_get_name(io->base->bdev),
+		SPDK_ERRLOG("hhc: resubmitting I/O to %s failed: %s\n", spdk_bdev_get_name(io->bdev),
 			    spdk_strerror(-rc));
 		spdk_thread_send_msg(spdk_get_thread(), dev_io_fail_msg, io);
 	}
 }
 
-int
-hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uint64_t offset_bytes,
-		     uint64_t len_bytes, const struct iovec *iovs, int iovs_count, uint64_t tag)
+/* Fills `io` and starts it; on error it is back in its pool. */
+static int
+dev_io_submit(struct hhc_dev_io *io, enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
+	      const struct iovec *iovs, int iovs_count, uint64_t tag)
 {
-	struct hhc_dev_io *io;
 	int rc;
 
-	if (base->closing || base->channel == NULL || base->pool == NULL || iovs_count < 0) {
-		return -ENODEV;
-	}
-	io = dev_io_get(base);
-	if (io == NULL) {
-		return -ENOMEM;
-	}
 	io->kind = kind;
 	io->offset_bytes = offset_bytes;
 	io->len_bytes = len_bytes;
@@ -319,10 +328,35 @@ hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uin
 	}
 	if (rc != 0) {
 		dev_io_put(io);
-		return rc;
 	}
-	base->outstanding++;
-	return 0;
+	return rc;
+}
+
+int
+hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uint64_t offset_bytes,
+		     uint64_t len_bytes, const struct iovec *iovs, int iovs_count, uint64_t tag)
+{
+	struct hhc_dev_io *io;
+	int rc;
+
+	if (base->closing || base->channel == NULL || base->pool == NULL || iovs_count < 0) {
+		return -ENODEV;
+	}
+	io = dev_io_get(base->pool);
+	if (io == NULL) {
+		SPDK_ERRLOG("hhc: all %u I/O contexts are in use (%s)\n", base->pool->count,
+			    spdk_bdev_get_name(base->bdev));
+		return -ENOMEM;
+	}
+	io->base = base;
+	io->desc = base->desc;
+	io->channel = base->channel;
+	io->bdev = base->bdev;
+	rc = dev_io_submit(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
+	if (rc == 0) {
+		base->outstanding++;
+	}
+	return rc;
 }
 
 static void
@@ -346,6 +380,168 @@ hhc_glue_base_close(struct hhc_glue_base *base)
 	if (base->outstanding == 0) {
 		base_finish_close(base);
 	}
+}
+
+/* ------------------------------------------------------------------ */
+/* lanes: a request thread's own channels to the backing and cache     */
+/* ------------------------------------------------------------------ */
+
+static void
+lane_put_channel(struct hhc_glue_lane *lane, uint32_t slot)
+{
+	if (lane->channels[slot] != NULL) {
+		spdk_put_io_channel(lane->channels[slot]);
+		lane->channels[slot] = NULL;
+	}
+}
+
+static void
+lane_command_done(struct hhc_glue_lane *lane, uint32_t slot)
+{
+	assert(lane->in_flight[slot] > 0);
+	if (--lane->in_flight[slot] == 0 && lane->dropped[slot]) {
+		lane_put_channel(lane, slot);
+	}
+}
+
+void
+hhc_glue_lane_drop(struct hhc_glue_lane *lane, uint32_t slot)
+{
+	if (slot >= HHC_GLUE_LANE_SLOTS) {
+		return;
+	}
+	lane->dropped[slot] = true;
+	if (lane->in_flight[slot] == 0) {
+		lane_put_channel(lane, slot);
+	}
+}
+
+struct hhc_glue_lane *
+hhc_glue_lane_create(void *rs_channel, uint32_t count)
+{
+	struct hhc_glue_lane *lane = calloc(1, sizeof(*lane));
+
+	if (lane == NULL) {
+		return NULL;
+	}
+	lane->pool = hhc_glue_io_pool_create(count);
+	if (lane->pool == NULL) {
+		free(lane);
+		return NULL;
+	}
+	lane->rs_channel = rs_channel;
+	return lane;
+}
+
+void
+hhc_glue_lane_destroy(struct hhc_glue_lane *lane)
+{
+	uint32_t slot;
+
+	for (slot = 0; slot < HHC_GLUE_LANE_SLOTS; slot++) {
+		assert(lane->in_flight[slot] == 0);
+		lane_put_channel(lane, slot);
+	}
+	hhc_glue_io_pool_put(lane->pool);
+	free(lane);
+}
+
+/* The lane's channel for `slot` of `base`, taken at first use; NULL when
+ * SPDK has none to give. */
+static struct spdk_io_channel *
+lane_channel(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_base *base)
+{
+	if (lane->dropped[slot]) {
+		return NULL;
+	}
+	if (lane->channels[slot] == NULL) {
+		lane->channels[slot] = spdk_bdev_get_io_channel(base->desc);
+	}
+	return lane->channels[slot];
+}
+
+int
+hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_base *base,
+		     enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
+		     const struct iovec *iovs, int iovs_count, uint64_t tag)
+{
+	struct hhc_dev_io *io;
+	int rc;
+
+	if (slot >= HHC_GLUE_LANE_SLOTS || base->closing || iovs_count < 0 || lane_channel(lane, slot, base) == NULL) {
+		return -EAGAIN;
+	}
+	io = dev_io_get(lane->pool);
+	if (io == NULL) {
+		return -EAGAIN;
+	}
+	io->lane = lane;
+	io->lane_slot = slot;
+	io->desc = base->desc;
+	io->channel = lane->channels[slot];
+	io->bdev = base->bdev;
+	rc = dev_io_submit(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
+	if (rc == 0) {
+		lane->in_flight[slot]++;
+	}
+	return rc;
+}
+
+static void
+bypass_done(struct spdk_bdev_io *base_io, bool success, void *cb_arg)
+{
+	struct spdk_bdev_io *io = cb_arg;
+	struct hhc_glue_lane *lane = *(struct hhc_glue_lane **)io->driver_ctx;
+	enum hhc_glue_io_kind kind = io->type == SPDK_BDEV_IO_TYPE_READ ? HHC_GLUE_IO_READ :
+				     io->type == SPDK_BDEV_IO_TYPE_WRITE ? HHC_GLUE_IO_WRITE : HHC_GLUE_IO_FLUSH;
+
+	spdk_bdev_free_io(base_io);
+	lane_command_done(lane, 0);
+	hhc_rs_bypass_done(lane->rs_channel, (struct hhc_glue_io *)io, kind, success ? 0 : -EIO);
+}
+
+int
+hhc_glue_lane_bypass(struct hhc_glue_lane *lane, struct hhc_glue_base *backing, struct hhc_glue_io *hhc_io,
+		     enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes)
+{
+	struct spdk_bdev_io *io = (struct spdk_bdev_io *)hhc_io;
+	struct spdk_io_channel *ch;
+	int rc = -EAGAIN;
+
+	if (backing->closing || (ch = lane_channel(lane, 0, backing)) == NULL) {
+		return -EAGAIN;
+	}
+	*(struct hhc_glue_lane **)io->driver_ctx = lane;
+	switch (kind) {
+	case HHC_GLUE_IO_READ:
+		rc = spdk_bdev_readv(backing->desc, ch, io->u.bdev.iovs, io->u.bdev.iovcnt, offset_bytes,
+				     len_bytes, bypass_done, io);
+		break;
+	case HHC_GLUE_IO_WRITE:
+		rc = spdk_bdev_writev(backing->desc, ch, io->u.bdev.iovs, io->u.bdev.iovcnt, offset_bytes,
+				      len_bytes, bypass_done, io);
+		break;
+	case HHC_GLUE_IO_FLUSH:
+		if (!spdk_bdev_io_type_supported(backing->bdev, SPDK_BDEV_IO_TYPE_FLUSH)) {
+			return 1;
+		}
+		rc = spdk_bdev_flush(backing->desc, ch, 0,
+				     spdk_bdev_get_num_blocks(backing->bdev) * spdk_bdev_get_block_size(backing->bdev),
+				     bypass_done, io);
+		break;
+	case HHC_GLUE_IO_RESET:
+		break;
+	}
+	if (rc == 0) {
+		lane->in_flight[0]++;
+	}
+	return rc;
+}
+
+size_t
+hhc_glue_io_ctx_size(void)
+{
+	return sizeof(struct hhc_glue_lane *);
 }
 
 int

@@ -30,10 +30,17 @@ static void hhc_module_fini(void);
 static void hhc_examine_config(struct spdk_bdev *bdev);
 static void hhc_examine_disk(struct spdk_bdev *bdev);
 
+static int
+hhc_get_ctx_size(void)
+{
+	return (int)hhc_glue_io_ctx_size();
+}
+
 struct spdk_bdev_module g_hhc_module = {
 	.name = "hhc",
 	.module_init = hhc_module_init,
 	.module_fini = hhc_module_fini,
+	.get_ctx_size = hhc_get_ctx_size,
 	.examine_config = hhc_examine_config,
 	.examine_disk = hhc_examine_disk,
 };

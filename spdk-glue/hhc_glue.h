@@ -32,6 +32,7 @@ struct hhc_glue_node;
 struct hhc_glue_base;
 /* The per-I/O contexts shared by the bases of one HHC bdev. */
 struct hhc_glue_io_pool;
+struct hhc_glue_lane;
 /* One upper-layer bdev I/O (an spdk_bdev_io). */
 struct hhc_glue_io;
 /* A JSON-RPC request waiting for its answer. */
@@ -137,6 +138,42 @@ void hhc_glue_base_use_pool(struct hhc_glue_base *base, struct hhc_glue_io_pool 
  * and nothing was started. */
 int hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uint64_t offset_bytes,
 			 uint64_t len_bytes, const struct iovec *iovs, int iovs_count, uint64_t tag);
+/* A lane: the calling thread's own channels to the backing (slot 0) and
+ * cache (slot 1) bdevs of one HHC bdev, for the device commands of the
+ * requests submitted on that thread, and `count` I/O contexts of its own;
+ * one per channel of the HHC bdev (hhc_node.c). `rs_channel` comes back in
+ * hhc_rs_lane_io_done. Created and destroyed on its thread; destroyed with
+ * no I/O in flight. */
+#define HHC_GLUE_LANE_SLOTS 2
+/* Commands a lane has in flight at most; past that they go out on the
+ * owner's channels. */
+#define HHC_GLUE_LANE_COMMANDS 512
+struct hhc_glue_lane *hhc_glue_lane_create(void *rs_channel, uint32_t count);
+void hhc_glue_lane_destroy(struct hhc_glue_lane *lane);
+/* The bdev of `slot` is going: the lane gives its channel back once its
+ * commands there are done, and takes none again. */
+void hhc_glue_lane_drop(struct hhc_glue_lane *lane, uint32_t slot);
+/* Calls hhc_rs_channel_update for every channel of the HHC bdev, each on
+ * its own thread and in turn (a channel answering 0 holds the iteration
+ * until it calls hhc_glue_channels_answer with the iterator it was given),
+ * then hhc_rs_node_channels_updated on the calling thread. */
+void hhc_glue_node_update_channels(struct hhc_glue_node *node);
+void hhc_glue_channels_answer(void *iter);
+/* As hhc_glue_base_submit, on the lane's channel for `slot` of `base`
+ * (taken at first use) and completing through hhc_rs_lane_io_done on the
+ * calling thread. -EAGAIN: not started (no free context, no channel, the
+ * base closing); the caller starts it elsewhere. */
+int hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_base *base,
+			 enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
+			 const struct iovec *iovs, int iovs_count, uint64_t tag);
+/* A request of the HHC bdev, on the lane's thread, sent as it is to the
+ * backing bdev at a byte offset, as bdev_passthru does; it completes through
+ * hhc_rs_bypass_done on this thread. 0: started; 1: nothing to do (a FLUSH
+ * the backing bdev does not support); -EAGAIN: not started, the caller
+ * takes the usual path; another negative errno: not started (-ENOMEM: the
+ * bdev layer should retry). */
+int hhc_glue_lane_bypass(struct hhc_glue_lane *lane, struct hhc_glue_base *backing, struct hhc_glue_io *io,
+			 enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes);
 /* Releases the claim and closes the bdev once its I/Os have completed.
  * Afterwards no callback names this base again. */
 void hhc_glue_base_close(struct hhc_glue_base *base);
@@ -228,6 +265,10 @@ void hhc_rs_module_fini(void);
 
 void hhc_rs_base_io_done(void *rs_base, uint64_t tag, int status);
 void hhc_rs_base_removed(void *rs_base);
+void hhc_rs_lane_io_done(void *rs_channel, uint64_t tag, int status);
+void hhc_rs_bypass_done(void *rs_channel, struct hhc_glue_io *io, enum hhc_glue_io_kind kind, int status);
+int hhc_rs_channel_update(void *rs_channel, void *iter);
+void hhc_rs_node_channels_updated(void *rs_node);
 
 /* bdev fn table. */
 void hhc_rs_node_submit(void *rs_node, void *rs_channel, struct hhc_glue_io *io, enum hhc_glue_io_kind kind,
@@ -238,7 +279,7 @@ void hhc_rs_node_dump_info(void *rs_node, struct hhc_glue_json *json);
 void hhc_rs_node_write_config(void *rs_node, struct hhc_glue_json *json);
 
 /* Per-thread channel of an HHC bdev. */
-void *hhc_rs_channel_create(void *rs_node);
+void *hhc_rs_channel_create(void *rs_node, struct hhc_glue_lane *lane);
 void hhc_rs_channel_destroy(void *rs_channel);
 int hhc_rs_channel_poll(void *rs_channel);
 

@@ -18,6 +18,22 @@
 
 extern struct spdk_bdev_module g_hhc_module;
 
+/* A request thread's lane (hhc_base.c): its own channels to the backing
+ * (slot 0) and cache (slot 1) bdevs, taken at first use and given back
+ * once dropped (the bdev removed) and drained, and its own pool of I/O
+ * contexts. */
+struct hhc_glue_lane {
+	void *rs_channel;
+	struct spdk_io_channel *channels[HHC_GLUE_LANE_SLOTS];
+	uint32_t in_flight[HHC_GLUE_LANE_SLOTS];
+	bool dropped[HHC_GLUE_LANE_SLOTS];
+	struct hhc_glue_io_pool *pool;
+};
+
+/* Bytes of driver context per HHC bdev I/O (hhc_base.c: a bypassed
+ * request's lane). */
+size_t hhc_glue_io_ctx_size(void);
+
 /* Each file's link anchor: hhc_glue_anchor references them all, so linking
  * the module pulls every object (and the RPC methods its constructors
  * register) out of the static library. */

@@ -22,6 +22,9 @@ struct hhc_glue_node {
 
 struct hhc_glue_channel {
 	void *rs_channel;
+	/* This thread's own channels to the backing and cache bdevs (NULL when
+	 * out of memory: every command then goes out on the owner's). */
+	struct hhc_glue_lane *lane;
 	struct spdk_poller *poller;
 };
 
@@ -125,24 +128,6 @@ channel_poll(void *arg)
 	return hhc_rs_channel_poll(channel->rs_channel) > 0 ? SPDK_POLLER_BUSY : SPDK_POLLER_IDLE;
 }
 
-static int
-channel_create_cb(void *io_device, void *ctx_buf)
-{
-	struct hhc_glue_node *node = io_device;
-	struct hhc_glue_channel *channel = ctx_buf;
-
-	channel->rs_channel = hhc_rs_channel_create(node->rs_node);
-	if (channel->rs_channel == NULL) {
-		return -ENOMEM;
-	}
-	channel->poller = SPDK_POLLER_REGISTER(channel_poll, channel, 0);
-	if (channel->poller == NULL) {
-		hhc_rs_channel_destroy(channel->rs_channel);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 static void
 channel_destroy_cb(void *io_device, void *ctx_buf)
 {
@@ -150,6 +135,65 @@ channel_destroy_cb(void *io_device, void *ctx_buf)
 
 	spdk_poller_unregister(&channel->poller);
 	hhc_rs_channel_destroy(channel->rs_channel);
+	if (channel->lane != NULL) {
+		hhc_glue_lane_destroy(channel->lane);
+	}
+}
+
+static int
+channel_create_cb(void *io_device, void *ctx_buf)
+{
+	struct hhc_glue_node *node = io_device;
+	struct hhc_glue_channel *channel = ctx_buf;
+
+	channel->lane = hhc_glue_lane_create(NULL, HHC_GLUE_LANE_COMMANDS);
+	channel->rs_channel = hhc_rs_channel_create(node->rs_node, channel->lane);
+	if (channel->rs_channel == NULL) {
+		if (channel->lane != NULL) {
+			hhc_glue_lane_destroy(channel->lane);
+		}
+		return -ENOMEM;
+	}
+	if (channel->lane != NULL) {
+		channel->lane->rs_channel = channel->rs_channel;
+	}
+	channel->poller = SPDK_POLLER_REGISTER(channel_poll, channel, 0);
+	if (channel->poller == NULL) {
+		channel_destroy_cb(io_device, ctx_buf);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void
+update_channel_fn(struct spdk_io_channel_iter *i)
+{
+	struct hhc_glue_channel *channel = spdk_io_channel_get_ctx(spdk_io_channel_iter_get_channel(i));
+
+	/* 0: the channel answers later (hhc_glue_channels_answer). */
+	if (hhc_rs_channel_update(channel->rs_channel, i) != 0) {
+		spdk_for_each_channel_continue(i, 0);
+	}
+}
+
+static void
+channels_updated(struct spdk_io_channel_iter *i, int status)
+{
+	struct hhc_glue_node *node = spdk_io_channel_iter_get_io_device(i);
+
+	hhc_rs_node_channels_updated(node->rs_node);
+}
+
+void
+hhc_glue_node_update_channels(struct hhc_glue_node *node)
+{
+	spdk_for_each_channel(node, update_channel_fn, NULL, channels_updated);
+}
+
+void
+hhc_glue_channels_answer(void *iter)
+{
+	spdk_for_each_channel_continue(iter, 0);
 }
 
 /* Namespace of the bdev UUIDs derived from cache instance ids. */

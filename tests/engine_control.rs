@@ -286,3 +286,49 @@ fn an_absent_mirror_slot_is_never_touched_and_takes_an_attached_mirror() {
     }
     assert_eq!(workload.harness.engine.mirror_states(), vec![MirrorState::Healthy, MirrorState::Healthy]);
 }
+
+/// Blocks a warm start over a copy of `harness`'s devices, now, would hold
+/// in its cache (under write-back, which serves them).
+fn blocks_after_power_cycle(harness: &Harness, seed: u64) -> u64 {
+    let mut config = harness.config.clone();
+    config.policy = Policy::WriteBack;
+    let restarted = Harness::start(config, harness.devices.clone(), StartMode::Open, seed);
+    let stats = restarted.engine.stats();
+    stats.cache_blocks - stats.free_blocks
+}
+
+/// `passes_through` (a driver may then send requests past the engine,
+/// straight to the backing device) holds only once nothing the engine
+/// holds, in memory or durably, could be read over such a write: stepped
+/// through a switch from write-back to passthrough, the first moment it
+/// holds a power cycle finds an empty cache. The moment the switch itself
+/// is complete, before the emptied metadata is durable, a power cycle would
+/// still find blocks: a driver going by the policy alone would be wrong.
+#[test]
+fn passes_through_only_once_the_emptied_cache_is_durable() {
+    let mut workload = dirty_workload(Policy::WriteBack, 5);
+    assert!(!workload.harness.engine.passes_through(), "blocks are cached");
+    assert!(blocks_after_power_cycle(&workload.harness, 5) > 0);
+    let now = workload.harness.now;
+    workload.harness.engine.set_policy(now, Policy::Passthrough).unwrap();
+    let mut blocks_when_switched = None;
+    for _ in 0..1_000_000 {
+        let engine = &workload.harness.engine;
+        if engine.passes_through() {
+            break;
+        }
+        if engine.policy_target().is_none() && blocks_when_switched.is_none() {
+            blocks_when_switched = Some(blocks_after_power_cycle(&workload.harness, 6));
+        }
+        if !workload.harness.step() {
+            workload.harness.idle_for(1_000_000);
+        }
+    }
+    assert!(workload.harness.engine.passes_through(), "never passes through: {:?}", workload.harness.engine.stats());
+    assert_eq!(blocks_after_power_cycle(&workload.harness, 7), 0, "a power cycle finds cached blocks");
+    assert!(blocks_when_switched.is_some_and(|b| b > 0), "the switch was complete with its drop durable already: {blocks_when_switched:?}");
+    // Leaving passthrough: a write-back policy caches again.
+    let now = workload.harness.now;
+    workload.harness.engine.set_policy(now, Policy::WriteBack).unwrap();
+    assert!(!workload.harness.engine.passes_through());
+}

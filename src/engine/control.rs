@@ -116,6 +116,27 @@ impl Engine {
         self.policy_target
     }
 
+    /// Whether a request may go to the backing device without the engine,
+    /// as in `bdev_passthru` (a driver may then send it past the engine,
+    /// and must stop doing so, and wait for those in flight, before it
+    /// switches the policy): the `passthrough` policy with its switch
+    /// complete, no block in the cache and that durable (no metadata
+    /// commit wanted or running), nothing written back or in flight, and no
+    /// retiring log that a restart could act on. Then nothing the engine
+    /// holds, now or after a restart, can be read over such a write.
+    pub fn passes_through(&self) -> bool {
+        self.state == EngineState::Ready
+            && !self.restart_flush
+            && self.config.policy == Policy::Passthrough
+            && self.policy_target.is_none()
+            && self.cache.free_count() == self.cache.blocks_count()
+            && !self.commit.wanted()
+            && self.commit.is_idle()
+            && self.writeback.in_flight() == 0
+            && self.writeback.queue.is_empty()
+            && !self.logging.retiring
+    }
+
     /// Each log mirror, in order.
     pub fn mirror_states(&self) -> Vec<MirrorState> {
         let head = self.logging.superblock_durable_head;

@@ -5,15 +5,17 @@
 use super::errno::{self, Error};
 use super::params::BaseFacts;
 use super::sys;
-use crate::io::{DeviceRole, IoKind, IoStatus};
+use crate::io::{DeviceIo, DeviceRole, IoKind, IoStatus};
 use libc::iovec;
 use std::ffi::{c_void, CString};
 
 /// Tag bits of a base I/O: engine I/O ids are u32; the request slot (+1)
 /// that lent its buffer sits above them; recovery machines and the probe
-/// have bits of their own.
+/// have bits of their own, and a lane command names its base by one.
 pub const TAG_RECOVERY: u64 = 1 << 63;
 pub const TAG_PROBE: u64 = 1 << 62;
+/// A lane command on the cache bdev (else on the backing bdev).
+pub const TAG_LANE_CACHE: u64 = 1 << 61;
 
 /// What a base bdev callback needs to find its node and role.
 pub struct BaseCtx {
@@ -81,6 +83,11 @@ impl Base {
         }
     }
 
+    /// The C base, for a lane's bypass (null for an absent mirror).
+    pub fn glue(&self) -> *mut sys::hhc_glue_base {
+        self.glue
+    }
+
     pub fn facts(&self) -> BaseFacts {
         BaseFacts {
             block_size: self.info.block_size,
@@ -129,11 +136,13 @@ pub struct Bases {
     bases: Vec<Base>,
     pool: *mut sys::hhc_glue_io_pool,
     pool_count: u32,
+    /// A removed base drained off the owner thread: the owner closes it.
+    close_pending: bool,
 }
 
 impl Default for Bases {
     fn default() -> Bases {
-        Bases { bases: Vec::new(), pool: std::ptr::null_mut(), pool_count: 0 }
+        Bases { bases: Vec::new(), pool: std::ptr::null_mut(), pool_count: 0, close_pending: false }
     }
 }
 
@@ -267,7 +276,49 @@ impl Bases {
         Ok(())
     }
 
-    /// A base I/O came back with `status` (0 or a negative errno).
+    /// Starts one command on the calling thread's lane (the backing or
+    /// cache bdev only; `tag` carries TAG_LANE_CACHE for the cache). Ok(false):
+    /// not started (no lane context or channel, the base gone), to be
+    /// started on the owner's channels instead; Err: the status to report.
+    ///
+    /// # Safety
+    /// `lane` is the calling thread's live lane.
+    pub unsafe fn submit_lane(&mut self, lane: *mut sys::hhc_glue_lane, io: &DeviceIo, iovs: &[iovec], tag: u64) -> Result<bool, IoStatus> {
+        let (role, kind) = (io.device, io.kind);
+        let slot = match role {
+            DeviceRole::Backing => 0,
+            DeviceRole::Cache => 1,
+            DeviceRole::Log(_) => return Ok(false),
+        };
+        let Some(base) = self.bases.get_mut(role_index(role)) else { return Ok(false) };
+        if base.removed || base.closed || kind == IoKind::Flush {
+            return Ok(false);
+        }
+        let glue_kind = match kind {
+            IoKind::Read => sys::hhc_glue_io_kind::HHC_GLUE_IO_READ,
+            _ => sys::hhc_glue_io_kind::HHC_GLUE_IO_WRITE,
+        };
+        // SAFETY: the lane is the caller's; base.glue is open; iovs point
+        // into an outstanding request's buffers, valid until this command
+        // completes; C copies the iovec array itself.
+        let rc = unsafe {
+            sys::hhc_glue_lane_submit(lane, slot, base.glue, glue_kind, io.offset_bytes, io.len_bytes, iovs.as_ptr(), iovs.len() as i32, tag)
+        };
+        match rc {
+            0 => {
+                base.outstanding += 1;
+                Ok(true)
+            }
+            rc if rc == -libc::EAGAIN => Ok(false),
+            rc => {
+                log::error!("cannot start {kind:?} on {role} bdev {}: {}", base.name, errno::describe(rc));
+                Err(IoStatus::Error)
+            }
+        }
+    }
+
+    /// A base I/O came back with `status` (0 or a negative errno). A removed
+    /// base that drains is closed by the owner's next `close_drained`.
     pub fn done(&mut self, role: DeviceRole, status: i32) -> IoStatus {
         let base = &mut self.bases[role_index(role)];
         base.outstanding -= 1;
@@ -277,19 +328,34 @@ impl Bases {
             (_, true) => IoStatus::DeviceLost,
             (_, false) => IoStatus::Error,
         };
-        if base.removed && base.outstanding == 0 {
-            base.close();
-        }
+        self.close_pending |= base.removed && base.outstanding == 0;
         io_status
     }
 
-    /// The bdev went away: closed as soon as its last I/O is back.
+    /// On the owner thread, after each pass of its loop: closes the removed
+    /// bases that drained, but the backing bdev while `hold_backing`.
+    pub fn close_drained(&mut self, hold_backing: bool) {
+        if !std::mem::take(&mut self.close_pending) {
+            return;
+        }
+        for (index, base) in self.bases.iter_mut().enumerate().filter(|(_, b)| b.removed && b.outstanding == 0 && !b.closed) {
+            if index == 0 && hold_backing {
+                self.close_pending = true;
+            } else {
+                base.close();
+            }
+        }
+    }
+
+    /// The bdev went away: closed as soon as its last I/O is back; the
+    /// backing bdev by `close_drained` (a bypass route may name it).
     pub fn removed(&mut self, role: DeviceRole) -> &Base {
         let base = &mut self.bases[role_index(role)];
         base.removed = true;
-        if base.outstanding == 0 {
+        if base.outstanding == 0 && role != DeviceRole::Backing {
             base.close();
         }
+        self.close_pending |= base.outstanding == 0 && !base.closed;
         base
     }
 

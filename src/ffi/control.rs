@@ -17,7 +17,7 @@ use super::{forward, sys};
 use crate::config::{ConfigError, Options, Policy};
 use crate::engine::{ControlError, Engine, EngineState, MirrorState};
 use crate::format::{OWNER_BYTES_MAX, UNIT_BYTES};
-use crate::io::DeviceRole;
+use crate::io::{DeviceRole, RequestKind};
 use std::ffi::c_char;
 
 /// Counter names of each base's I/O errors, by role index (backing, cache,
@@ -51,6 +51,12 @@ impl Core {
         self.engine.as_ref().map_or(self.config.policy, Engine::policy)
     }
 
+    /// The policy a switch leads to, while one goes on or waits (for the
+    /// bdev to run, or for the requests sent past the engine to be back).
+    pub(super) fn policy_target(&self) -> Option<Policy> {
+        self.policy_on_start.or_else(|| self.engine.as_ref().and_then(Engine::policy_target))
+    }
+
     /// The policy in force or, while a switch goes on or waits for the
     /// bdev to run, the one it leads to.
     pub(super) fn policy_wanted(&self) -> Policy {
@@ -70,17 +76,19 @@ impl Core {
         self.start_wanted_policy();
     }
 
-    /// Starts the switch `want_policy` asked for, if the bdev runs.
+    /// Starts the switch `want_policy` or `set_policy` asked for, if the
+    /// bdev runs and no request sent past the engine is out.
     pub(super) fn start_wanted_policy(&mut self) {
         let Some(policy) = self.policy_on_start else { return };
         let name = self.params.name.clone();
-        if self.running_engine().is_err() {
+        if self.running_engine().is_err() || !self.bypass_drained() {
             return;
         }
         self.policy_on_start = None;
         let engine = self.engine.as_mut().expect("running engine");
-        if let Err(error) = engine.set_policy(now_ns(), policy) {
-            log::warn!("{name}: cannot switch to policy {policy}: {error}");
+        match engine.set_policy(now_ns(), policy) {
+            Ok(()) => log::info!("{name}: policy switch to {policy} started"),
+            Err(error) => log::warn!("{name}: cannot switch to policy {policy}: {error}"),
         }
     }
 
@@ -143,13 +151,31 @@ impl Core {
         Ok(self.engine.as_mut().expect("running engine"))
     }
 
+    /// The engine's counters and gauges, with the requests sent past it
+    /// (bypass.rs): they are the bdev's requests all the same.
+    pub(super) fn engine_fields(&self, engine: &Engine) -> Vec<(&'static str, u64)> {
+        let mut fields = stat_fields(&engine.stats());
+        let bypass = &self.node().shared.bypass;
+        for (name, value) in fields.iter_mut() {
+            *value += match *name {
+                "reads" => bypass.count(RequestKind::Read),
+                "writes" => bypass.count(RequestKind::Write),
+                "flushes" => bypass.count(RequestKind::Flush),
+                _ => 0,
+            };
+        }
+        fields
+    }
+
     /// Every counter and gauge: the engine's, flush_all's and each base's errors.
     fn counter_fields(&self, engine: &Engine) -> Vec<(&'static str, u64)> {
-        let mut fields = stat_fields(&engine.stats());
+        let mut fields = self.engine_fields(engine);
+        let bypass = &self.node().shared.bypass;
         let progress = engine.flush_all_progress();
         fields.push(("flush_alls_completed", progress.completed));
         fields.push(("flush_all_errors", progress.errors));
-        fields.extend(BASE_ERRORS.iter().zip(self.bases.all()).map(|(&name, base)| (name, base.errors)));
+        let bypass_errors = |role| if role == 0 { bypass.errors() } else { 0 };
+        fields.extend(BASE_ERRORS.iter().zip(self.bases.all()).enumerate().map(|(i, (&name, base))| (name, base.errors + bypass_errors(i))));
         fields
     }
 
@@ -180,7 +206,7 @@ impl Core {
             .string("name", &self.params.name)
             .string("state", self.phase.name())
             .string("policy", self.policy().name())
-            .raw("policy_target", &policy_json(self.engine.as_ref().and_then(Engine::policy_target)));
+            .raw("policy_target", &policy_json(self.policy_target()));
         if let Some(reason) = &self.failure {
             object = object.string("failure", reason);
         }
@@ -218,6 +244,18 @@ impl Core {
         // (Without any log mirror the engine refuses it, saying so.)
         if policy.uses_log() && !self.bases.logs().is_empty() && self.healthy_log_mirrors().is_empty() {
             return Err(Error::InvalidParams(format!("policy: {policy} needs a healthy log mirror; attach one first")));
+        }
+        self.running_engine()?;
+        if policy != Policy::Passthrough && !self.bypass_drained() {
+            // Requests sent past the engine may still be out: it switches
+            // once they are back (update_bypass).
+            self.policy_on_start = Some(policy);
+            log::info!("{name}: policy switch passthrough -> {policy} waits for the requests sent to the backing bdev directly");
+            return Ok(JsonObject::new()
+                .string("policy", self.policy().name())
+                .raw("policy_target", &policy_json(Some(policy)))
+                .boolean("complete", false)
+                .finish());
         }
         let engine = self.running_engine()?;
         let from = engine.policy();

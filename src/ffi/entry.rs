@@ -4,9 +4,9 @@
 
 use super::base::BaseCtx;
 use super::lifecycle;
-use super::node::Node;
+use super::node::{Core, Node};
 use super::registry;
-use super::request::{Channel, SubmitKind, Submission};
+use super::request::{Channel, LaneDone, SubmitKind, Submission};
 use super::sys;
 use std::ffi::{c_int, c_void};
 
@@ -59,12 +59,24 @@ pub unsafe extern "C" fn hhc_rs_node_submit(
     let result = if channel.on_owner {
         // SAFETY: the node is alive while bdev I/O flows.
         unsafe { &*(rs_node as *const Node) }.submit_on_owner(channel, submission)
+    } else if bypassed(channel, &submission) {
+        Ok(())
     } else {
+        // Run by the channel's poller in its next pass, with the others.
         channel.submit(submission)
     };
     if let Err(refusal) = result {
         // SAFETY: io is the request being submitted on this thread.
         unsafe { sys::hhc_glue_io_complete(io, refusal.status()) };
+    }
+}
+
+/// Sends a request straight to the backing bdev if its channel has a route
+/// (bypass.rs); a RESET never goes there.
+fn bypassed(channel: &Channel, submission: &Submission) -> bool {
+    match submission.kind {
+        SubmitKind::Engine(kind) => channel.bypass.try_send(channel.lane, submission.io, kind, submission.lba, submission.blocks_count),
+        SubmitKind::Reset => false,
     }
 }
 
@@ -80,12 +92,24 @@ pub unsafe extern "C" fn hhc_rs_node_destruct(rs_node: *mut c_void) -> c_int {
 }
 
 /// # Safety
-/// `rs_node` is a registered node.
+/// `rs_node` is a registered node; `lane` is null or the calling thread's
+/// lane for this channel, alive as long as it.
 #[no_mangle]
-pub unsafe extern "C" fn hhc_rs_channel_create(rs_node: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn hhc_rs_channel_create(rs_node: *mut c_void, lane: *mut sys::hhc_glue_lane) -> *mut c_void {
     // SAFETY: called while the bdev is registered, so the node is alive.
     let node = unsafe { &*(rs_node as *const Node) };
-    Box::into_raw(Box::new(Channel::new(node.shared.clone(), node.core.owner()))).cast()
+    Box::into_raw(Channel::new(rs_node, node.shared.clone(), node.core.owner(), lane)).cast()
+}
+
+/// # Safety
+/// `rs_channel` is a live channel of the calling thread, whose lane started
+/// the command with this tag.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_lane_io_done(rs_channel: *mut c_void, tag: u64, status: c_int) {
+    // SAFETY: a lane command uses a request's buffer, so the request and
+    // its channel are alive until the node has seen it back.
+    let channel = unsafe { &*(rs_channel as *const Channel) };
+    channel.push_lane_done(LaneDone { tag, status });
 }
 
 /// # Safety
@@ -103,7 +127,47 @@ pub unsafe extern "C" fn hhc_rs_channel_destroy(rs_channel: *mut c_void) {
 pub unsafe extern "C" fn hhc_rs_channel_poll(rs_channel: *mut c_void) -> c_int {
     // SAFETY: the poller runs on the channel's thread while the channel lives.
     let channel = unsafe { &*(rs_channel as *const Channel) };
-    channel.poll() as c_int
+    let completed = channel.poll_completions();
+    // SAFETY: a channel that holds work holds requests, so its bdev is
+    // registered and its node alive.
+    let ran = channel.has_work() && unsafe { &*(channel.node as *const Node) }.run_channel(channel);
+    completed as c_int + c_int::from(ran)
+}
+
+/// # Safety
+/// `rs_channel` is the live channel of the calling thread on which `io`
+/// was bypassed (`Channel::try_bypass`).
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_bypass_done(rs_channel: *mut c_void, io: *mut sys::hhc_glue_io, kind: sys::hhc_glue_io_kind, status: c_int) {
+    // SAFETY: the function's contract.
+    let channel = unsafe { &*(rs_channel as *const Channel) };
+    let SubmitKind::Engine(kind) = SubmitKind::from_glue(kind) else { unreachable!("a RESET is never bypassed") };
+    // SAFETY: the function's contract.
+    unsafe { channel.bypass.done(io, kind, status) };
+}
+
+/// Returns 1 when answered now, 0 when the channel answers later through
+/// hhc_glue_channels_answer (requests of it are out past the engine).
+///
+/// # Safety
+/// `rs_channel` is a live channel of the calling thread; `iter` the owner's
+/// iteration over the channels, paused here.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_channel_update(rs_channel: *mut c_void, iter: *mut c_void) -> c_int {
+    // SAFETY: the function's contract.
+    let channel = unsafe { &*(rs_channel as *const Channel) };
+    c_int::from(channel.bypass.update(&channel.shared().bypass, channel.lane, iter))
+}
+
+/// # Safety
+/// `rs_node` is a node whose owner (the calling thread) started the
+/// iteration over its channels, which keeps the node alive.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_node_channels_updated(rs_node: *mut c_void) {
+    // SAFETY: the function's contract.
+    let node = unsafe { &*(rs_node as *const Node) };
+    node.core.enter(Core::channels_updated).expect("messages run outside the node");
+    node.run();
 }
 
 #[no_mangle]

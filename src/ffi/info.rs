@@ -10,7 +10,6 @@ use super::json::{self, JsonObject};
 use super::node::{Core, Node, Published};
 use super::params::CreateParams;
 use super::recovery::progress_json;
-use super::report::stat_fields;
 use super::rpc::{text, Rpc};
 use super::{forward, registry, sys};
 use std::ffi::{c_char, CStr};
@@ -34,7 +33,7 @@ impl Core {
             object = object.raw("recovery", &progress_json(&progress));
         }
         if let Some(engine) = &self.engine {
-            let fields = stat_fields(&engine.stats());
+            let fields = self.engine_fields(engine);
             let stats = fields.into_iter().fold(JsonObject::new(), |o, (name, value)| o.number(name, value));
             object = object.raw("stats", &stats.finish());
         }

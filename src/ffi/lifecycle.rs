@@ -41,6 +41,7 @@ pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
         // keeps them under requests_max).
         let commands = if direct { config.requests_max as usize } else { Engine::device_commands_max(&config)? };
         bases.use_pool(commands + COMMANDS_BESIDE_ENGINE)?;
+        node.shared.size_commands(commands + COMMANDS_BESIDE_ENGINE);
         Ok(config)
     });
     let config = match sized {
@@ -308,7 +309,7 @@ impl Core {
             _ => {}
         }
         // Not while the app thread registers its bdev: that bdev points here.
-        if self.phase == Phase::Done && self.destructing && !self.registering {
+        if self.phase == Phase::Done && self.destructing && !self.registering && !self.channels_updating() {
             self.finish_destruct();
         }
     }
@@ -490,8 +491,14 @@ impl Core {
     }
 
     /// The bdev's destruct, on the owner thread.
-    fn begin_destruct(&mut self) {
+    pub(super) fn begin_destruct(&mut self) {
         self.destructing = true;
+        if self.channels_updating() {
+            // Ending the destruct unregisters the io_device, which SPDK
+            // refuses while an iteration over its channels runs.
+            self.destruct_waits = true;
+            return;
+        }
         match self.phase {
             Phase::Running if self.direct.is_some() => {
                 self.phase = Phase::Done;

@@ -4,12 +4,19 @@
 //! bindgen generates into `sys`.
 //!
 //! Threading: one owner SPDK thread per HHC bdev (the thread that created
-//! it, or one the module made for its `cpumask`) runs the engine and does
-//! all base-bdev I/O on its own channels; RPCs about it are sent there and
-//! answered from there (forward.rs); the app thread registers its bdev.
-//! Requests submitted on other threads reach it through a bounded queue and
-//! are completed back on their own thread through a bounded per-channel
-//! queue. Panics abort (`panic = "abort"` in release; `extern "C"` entry
+//! it, or one the module made for its `cpumask`) opens and closes its
+//! bases, runs its timers, life cycle and recovery, and answers its RPCs
+//! (forward.rs); the app thread registers its bdev. The engine sits in a
+//! `NodeCell` (owner.rs) that one thread enters at a time: a channel on
+//! another thread queues its requests and its poller enters the node once a
+//! pass to start them as a batch; the device commands that use those
+//! requests' buffers go out on that thread's lane (its own channels to the
+//! backing and cache bdevs) and come back there, so a request runs to
+//! completion on its own thread; other commands go out on the owner's
+//! channels. Requests finished by another thread come back through a
+//! bounded per-channel queue. While the engine passes every request through
+//! (bypass.rs) they go straight to the backing bdev, as in bdev_passthru.
+//! Panics abort (`panic = "abort"` in release; `extern "C"` entry
 //! points abort on unwinding in every profile). Errors become negative errno
 //! in `errno`.
 //!
@@ -17,10 +24,13 @@
 //! - `errno`, `json`, `iov`, `params`, `report` (stat fields, latency
 //!   histogram, counter baselines): no SPDK calls; build and test everywhere.
 //! - `sys` (bindgen), `logger`, `memory`, `owner` (threads, time, the
-//!   owner-thread cell), `rpc` (answers): thin wrappers of the C shim.
-//! - `base` (base bdevs), `request` (the request path, RESET), `recovery`
-//!   (log scan and replay after a cache loss).
-//! - `node` (a node and its owner's loop), then `registry` (the node list,
+//!   cells of a node's state), `rpc` (answers): thin wrappers of the C shim.
+//! - `base` (base bdevs and lanes), `bypass` (requests past the engine),
+//!   `request` (the request path, RESET), `recovery` (log scan and replay
+//!   after a cache loss).
+//! - `node` (a node and its loop), then `commands` (the engine's device
+//!   commands), `channels` (what the owner tells every channel), `registry`
+//!   (the node list,
 //!   by name and owner thread), `forward` (work sent to a node's owner),
 //!   `lifecycle` (open, probe, register, fail, destruct, recovery), `info`
 //!   (reports), `control` (the operator RPCs: stats, policy, flush_all),
@@ -40,6 +50,12 @@ pub mod report;
 
 #[cfg(hhc_spdk)]
 mod base;
+#[cfg(hhc_spdk)]
+mod bypass;
+#[cfg(hhc_spdk)]
+mod channels;
+#[cfg(hhc_spdk)]
+mod commands;
 #[cfg(hhc_spdk)]
 mod control;
 #[cfg(hhc_spdk)]

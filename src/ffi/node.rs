@@ -1,16 +1,19 @@
 //! One HHC bdev: the engine, its base bdevs, its requests and where it is
 //! in its life. `Node` is what C holds a pointer to; its mutable state,
-//! `Core`, lives in an `OwnerCell` that only the owner thread enters. This
-//! room runs the owner's loop: take inputs and submissions, carry out the
-//! engine's device commands, hand back completions. The life cycle
-//! (lifecycle.rs), recovery (recovery.rs) and reports (info.rs) are the
-//! other methods of `Core`.
+//! `Core`, lives in a `NodeCell` that one thread at a time enters: the
+//! owner, or a thread running its own requests (request.rs). This room
+//! runs the node's loop: take inputs and submissions, carry out the
+//! engine's device commands, hand back completions. What touches the
+//! bases' descriptors, the timers and the life cycle runs on the owner
+//! only. The life cycle (lifecycle.rs), recovery (recovery.rs) and reports
+//! (info.rs) are the other methods of `Core`.
 
 use crate::queue::Rewind;
-use super::base::{Bases, TAG_PROBE, TAG_RECOVERY};
+use super::channels::ChannelsState;
+use super::base::{Bases, TAG_PROBE};
 use super::errno::{Error, Refusal};
-use super::iov::{region_iovec, IovecData};
-use super::owner::{now_ns, OwnerCell, Thread};
+use super::iov::IovecData;
+use super::owner::{now_ns, Entered, NodeCell, OwnerCell, Thread};
 use super::params::CreateParams;
 use super::recovery::Recovery;
 use super::report::Baseline;
@@ -19,7 +22,7 @@ use super::rpc::Rpc;
 use super::sys;
 use crate::config::Config;
 use crate::engine::{Engine, EngineState, PrefetchStage};
-use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoStatus, Request, RequestKind};
+use crate::io::{DeviceRole, IoId, IoKind, IoStatus, Request, RequestKind};
 use libc::iovec;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -83,7 +86,7 @@ pub struct Node {
     /// The create parameters, fixed for the node's life (any thread reads them).
     pub params: CreateParams,
     pub shared: Arc<Shared>,
-    pub(super) core: OwnerCell<Core>,
+    pub(super) core: NodeCell<Core>,
     inbox: OwnerCell<VecDeque<Input>>,
     /// Requests of the owner thread's own channel, queued without atomics.
     local: OwnerCell<VecDeque<Submission>>,
@@ -109,6 +112,17 @@ pub struct Core {
     pub(super) node: *const Node,
     /// The node's owner thread, where every message about it goes.
     pub(super) owner: Thread,
+    /// The thread inside is the owner (set at every entry).
+    pub(super) on_owner: bool,
+    /// The channels were last told to send requests past the engine
+    /// (bypass.rs), and whether that telling is done.
+    pub(super) bypass_on: bool,
+    pub(super) channels_state: ChannelsState,
+    /// A backing or cache bdev was removed: the lanes give their channels
+    /// to it back at the next update.
+    pub(super) lanes_to_drop: bool,
+    /// The bdev layer's destruct came during an update of the channels.
+    pub(super) destruct_waits: bool,
     pub(super) params: CreateParams,
     pub(super) phase: Phase,
     pub(super) config: Config,
@@ -134,11 +148,11 @@ pub struct Core {
     /// engine are dropped, but recovery waits for them).
     pub(super) engine_ios: u32,
     /// Completions made up on the owner thread (no such base, submit error).
-    immediate: VecDeque<(IoId, IoStatus)>,
+    pub(super) immediate: VecDeque<(IoId, IoStatus)>,
     /// The clock, read once per pass of the owner's loop: what the engine
     /// and the flush latency see for everything in that pass.
     pub(super) now: u64,
-    iov_scratch: Vec<iovec>,
+    pub(super) iov_scratch: Vec<iovec>,
     /// Submissions being started (take_submissions), kept for its capacity.
     batch: Vec<Submission>,
     pub(super) cache_lost: bool,
@@ -167,6 +181,11 @@ impl Node {
             bases: Bases::default(),
             node: std::ptr::null(),
             owner: Thread::current(),
+            on_owner: true,
+            bypass_on: false,
+            channels_state: ChannelsState::Settled,
+            lanes_to_drop: false,
+            destruct_waits: false,
             requests: Requests::with_capacity(Config::default().requests_max as usize),
             glue: std::ptr::null_mut(),
             poller: std::ptr::null_mut(),
@@ -194,7 +213,7 @@ impl Node {
         let node = Box::new(Node {
             params,
             shared: Shared::new(),
-            core: OwnerCell::new(core),
+            core: NodeCell::new(core),
             inbox: OwnerCell::new(VecDeque::with_capacity(256)),
             local: OwnerCell::new(VecDeque::with_capacity(SUBMISSIONS_MAX)),
             published: Mutex::new(Published::default()),
@@ -234,30 +253,61 @@ impl Node {
         self.inbox.enter(VecDeque::pop_front_rewound).expect("the inbox is never entered twice")
     }
 
-    /// Does all pending work unless a caller up the stack already is (a
-    /// completion we hand to the bdev layer may submit a new request at
-    /// once); that caller's loop then picks the new work up.
+    /// On the owner thread: does all pending work unless a thread is
+    /// inside already, a caller up the stack (a completion we hand to the
+    /// bdev layer may submit a new request at once) or a request thread.
+    /// That caller's loop picks the new work up; after a request thread,
+    /// the owner's poller does.
     pub fn run(&self) -> bool {
-        self.core.enter(|core| self.run_core(core)).unwrap_or(false)
+        self.core.try_run(Thread::current(), |core| self.run_core(core, None)).unwrap_or(false)
     }
 
-    fn run_core(&self, core: &mut Core) -> bool {
+    /// A channel's poller off the owner thread: runs the requests and lane
+    /// completions it queued, unless a thread is inside the node (then it
+    /// tries again next pass).
+    pub fn run_channel(&self, channel: &Channel) -> bool {
+        channel.has_work() && self.core.try_run(channel.thread, |core| self.run_core(core, Some(channel))).unwrap_or(false)
+    }
+
+    /// The loop: `channel` names the request thread inside (None: the owner).
+    fn run_core(&self, core: &mut Core, channel: Option<&Channel>) -> bool {
         let mut busy = false;
         loop {
             core.now = now_ns();
             let mut progressed = false;
-            while let Some(input) = self.pop_input() {
-                core.handle_input(input);
-                progressed = true;
+            match channel {
+                None => {
+                    while let Some(input) = self.pop_input() {
+                        core.handle_input(input);
+                        progressed = true;
+                    }
+                    while let Some(io) = self.shared.pop_for_owner() {
+                        core.submit_engine_io(io);
+                        progressed = true;
+                    }
+                    progressed |= core.take_submissions(|| self.pop_local());
+                }
+                Some(channel) => {
+                    while let Some(done) = channel.pop_lane_done() {
+                        core.lane_io_done(done);
+                        progressed = true;
+                    }
+                    progressed |= core.take_submissions(|| channel.pop_queued());
+                }
             }
-            progressed |= core.take_submissions(|| self.pop_local().or_else(|| self.shared.submissions.pop()));
             progressed |= core.pump();
             if !progressed {
                 break;
             }
             busy = true;
         }
-        core.advance_phase();
+        if channel.is_none() {
+            // A removed backing bdev stays open while a route may name it.
+            let hold_backing = !core.bypass_drained();
+            core.bases.close_drained(hold_backing);
+            core.advance_phase();
+            core.update_channels();
+        }
         busy
     }
 
@@ -275,6 +325,13 @@ impl Node {
 
     fn published_at(&self) -> u64 {
         self.published.lock().map_or(0, |p| p.at)
+    }
+}
+
+impl Entered for Core {
+    fn entered(&mut self, current: Thread, on_owner: bool) {
+        self.on_owner = on_owner;
+        self.requests.current = current;
     }
 }
 
@@ -346,7 +403,7 @@ impl Core {
         };
         if let Some(refusal) = refusal {
             // SAFETY: the submission is outstanding on a live channel; completed once, here.
-            return unsafe { finish_request(submission.io, submission.channel, refusal.status()) };
+            return unsafe { finish_request(submission.io, submission.channel, refusal.status(), self.requests.current) };
         }
         let key = self.requests.insert(&submission, self.now);
         let request = Request { id: key as u64, kind, lba: submission.lba, blocks_count: submission.blocks_count as u32 };
@@ -388,9 +445,12 @@ impl Core {
                 any = true;
                 self.requests.completed(completion, self.now);
             }
-            let recovered = self.recovery.as_mut().is_some_and(|recovery| recovery.pump(&mut self.bases));
+            // Recovery runs on the owner's channels only.
+            let recovered = self.on_owner && self.recovery.as_mut().is_some_and(|recovery| recovery.pump(&mut self.bases));
             any |= recovered;
-            self.advance_recovery();
+            if self.on_owner {
+                self.advance_recovery();
+            }
             // Another pass only for what this one made: commands that could
             // not start (completed at once), recovery steps done inline. A
             // completion handed to the bdev layer changes no machine here
@@ -401,69 +461,16 @@ impl Core {
         }
     }
 
-    fn submit_engine_io(&mut self, io: DeviceIo) {
-        assert!(io.id <= u32::MAX as u64, "engine I/O id {} exceeds 32 bits", io.id);
-        self.iov_scratch.clear();
-        let mut scratch = std::mem::take(&mut self.iov_scratch);
-        let lender = match io.buffer {
-            IoBuffer::None => None,
-            IoBuffer::Engine { region, offset_bytes } => {
-                let memory = self.engine.as_mut().expect("engine").io_memory_mut(region);
-                scratch.push(region_iovec(memory, offset_bytes as u64, io.len_bytes));
-                None
-            }
-            IoBuffer::Request { request, offset_bytes } => {
-                let key = request as u32;
-                let complete = self.requests.lend(key, offset_bytes, io.len_bytes, &mut scratch);
-                assert!(complete, "{io:?} reaches past its request's buffer");
-                Some(key)
-            }
-        };
-        let tag = io.id | lender.map_or(0, |key| (key as u64 + 1) << 32);
-        self.engine_ios += 1;
-        if let Err(status) = self.bases.submit(io.device, io.kind, io.offset_bytes, io.len_bytes, &scratch, tag) {
-            self.engine_ios -= 1;
-            self.release_lender(tag);
-            self.immediate.push_back((io.id, status));
-        }
-        self.iov_scratch = scratch;
-    }
-
-    fn release_lender(&mut self, tag: u64) {
-        let lender = (tag & !(TAG_RECOVERY | TAG_PROBE)) >> 32;
-        if lender != 0 {
-            self.requests.release((lender - 1) as u32);
-        }
-    }
-
-    fn device_io_done(&mut self, role: DeviceRole, tag: u64, status: i32) {
-        let io_status = self.bases.done(role, status);
-        if tag & TAG_PROBE != 0 {
-            return self.probe_done(io_status);
-        }
-        if tag & TAG_RECOVERY != 0 {
-            if let Some(recovery) = self.recovery.as_mut() {
-                recovery.io_done(tag & !TAG_RECOVERY, io_status);
-            }
-            return;
-        }
-        self.engine_ios -= 1;
-        self.release_lender(tag);
-        self.engine_io_done(tag & u32::MAX as u64, io_status);
-    }
-
-    fn engine_io_done(&mut self, id: IoId, status: IoStatus) {
-        if let Some(direct) = self.direct.as_mut() {
-            return direct.handle_io_completion(id, status);
-        }
-        let Some(engine) = self.engine.as_mut() else { return };
-        // A failed engine forgot its operations; their completions go nowhere.
-        if !matches!(engine.state(), EngineState::Failed(_)) {
-            engine.handle_io_completion(self.now, id, status);
-        }
+    pub(super) fn node(&self) -> &Node {
+        // SAFETY: the core lives inside its node.
+        unsafe { &*self.node }
     }
 
     fn device_removed(&mut self, role: DeviceRole) {
+        // Every channel's lane gives its channel to the bdev back (and the
+        // routes go with the backing bdev), so the bdev's removal need not
+        // wait for this bdev's channels to go (update_channels).
+        self.lanes_to_drop |= matches!(role, DeviceRole::Backing | DeviceRole::Cache);
         let base = self.bases.removed(role);
         log::warn!("{}: {role} bdev {} was removed", self.params.name, base.name);
         self.cache_lost |= role == DeviceRole::Cache;

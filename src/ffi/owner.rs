@@ -1,18 +1,20 @@
-//! SPDK threads, time, and the owner-thread cell of a node.
+//! SPDK threads, time, and the cells that hold a node's state.
 //!
 //! A node belongs to the SPDK thread that created it (the thread of its
-//! create call, or one the module made for its `cpumask`): only that thread
-//! runs its engine, touches its bases and answers for it. `OwnerCell` holds that
-//! state without locks or borrow counting; what makes it sound is the
-//! invariant that only the owner thread enters it (checked by a debug
-//! assertion on the data path and by a real check where a non-owner thread
-//! can arrive: RPCs and `dump_info`). Messages about a node (destruct, free)
-//! are sent to its owner, never to whichever thread is current.
+//! create call, or one the module made for its `cpumask`): that thread
+//! opens and closes its bases, runs its timers and life cycle and answers
+//! for it. Its engine is in a `NodeCell`: the owner enters it, and so does
+//! a thread that submits a request or hears of its own device command, to
+//! run the request there (lanes, request.rs) instead of waiting for the
+//! owner's poller. `OwnerCell` holds what only the owner touches, without
+//! locks or borrow counting. Messages about a node (destruct, free) are
+//! sent to its owner, never to whichever thread is current.
 
 use super::errno::Error;
 use super::sys;
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Mutex;
 
 /// An SPDK thread, opaque: only compared and sent messages.
@@ -111,10 +113,6 @@ impl<T> OwnerCell<T> {
         OwnerCell { owner: Thread::current(), entered: Cell::new(false), value: UnsafeCell::new(value) }
     }
 
-    pub fn owner(&self) -> Thread {
-        self.owner
-    }
-
     pub fn on_owner_thread(&self) -> bool {
         Thread::current() == self.owner
     }
@@ -132,6 +130,88 @@ impl<T> OwnerCell<T> {
         let result = f(unsafe { &mut *self.value.get() });
         self.entered.set(false);
         Some(result)
+    }
+}
+
+/// A node's state, entered by one thread at a time: its owner (which waits
+/// its turn) or a request thread (which never waits: when the cell is busy
+/// its work is queued for the thread inside, which looks again before it
+/// leaves). Nobody holds it across a return to the reactor, so a wait is
+/// short, and a thread finding itself inside further up its stack (a
+/// completion handed to the bdev layer submitting again) is told so.
+pub struct NodeCell<T: Entered> {
+    owner: Thread,
+    locked: AtomicBool,
+    /// The SPDK thread inside, for telling a re-entry from a wait.
+    holder: AtomicPtr<c_void>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached between a successful `acquire` and the
+// matching `release`, which order every access (Acquire/Release).
+unsafe impl<T: Entered> Sync for NodeCell<T> {}
+
+/// A value told at every entry who entered it.
+pub trait Entered {
+    fn entered(&mut self, current: Thread, on_owner: bool);
+}
+
+impl<T: Entered> NodeCell<T> {
+    /// Owned by the calling thread.
+    pub fn new(value: T) -> NodeCell<T> {
+        NodeCell {
+            owner: Thread::current(),
+            locked: AtomicBool::new(false),
+            holder: AtomicPtr::new(std::ptr::null_mut()),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    pub fn owner(&self) -> Thread {
+        self.owner
+    }
+
+    pub fn on_owner_thread(&self) -> bool {
+        Thread::current() == self.owner
+    }
+
+    fn acquire(&self, current: Thread) -> bool {
+        if self.locked.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        self.holder.store(current.0 as *mut c_void, Ordering::Relaxed);
+        true
+    }
+
+    fn inside<R>(&self, current: Thread, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: the caller acquired the cell, so this is the only
+        // reference to the value until the release below.
+        let value = unsafe { &mut *self.value.get() };
+        value.entered(current, current == self.owner);
+        let result = f(value);
+        self.holder.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.locked.store(false, Ordering::Release);
+        result
+    }
+
+    /// From any thread: runs `f` if the cell is free, else None at once.
+    pub fn try_run<R>(&self, current: Thread, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        self.acquire(current).then(|| self.inside(current, f))
+    }
+
+    /// On the owner thread: runs `f` once the cell is free (a request
+    /// thread inside leaves soon), or None if this thread is inside
+    /// already, further up its stack.
+    pub fn enter<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let current = Thread::current();
+        debug_assert!(current == self.owner, "a node entered off its owner thread");
+        while !self.acquire(current) {
+            if std::ptr::eq(self.holder.load(Ordering::Relaxed), current.0) {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+        Some(self.inside(current, f))
     }
 
     /// As `enter`, from any thread: None off the owner thread too.

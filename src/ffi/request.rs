@@ -1,23 +1,31 @@
 //! The request path: bdev I/Os from every thread's channel, queued to the
-//! owner thread, kept in a table while the engine works on them and
-//! completed back on their own thread. A RESET is not the engine's: it
-//! completes, successfully, once every request submitted before it is done.
+//! node, kept in a table while the engine works on them and completed back
+//! on their own thread. The thread that submits a request enters the node
+//! to run it (owner.rs, `NodeCell`); the device commands that use a
+//! request's buffers go out on its thread's lane (its own channels to the
+//! backing and cache bdevs) and complete there, so a request that finds the
+//! node free runs to completion on its own thread, as in `bdev_passthru`.
+//! The rest of the engine's commands go out on the owner's channels. A
+//! RESET is not the engine's: it completes, successfully, once every request
+//! submitted before it is done.
 
 use super::errno::{self, Refusal};
 use super::iov::sub_range;
+use super::bypass::{Bypass, ChannelBypass};
 use super::owner::Thread;
 use crate::histogram::Histogram;
 use super::sys;
-use crate::io::{RequestCompletion, RequestKind};
+use crate::io::{DeviceIo, RequestCompletion, RequestKind};
 use crate::slab::Slab;
 use crossbeam_queue::ArrayQueue;
 use libc::iovec;
-use std::cell::Cell;
+use crate::queue::Rewind;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
 
-/// Requests queued towards the owner thread, per HHC bdev (from other
-/// threads, and on the owner thread itself while its loop runs).
+/// Requests of the owner thread's own channel queued while its loop runs.
 pub const SUBMISSIONS_MAX: usize = 4096;
 /// Requests in flight per channel; also the size of its completion queue, so
 /// pushing a completion can never fail.
@@ -63,45 +71,115 @@ pub struct Finished {
 // SAFETY: only handed to hhc_glue_io_complete on the submitting thread.
 unsafe impl Send for Finished {}
 
-/// The part of a node other threads touch.
+/// A lane's device command came back: its tag and status.
+pub struct LaneDone {
+    pub tag: u64,
+    pub status: i32,
+}
+
+/// The part of a node other threads touch without entering it.
 pub struct Shared {
-    pub submissions: ArrayQueue<Submission>,
+    /// Commands a request thread left for the owner's channels; sized once
+    /// the engine's bound on device commands is known.
+    pub for_owner: OnceLock<ArrayQueue<DeviceIo>>,
+    pub bypass: Bypass,
 }
 
 impl Shared {
     pub fn new() -> Arc<Shared> {
-        Arc::new(Shared { submissions: ArrayQueue::new(SUBMISSIONS_MAX) })
+        Arc::new(Shared { for_owner: OnceLock::new(), bypass: Bypass::default() })
+    }
+
+    /// Sizes the queue for the owner for `count` device commands, once.
+    pub fn size_commands(&self, count: usize) {
+        let _ = self.for_owner.set(ArrayQueue::new(count));
+    }
+
+    /// Leaves a command for the owner's channels.
+    pub fn push_for_owner(&self, io: DeviceIo) {
+        let queue = self.for_owner.get().expect("a queue for the owner with an engine");
+        assert!(queue.push(io).is_ok(), "commands for the owner exceed the engine's bound");
+    }
+
+    pub fn pop_for_owner(&self) -> Option<DeviceIo> {
+        self.for_owner.get().and_then(ArrayQueue::pop)
     }
 }
 
-/// Per-thread channel state of one HHC bdev.
+/// Per-thread channel state of one HHC bdev. A channel off the owner
+/// thread queues its requests and its lane's completions here, on its own
+/// thread, and its poller runs them in the node once a pass, as a batch
+/// (whose cache lookups are prefetched together).
 pub struct Channel {
     shared: Arc<Shared>,
+    /// The node: entered only while the channel holds requests, which
+    /// keep the bdev registered and so the node alive.
+    pub node: *const c_void,
+    pub thread: Thread,
     pub on_owner: bool,
+    /// This thread's channels to the backing and cache bdevs (null: none,
+    /// every command goes out on the owner's).
+    pub lane: *mut sys::hhc_glue_lane,
     /// Requests of this channel not completed yet; touched on its thread only.
     in_flight: Cell<u32>,
     completions: ArrayQueue<Finished>,
+    /// Requests waiting for the poller (its thread only).
+    queued: RefCell<VecDeque<Submission>>,
+    /// Lane commands back, waiting for the poller (its thread only).
+    lane_done: RefCell<VecDeque<LaneDone>>,
+    /// Requests sent past the engine (bypass.rs).
+    pub bypass: ChannelBypass,
 }
 
 impl Channel {
-    /// The calling thread's channel of a node owned by `owner`.
-    pub fn new(shared: Arc<Shared>, owner: Thread) -> Channel {
-        Channel {
+    /// The calling thread's channel of `node`, owned by `owner`, with the
+    /// lane C made for it (unused on the owner thread, whose commands go
+    /// out on the owner's channels anyway).
+    pub fn new(node: *const c_void, shared: Arc<Shared>, owner: Thread, lane: *mut sys::hhc_glue_lane) -> Box<Channel> {
+        let thread = Thread::current();
+        let on_owner = thread == owner;
+        let bypass = ChannelBypass::new(&shared.bypass, on_owner);
+        Box::new(Channel {
+            bypass,
             shared,
-            on_owner: Thread::current() == owner,
+            node,
+            thread,
+            on_owner,
+            lane: if on_owner { std::ptr::null_mut() } else { lane },
             in_flight: Cell::new(0),
             completions: ArrayQueue::new(CHANNEL_IN_FLIGHT_MAX as usize),
-        }
+            queued: RefCell::new(VecDeque::with_capacity(CHANNEL_IN_FLIGHT_MAX as usize)),
+            lane_done: RefCell::new(VecDeque::with_capacity(sys::HHC_GLUE_LANE_COMMANDS as usize)),
+        })
     }
 
-    /// Queues a request of another thread towards the owner thread; Err:
+    /// Queues a request of this (non-owner) thread for its poller; Err:
     /// the bdev layer retries it later (back-pressure).
     pub fn submit(&self, submission: Submission) -> Result<(), Refusal> {
-        if self.in_flight.get() >= CHANNEL_IN_FLIGHT_MAX || self.shared.submissions.push(submission).is_err() {
+        if self.in_flight.get() >= CHANNEL_IN_FLIGHT_MAX {
             return Err(Refusal::Full);
         }
+        self.queued.borrow_mut().push_back(submission);
         self.in_flight.set(self.in_flight.get() + 1);
         Ok(())
+    }
+
+    pub fn pop_queued(&self) -> Option<Submission> {
+        self.queued.borrow_mut().pop_front_rewound()
+    }
+
+    /// A lane command came back (bounded by the lane's contexts).
+    pub fn push_lane_done(&self, done: LaneDone) {
+        self.lane_done.borrow_mut().push_back(done);
+    }
+
+    pub fn pop_lane_done(&self) -> Option<LaneDone> {
+        self.lane_done.borrow_mut().pop_front_rewound()
+    }
+
+    /// Work for the node that this channel's poller holds.
+    pub fn has_work(&self) -> bool {
+        !self.queued.borrow().is_empty() || !self.lane_done.borrow().is_empty()
     }
 
     /// Counts in a request that `queue` takes (on the owner thread, no
@@ -115,8 +193,8 @@ impl Channel {
         Ok(())
     }
 
-    /// Completes what the owner finished for this (non-owner) channel.
-    pub fn poll(&self) -> usize {
+    /// Completes what other threads finished for this channel.
+    pub fn poll_completions(&self) -> usize {
         let mut completed = 0;
         while let Some(finished) = self.completions.pop() {
             self.in_flight.set(self.in_flight.get() - 1);
@@ -128,21 +206,31 @@ impl Channel {
     }
 
     pub fn idle(&self) -> bool {
-        self.in_flight.get() == 0
+        self.in_flight.get() == 0 && self.bypass.idle()
+    }
+
+    pub fn shared(&self) -> &Shared {
+        &self.shared
     }
 }
 
-/// Completes a request on its own thread: directly on the owner thread,
-/// else through the channel's queue.
+impl Drop for Channel {
+    fn drop(&mut self) {
+        self.bypass.retire(&self.shared.bypass);
+    }
+}
+
+/// Completes a request on its own thread: directly when `current` (the
+/// calling thread) is it, else through the channel's queue.
 ///
 /// # Safety
 /// `io` is outstanding and was submitted on `channel`, which is alive (the
 /// bdev layer destroys a channel only after its I/O completed); the caller
-/// is the owner thread.
-pub unsafe fn finish_request(io: *mut sys::hhc_glue_io, channel: *const Channel, status: i32) {
+/// is inside the node.
+pub unsafe fn finish_request(io: *mut sys::hhc_glue_io, channel: *const Channel, status: i32, current: Thread) {
     // SAFETY: see the function's contract.
     let channel = unsafe { &*channel };
-    if channel.on_owner {
+    if channel.thread == current {
         channel.in_flight.set(channel.in_flight.get() - 1);
         // SAFETY: io is outstanding and we are on its submitting thread.
         unsafe { sys::hhc_glue_io_complete(io, status) };
@@ -182,13 +270,14 @@ struct RequestSlot {
 
 /// The requests the engine holds, by key (the engine's request id), and the
 /// RESETs waiting for them.
-#[derive(Default)]
 pub struct Requests {
     slots: Slab<RequestSlot>,
     /// RESETs waiting for the table to drain.
     resets: Vec<Submission>,
-    /// From the owner taking a flush to the engine completing it.
+    /// From the node taking a flush to the engine completing it.
     pub flush_latency: Histogram,
+    /// The thread inside the node now (set at every entry).
+    pub current: Thread,
 }
 
 impl Requests {
@@ -196,7 +285,19 @@ impl Requests {
     /// it grows past that only by requests the engine has completed (or
     /// sent back as busy) whose buffers a device command still uses.
     pub fn with_capacity(capacity: usize) -> Requests {
-        Requests { slots: Slab::with_capacity(capacity), resets: Vec::new(), flush_latency: Histogram::default() }
+        Requests {
+            slots: Slab::with_capacity(capacity),
+            resets: Vec::new(),
+            flush_latency: Histogram::default(),
+            current: Thread::current(),
+        }
+    }
+
+    /// The channel request `key` came from.
+    pub fn channel_of(&self, key: u32) -> &Channel {
+        // SAFETY: a live request's channel is alive (it is destroyed only
+        // after its requests completed).
+        unsafe { &*self.slots.get(key).expect("live request slot").channel }
     }
 
     /// A new request, taken at `now`; its key is the engine request id.
@@ -254,7 +355,7 @@ impl Requests {
         let slot = self.slots.remove(key).expect("live request slot");
         // SAFETY: the slot held an outstanding request of a live channel; it
         // is completed once (the slot is gone) on the owner thread.
-        unsafe { finish_request(slot.io, slot.channel, slot.status.expect("completed request")) };
+        unsafe { finish_request(slot.io, slot.channel, slot.status.expect("completed request"), self.current) };
         self.finish_resets();
     }
 
@@ -277,7 +378,7 @@ impl Requests {
         }
         for reset in std::mem::take(&mut self.resets) {
             // SAFETY: the RESET is outstanding on a live channel and completed once.
-            unsafe { finish_request(reset.io, reset.channel, 0) };
+            unsafe { finish_request(reset.io, reset.channel, 0, self.current) };
         }
     }
 }

@@ -1,0 +1,81 @@
+//! What the owner tells every channel of its bdev, one
+//! `spdk_for_each_channel` at a time: the bypass route (bypass.rs) while
+//! the engine passes every request through, none otherwise, and to give
+//! back their lanes' channels to a removed bdev.
+
+use super::bypass::{Route, LANE_SLOTS};
+use super::node::{Core, Phase};
+use super::sys;
+use crate::engine::Engine;
+use crate::io::DeviceRole;
+
+/// Where the owner is with the channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ChannelsState {
+    /// Every channel holds what the node wanted when it last told them.
+    #[default]
+    Settled,
+    /// An iteration over the channels is under way.
+    Updating,
+}
+
+impl Core {
+    /// On the owner, after every pass of its loop: tells the channels, one
+    /// iteration at a time, to take a route while the engine passes every
+    /// request through (and the bdev is registered) and none otherwise, and
+    /// to give back their channels to a removed bdev; then starts a switch
+    /// away from passthrough once no bypassed request is out.
+    pub(super) fn update_channels(&mut self) {
+        if self.channels_state == ChannelsState::Settled && !self.glue.is_null() && !self.unregister_sent {
+            let wanted = self.bypass_wanted();
+            if wanted != self.bypass_on || self.lanes_to_drop {
+                let route = wanted.then(|| Route::new(self.bases.backing().glue(), self.config.block_size));
+                self.node().shared.bypass.set_wanted(route, self.dropped_lane_slots());
+                if wanted != self.bypass_on {
+                    let how = if wanted { "straight to the backing bdev" } else { "through the engine" };
+                    log::info!("{}: requests go {how}", self.params.name);
+                }
+                self.bypass_on = wanted;
+                self.lanes_to_drop = false;
+                self.channels_state = ChannelsState::Updating;
+                // SAFETY: glue is the registered bdev; its destruct is not
+                // ended while the iteration runs (channels_updating).
+                unsafe { sys::hhc_glue_node_update_channels(self.glue) };
+            }
+        }
+        self.start_wanted_policy();
+    }
+
+    fn bypass_wanted(&self) -> bool {
+        let backing = self.bases.backing();
+        if self.phase != Phase::Running || self.destructing || self.policy_on_start.is_some() || backing.removed {
+            return false;
+        }
+        self.direct.is_some() || self.engine.as_ref().is_some_and(Engine::passes_through)
+    }
+
+    fn dropped_lane_slots(&self) -> [bool; LANE_SLOTS] {
+        let removed = |role| self.bases.all().get(if role == DeviceRole::Backing { 0 } else { 1 }).is_some_and(|b| b.removed);
+        [removed(DeviceRole::Backing), removed(DeviceRole::Cache)]
+    }
+
+    /// The iteration of `update_channels` completed on every channel.
+    pub(super) fn channels_updated(&mut self) {
+        self.channels_state = ChannelsState::Settled;
+        if std::mem::take(&mut self.destruct_waits) {
+            self.begin_destruct();
+        }
+    }
+
+    /// No request is out past the engine, nor can one start.
+    pub(super) fn bypass_drained(&self) -> bool {
+        !self.bypass_on && self.channels_state == ChannelsState::Settled
+    }
+
+    /// An iteration over the channels is under way: the bdev's destruct
+    /// waits for it (SPDK refuses to unregister an io_device meanwhile),
+    /// and so does the close of a removed backing bdev a route may name.
+    pub(super) fn channels_updating(&self) -> bool {
+        self.channels_state == ChannelsState::Updating
+    }
+}

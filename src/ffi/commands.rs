@@ -1,0 +1,130 @@
+//! The engine's device commands: where each goes out (the lane of the
+//! thread inside the node for the buffers of its own requests, else the
+//! owner's channels, queued for the owner when another thread is inside)
+//! and what comes back, with the request buffers they borrow.
+
+use super::base::{TAG_LANE_CACHE, TAG_PROBE, TAG_RECOVERY};
+use super::iov::region_iovec;
+use super::node::Core;
+use super::request::LaneDone;
+use crate::engine::EngineState;
+use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoStatus};
+
+impl Core {
+    /// Starts a device command: on the lane of the thread inside when it
+    /// uses the buffer of a request of that thread, else on the owner's
+    /// channels, queued for the owner if the thread inside is not it.
+    pub(super) fn submit_engine_io(&mut self, io: DeviceIo) {
+        assert!(io.id <= u32::MAX as u64, "engine I/O id {} exceeds 32 bits", io.id);
+        if !self.on_owner {
+            if self.submit_on_lane(&io) {
+                return;
+            }
+            self.node().shared.push_for_owner(io);
+            return;
+        }
+        self.iov_scratch.clear();
+        let mut scratch = std::mem::take(&mut self.iov_scratch);
+        let lender = match io.buffer {
+            IoBuffer::None => None,
+            IoBuffer::Engine { region, offset_bytes } => {
+                let memory = self.engine.as_mut().expect("engine").io_memory_mut(region);
+                scratch.push(region_iovec(memory, offset_bytes as u64, io.len_bytes));
+                None
+            }
+            IoBuffer::Request { request, offset_bytes } => {
+                let key = request as u32;
+                let complete = self.requests.lend(key, offset_bytes, io.len_bytes, &mut scratch);
+                assert!(complete, "{io:?} reaches past its request's buffer");
+                Some(key)
+            }
+        };
+        let tag = io.id | lender.map_or(0, |key| (key as u64 + 1) << 32);
+        self.engine_ios += 1;
+        if let Err(status) = self.bases.submit(io.device, io.kind, io.offset_bytes, io.len_bytes, &scratch, tag) {
+            self.engine_ios -= 1;
+            self.release_lender(tag);
+            self.immediate.push_back((io.id, status));
+        }
+        self.iov_scratch = scratch;
+    }
+
+    /// The lane path of `submit_engine_io`: true when the command was
+    /// started there or completed at once.
+    fn submit_on_lane(&mut self, io: &DeviceIo) -> bool {
+        let IoBuffer::Request { request, offset_bytes } = io.buffer else { return false };
+        let key = request as u32;
+        let channel = self.requests.channel_of(key);
+        let lane = channel.lane;
+        if lane.is_null() || channel.thread != self.requests.current || !matches!(io.device, DeviceRole::Backing | DeviceRole::Cache) {
+            return false;
+        }
+        self.iov_scratch.clear();
+        let mut scratch = std::mem::take(&mut self.iov_scratch);
+        let complete = self.requests.lend(key, offset_bytes, io.len_bytes, &mut scratch);
+        assert!(complete, "{io:?} reaches past its request's buffer");
+        let on_cache = if io.device == DeviceRole::Cache { TAG_LANE_CACHE } else { 0 };
+        let tag = io.id | (key as u64 + 1) << 32 | on_cache;
+        // SAFETY: the lane is the calling thread's (its channel's thread is current).
+        let started = unsafe { self.bases.submit_lane(lane, io, &scratch, tag) };
+        self.iov_scratch = scratch;
+        match started {
+            Ok(true) => {
+                self.engine_ios += 1;
+                true
+            }
+            Ok(false) => {
+                self.requests.release(key);
+                false
+            }
+            Err(status) => {
+                self.requests.release(key);
+                self.immediate.push_back((io.id, status));
+                true
+            }
+        }
+    }
+
+    /// A lane command came back (on its thread, or queued from there).
+    pub(super) fn lane_io_done(&mut self, done: LaneDone) {
+        let role = if done.tag & TAG_LANE_CACHE != 0 { DeviceRole::Cache } else { DeviceRole::Backing };
+        let io_status = self.bases.done(role, done.status);
+        self.engine_ios -= 1;
+        self.release_lender(done.tag);
+        self.engine_io_done(done.tag & u32::MAX as u64, io_status);
+    }
+
+    fn release_lender(&mut self, tag: u64) {
+        let lender = (tag & !(TAG_RECOVERY | TAG_PROBE | TAG_LANE_CACHE)) >> 32;
+        if lender != 0 {
+            self.requests.release((lender - 1) as u32);
+        }
+    }
+
+    pub(super) fn device_io_done(&mut self, role: DeviceRole, tag: u64, status: i32) {
+        let io_status = self.bases.done(role, status);
+        if tag & TAG_PROBE != 0 {
+            return self.probe_done(io_status);
+        }
+        if tag & TAG_RECOVERY != 0 {
+            if let Some(recovery) = self.recovery.as_mut() {
+                recovery.io_done(tag & !TAG_RECOVERY, io_status);
+            }
+            return;
+        }
+        self.engine_ios -= 1;
+        self.release_lender(tag);
+        self.engine_io_done(tag & u32::MAX as u64, io_status);
+    }
+
+    pub(super) fn engine_io_done(&mut self, id: IoId, status: IoStatus) {
+        if let Some(direct) = self.direct.as_mut() {
+            return direct.handle_io_completion(id, status);
+        }
+        let Some(engine) = self.engine.as_mut() else { return };
+        // A failed engine forgot its operations; their completions go nowhere.
+        if !matches!(engine.state(), EngineState::Failed(_)) {
+            engine.handle_io_completion(self.now, id, status);
+        }
+    }
+}
