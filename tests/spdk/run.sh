@@ -637,6 +637,38 @@ ops_policy_switch() {
     end_fio_passes "$load" && [ "$rc" -eq 0 ]
 }
 
+# Waits up to 30 s for the N-th line of the target's log holding TEXT.
+wait_log() { # text n
+    local i
+    for i in $(seq 1 300); do
+        [ "$(grep -c "$1" "$WORK/tgt.log")" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+    echo "no $2 lines '$1' in the target's log"; grep "hhc0: requests go" "$WORK/tgt.log"
+    return 1
+}
+
+# bdev_hhc_set_policy wb -> passthrough -> wb -> passthrough -> wb under
+# fio_passes over NVMe-oF: once a switch to passthrough is complete and
+# durable, requests go straight to the backing bdev from their own thread
+# (the bypass, docs/spdk.md); a switch away takes them back through the
+# engine, once the bypassed ones are back, before it caches again. Every
+# pass verifies.
+ops_bypass_switch() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy wb --segment-size 262144 &&
+        export_nvmf || return 1
+    fio_passes &
+    local load=$! rc=0
+    ops wait-writes || rc=1
+    local straight="hhc0: requests go straight to the backing bdev" engine="hhc0: requests go through the engine"
+    ops switch-policies passthrough && wait_log "$straight" 1 &&
+        ops switch-policies wb && wait_log "$engine" 1 &&
+        ops switch-policies passthrough && wait_log "$straight" 2 &&
+        ops switch-policies wb && wait_log "$engine" 2 || rc=1
+    end_fio_passes "$load" && [ "$rc" -eq 0 ]
+}
+
 # The sequential cutoff from bdev_hhc_create (always, 1 MiB): a sequential
 # 8 MiB write in 128 KiB requests goes mostly past the cache and verifies;
 # 4 KiB random writes are never cut off; then bdev_hhc_set_options changes
@@ -1167,6 +1199,9 @@ main() {
     stop_tgt
     make_files
     check "bdev_hhc_set_policy hhc -> wt -> wb -> hhc under fio write+verify passes; data verifies" ops_policy_switch
+    stop_tgt
+    make_files
+    check "bdev_hhc_set_policy wb <-> passthrough twice under fio write+verify passes: requests bypass the engine and come back; data verifies" ops_bypass_switch
     stop_tgt
     make_files
     check "bdev_hhc_flush_all: every dirty block written back, cache warm, backing alone verifies after kill -9" ops_flush_all
