@@ -4,7 +4,9 @@
 # one table per workload.
 #
 #   targets   bdev_passthru over the backing malloc; HHC in each policy
-#             (passthrough wt wb wb-flush wb-ordered hhc); SPDK's OCF vbdev
+#             (passthrough wt wb wb-flush wb-ordered hhc; POLICY@N sets a
+#             dirty threshold of N %, e.g. wb@100: write-back only when idle
+#             or short of blocks, as OCF's default cleaner); SPDK's OCF vbdev
 #             in cache modes wt and wb (cache = the "SSD" malloc, core = the
 #             backing malloc) where the install has it
 #   workloads randread   bdevperf, 4 KiB, QD, after a sequential read pass
@@ -31,6 +33,7 @@
 # MIN_WRAPS (10), MAX_TIME (180 s), FSYNCS ("1 8 64"), TARGETS ("passthru
 # passthrough wt wb wb-flush wb-ordered hhc ocf-wt ocf-wb"), WORKLOADS
 # ("randread randwrite fsync"), BDEVPERF_MEM_MB and FIO_SPDK_MEM_MB (3072),
+# BDEVPERF_CORES ("": one core; "-m 0x3 -C": a bdevperf job on each of 2),
 # KEEP_WORK=1 keeps the scratch directory (logs, raw results).
 set -u -o pipefail
 
@@ -56,6 +59,8 @@ FSYNCS=${FSYNCS:-"1 8 64"}
 TARGETS=${TARGETS:-"passthru passthrough wt wb wb-flush wb-ordered hhc ocf-wt ocf-wb"}
 WORKLOADS=${WORKLOADS:-"randread randwrite fsync"}
 BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-3072}
+# bdevperf's cores: "" (one), or e.g. "-m 0x3 -C" (a job on each core).
+BDEVPERF_CORES=${BDEVPERF_CORES:-}
 FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-3072}
 BS=4096
 # The engine's log layout (src/config.rs): two 4 KiB units of superblock,
@@ -114,6 +119,9 @@ bdev_json() { # target
             # No sequential cut-off: the warm-up pass must be inserted.
             create='{"method":"bdev_ocf_create","params":{"name":"bench0","mode":"'${t#ocf-}'","cache_bdev_name":"ssd","core_bdev_name":"back"}},
  {"method":"bdev_ocf_set_seqcutoff","params":{"name":"bench0","policy":"never"}}' ;;
+        *@*)
+            # policy@N: dirty threshold N %.
+            create='{"method":"bdev_hhc_create","params":{"name":"bench0","backing":"back","cache":"ssd","logs":["hdd0"],"policy":"'${t%@*}'","segment_size":'$SEGMENT_SIZE',"dirty_threshold":'${t#*@}'}}' ;;
         *)
             create='{"method":"bdev_hhc_create","params":{"name":"bench0","backing":"back","cache":"ssd","logs":["hdd0"],"policy":"'$t'","segment_size":'$SEGMENT_SIZE'}}' ;;
     esac
@@ -181,7 +189,7 @@ bench_bdevperf() { # target
     bdev_json "$t" >"$json"
     deadline=$((WARMUP_TIME + 2 * BENCH_TIME + MAX_TIME + 300))
     timeout -k 5 "$deadline" env LD_PRELOAD="$MODULE" "$BDEVPERF" --no-huge -s "$BDEVPERF_MEM_MB" --json "$json" \
-        -T bench0 -z -l -q "$QD" -o "$BS" -w randread -t "$BENCH_TIME" -r "$sock" >"$bplog" 2>&1 &
+        -T bench0 -z -l -q "$QD" -o "$BS" -w randread -t "$BENCH_TIME" -r "$sock" $BDEVPERF_CORES >"$bplog" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     if ! $LIB wait "$sock" 120; then
