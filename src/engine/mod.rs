@@ -294,7 +294,7 @@ impl Engine {
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
             flushes: Vec::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
-            writeback: Writeback::new(&config),
+            writeback: Writeback::new(&config, blocks_count),
             throttle: throttle::LogThrottle::default(),
             logging: logging::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),

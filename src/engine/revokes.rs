@@ -39,8 +39,7 @@ impl Engine {
             let sequence = self.log.loc_sequence(loc);
             self.log.kill(loc, None);
             if let Ok(lba) = u32::try_from(lba) {
-                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
-                *debt = (*debt).max(sequence);
+                self.writeback.owe_revoke(lba, sequence, self.log.durable_head_sequence);
             }
         }
     }
@@ -63,8 +62,8 @@ impl Engine {
             self.stats.revokes += 1;
             self.startup_revokes.pop();
         }
-        for _ in 0..self.writeback.revoke_wait.len() {
-            let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
+        for _ in 0..self.writeback.revoke_waiting() {
+            let Some((block, sequence)) = self.writeback.next_revoke_waiting() else { break };
             let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
             let passed = self.log.durable_head_sequence > sequence;
             if passed {
@@ -79,7 +78,7 @@ impl Engine {
             // `clean_block` assumes too: waiting for it would never end.
             let revoke_needed = current && !passed && self.log_revocable();
             if revoke_needed && !self.revoke(block) {
-                self.writeback.revoke_wait.push_back((block, sequence));
+                self.writeback.wait_for_revoke(block, sequence);
                 continue;
             }
             if current {
