@@ -145,6 +145,10 @@ impl Engine {
     /// `data` is None when the request data is no longer at hand (the write
     /// waited); the block is then logged later from the cache device.
     pub(super) fn log_copy(&mut self, block: u32, lba: u32, data: Option<(&dyn RequestData, u64)>) {
+        debug_assert!(
+            self.cache.state(block) == BlockState::Mapped && self.cache.lba(block) == lba && self.cache.has(block, flag::DIRTY),
+            "log copy of block {block} that is not lba {lba}'s dirty block"
+        );
         let Some((data, offset)) = data else {
             self.cache.set_logged(block, false);
             return;
@@ -247,11 +251,19 @@ impl Engine {
     /// Reads `block` from the cache device into a new slot of the open part;
     /// false if no part can take it now.
     fn read_into_log(&mut self, block: u32, relog_from: u32) -> bool {
+        debug_assert!(
+            self.cache.state(block) == BlockState::Mapped
+                && self.cache.has(block, flag::DIRTY)
+                && !self.cache.has(block, flag::BUSY)
+                && self.cache.pins(block) == 0,
+            "block {block} read into the log while busy, pinned or clean"
+        );
         let Some(buffer) = self.open_buffer_with_slot(OpenFor::Relog) else { return false };
         let region = self.log.buffers[buffer].region;
         let memory = self.regions.all[region as usize].as_mut_slice();
         let (loc, start) = self.log.append(memory, self.cache.lba(block) as u64, LOC_NONE);
         self.log.buffers[buffer].slot_reads_in_flight += 1;
+        debug_assert!(self.log.buffers[buffer].slot_reads_in_flight <= self.log.slots(), "more slot reads than slots in buffer {buffer}");
         self.cache.pin(block);
         let bs = self.config.block_size as u64;
         let offset = self.cache_layout.block_offset(block as u64);
@@ -267,6 +279,7 @@ impl Engine {
     }
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, relog_from: u32, status: IoStatus) {
+        debug_assert!(loc != LOC_NONE && loc != relog_from, "slot read of block {block} into loc {loc} from {relog_from}");
         let current = self.log.is_current(buffer as usize);
         self.log.slot_read_done(buffer as usize);
         if !current {
@@ -315,6 +328,7 @@ impl Engine {
     /// revoke record for the copies already on the mirrors. False if no
     /// buffer can take the revoke now.
     pub(super) fn revoke(&mut self, block: u32) -> bool {
+        debug_assert!(self.cache.state(block) == BlockState::Mapped, "revoke of block {block}, which maps no LBA");
         let Some(buffer) = self.open_buffer_with_revoke_room() else { return false };
         let loc = self.cache.log_loc(block);
         let region = self.log.buffers[buffer].region;
@@ -402,7 +416,16 @@ impl Engine {
         sealed.point
     }
 
+    /// A part's command names a buffer of the pool and a mirror there is.
+    fn assert_part_op(&self, buffer: u32, mirror: u8) {
+        assert!(
+            (buffer as usize) < self.log.buffers.len() && mirror < self.log.mirrors_count(),
+            "part command done for buffer {buffer}, mirror {mirror}: no such buffer or mirror"
+        );
+    }
+
     pub(super) fn segment_write_done(&mut self, buffer: u32, write: u32, mirror: u8, status: IoStatus) {
+        self.assert_part_op(buffer, mirror);
         if status == IoStatus::Ok {
             // Every part is flushed out of the drive's cache on its own: a
             // barrier's FLUSH would not cover an earlier part whose write
@@ -415,6 +438,7 @@ impl Engine {
     }
 
     pub(super) fn segment_flush_done(&mut self, buffer: u32, write: u32, mirror: u8, status: IoStatus) {
+        self.assert_part_op(buffer, mirror);
         if status != IoStatus::Ok {
             self.mirror_failed(mirror);
         }
@@ -488,6 +512,9 @@ impl Engine {
     /// Forgets the log (nothing in it will be replayed) and starts a new one
     /// at `first`: revokes owed to old entries go with it.
     fn start_new_log(&mut self, first: u64) {
+        // Sequences name segments' places and a scan tells logs apart by
+        // them: a new log starts past every sequence the old one used.
+        assert!(first > self.log.tail_sequence, "new log at sequence {first}, not past the tail {}", self.log.tail_sequence);
         self.log.reinitialise(first);
         self.logging.gaps.forget_parts();
         self.logging.relog_queue.clear();
@@ -517,6 +544,7 @@ impl Engine {
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
         self.start_new_log(first);
+        assert!(first > self.logging.restarted_head, "log restarted at {first}, not after its last restart");
         self.logging.restarted_head = first;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
@@ -574,6 +602,14 @@ impl Engine {
     /// there is re-logged from the cache device or, when the segment is
     /// mostly live or the log has no room to re-log, written back.
     fn reclaim_segment(&mut self, sequence: u64) {
+        // One segment's moves at a time: the queue is sized for one.
+        assert!(self.logging.relog_queue.is_empty(), "segment {sequence} reclaimed with moves still queued");
+        assert!(
+            (self.log.head_sequence..self.log.durable_prefix_sequence).contains(&sequence),
+            "segment {sequence} reclaimed outside the durable log [{}, {})",
+            self.log.head_sequence,
+            self.log.durable_prefix_sequence
+        );
         self.stats.log_segments_reclaimed += 1;
         let slots = self.log.slots();
         let mostly_live = self.log.live_count(sequence) * 2 > slots;
@@ -592,6 +628,7 @@ impl Engine {
                 self.writeback.reclaim_queue.push_back(lba);
             }
         }
+        assert!(self.logging.relog_queue.len() <= slots as usize, "more moves queued than segment {sequence} has slots");
         self.logging.reclaim_entries = entries;
         self.logging.reclaim_cursor = sequence + 1;
         self.logging.barrier_after_relog = true;

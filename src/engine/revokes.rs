@@ -10,6 +10,10 @@ impl Engine {
     /// Marks a written-back block clean, revoking its log entries first.
     /// False if the revoke cannot be recorded now (no log buffer).
     pub(super) fn clean_block(&mut self, block: u32) -> bool {
+        debug_assert!(
+            self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY),
+            "block {block} cleaned while not a dirty mapped block"
+        );
         if self.log_revocable() && self.needs_revoke(block) && !self.revoke(block) {
             return false;
         }
@@ -36,6 +40,7 @@ impl Engine {
     /// debts, as write-backs do when their revoke finds no room.
     fn drop_startup_revokes(&mut self) {
         while let Some((lba, loc)) = self.startup_revokes.pop() {
+            assert!(loc != LOC_NONE, "a start-up revoke of lba {lba} without a log entry");
             let sequence = self.log.loc_sequence(loc);
             self.log.kill(loc, None);
             if let Ok(lba) = u32::try_from(lba) {
@@ -65,6 +70,13 @@ impl Engine {
         for _ in 0..self.writeback.revoke_waiting() {
             let Some((block, sequence)) = self.writeback.next_revoke_waiting() else { break };
             let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
+            // Its write-back's pin keeps it from being written back, evicted
+            // or read into the log again meanwhile, so its entry stays dropped.
+            debug_assert!(self.cache.pins(block) > 0, "block {block} waits for a revoke unpinned");
+            debug_assert!(
+                !current || self.cache.log_loc(block) == LOC_NONE && !self.cache.has(block, flag::LOGGED),
+                "block {block} waits for a revoke but is in the log again"
+            );
             let passed = self.log.durable_head_sequence > sequence;
             if passed {
                 let lba = self.cache.lba(block);
