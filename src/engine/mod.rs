@@ -6,8 +6,8 @@
 //! go to the backing device), `flush` (flush semantics per policy),
 //! `writeback` (background write-back and revokes), `throttle` (writes
 //! slowed while the log is short of space), `logging` (log appends,
-//! sealing, mirrors, reclamation, superblock; `gap`: when to leave log
-//! blocks unwritten after a barrier part), `commit` (durable cache
+//! sealing, mirrors, superblock; `reclaim`: reclamation; `gap`: when to
+//! leave log blocks unwritten after a barrier part), `commit` (durable cache
 //! metadata), `startup` (format and warm restart), `stats`; docs/engine.md
 //! has the full table.
 //!
@@ -29,6 +29,7 @@ mod machine;
 mod ordered;
 mod owner_record;
 mod pacing;
+mod reclaim;
 mod requests;
 mod revokes;
 mod startup;
