@@ -69,7 +69,7 @@ impl Engine {
             self.writeback.queue.len(),
             self.queued_flush_tags(),
             self.writeback.in_flight(),
-            self.writeback.revoke_waiting(),
+            self.writeback.revokes.waiting(),
             self.cache.free_count(),
             self.cache.dirty_count(),
             self.cache.unlogged_dirty_count(),

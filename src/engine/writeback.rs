@@ -14,7 +14,8 @@ use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
-use super::lba_hash::{LbaSet, LbaTable};
+use super::lba_hash::LbaSet;
+use super::revokes::RevokeWaits;
 use std::collections::VecDeque;
 
 /// Largest write-back run where the backing device declares no stripe:
@@ -74,27 +75,9 @@ pub(super) struct Writeback {
     /// `lbas_in_flight`, until its entry leaves: distinct blocks, so at most
     /// one entry per cache block (reached when the backing FLUSH is slow).
     awaiting_flush: VecDeque<(u32, u64, Option<u32>)>,
-    /// Written-back blocks whose revoke found no room in the log: their
-    /// entries are dropped from the index (so segments can empty out) and
-    /// they turn clean once the durable head has passed the segment of the
-    /// dropped entry, or a revoke could be recorded after all. Pinned
-    /// meanwhile by their write-back, and a pinned block is not written back
-    /// again (`writeback_ready`, `ordered_next_retained`): distinct blocks,
-    /// at most one entry per cache block.
-    revoke_wait: VecDeque<(u32, u64)>,
-    /// LBAs with log entries dropped from the index without a revoke record:
-    /// the sequence of the newest such entry. Until a revoke for the LBA is
-    /// recorded or the durable head passes that sequence, a replay would
-    /// apply the entry, so the LBA may not turn clean without a revoke.
-    /// Sized for one debt per cache block, but not bounded by it: a debt the
-    /// durable head has passed is dead yet dropped only when its LBA is
-    /// looked at again (`owe_revoke` drops them all when the table is full);
-    /// a live debt's LBA has a dirty or revoke-waiting block, or had a clean
-    /// one a warm restart found logged (`startup_revokes`), so live debts
-    /// can reach about two per cache block, and the table then grows.
-    pub revoke_debts: LbaTable<u64>,
-    /// Cache blocks: what `awaiting_flush`, `revoke_wait` and `revoke_debts`
-    /// are sized for.
+    /// Written-back blocks waiting for their revoke, and revokes owed.
+    pub revokes: RevokeWaits,
+    /// Cache blocks: what `awaiting_flush` is sized for.
     blocks_count: u32,
     hand: u32,
     /// Segments from the log head whose entries' blocks background
@@ -142,8 +125,7 @@ impl Writeback {
             run_blocks_max,
             stripe_blocks,
             awaiting_flush: VecDeque::with_capacity(blocks_count as usize),
-            revoke_wait: VecDeque::with_capacity(blocks_count as usize),
-            revoke_debts: LbaTable::with_capacity_and_hasher(blocks_count as usize, Default::default()),
+            revokes: RevokeWaits::new(blocks_count),
             blocks_count,
             hand: 0,
             old_window: 1,
@@ -177,31 +159,6 @@ impl Writeback {
     fn await_backing_flush(&mut self, block: u32, ticket: u64, tag: Option<u32>) {
         assert!(self.awaiting_flush.len() < self.blocks_count as usize, "block {block}: more write-backs awaiting a FLUSH than cache blocks");
         self.awaiting_flush.push_back((block, ticket, tag));
-    }
-
-    /// `block` (pinned) waits for its revoke; `sequence` is its LBA's debt.
-    pub fn wait_for_revoke(&mut self, block: u32, sequence: u64) {
-        assert!(self.revoke_wait.len() < self.blocks_count as usize, "block {block}: more blocks waiting for a revoke than cache blocks");
-        self.revoke_wait.push_back((block, sequence));
-    }
-
-    pub fn revoke_waiting(&self) -> usize {
-        self.revoke_wait.len()
-    }
-
-    pub fn next_revoke_waiting(&mut self) -> Option<(u32, u64)> {
-        self.revoke_wait.pop_front()
-    }
-
-    /// `lba`'s entry at `sequence` left the index without a revoke record.
-    /// A full table first drops the debts the durable head has passed: they
-    /// are owed no more, as `Engine::needs_revoke` finds too.
-    pub fn owe_revoke(&mut self, lba: u32, sequence: u64, durable_head: u64) {
-        if self.revoke_debts.len() >= self.blocks_count as usize && !self.revoke_debts.contains_key(&lba) {
-            self.revoke_debts.retain(|_, &mut owed| owed >= durable_head);
-        }
-        let debt = self.revoke_debts.entry(lba).or_insert(sequence);
-        *debt = (*debt).max(sequence);
     }
 }
 
@@ -612,11 +569,11 @@ impl Engine {
                 }
                 self.log.kill(loc, None);
                 self.cache.set_log_loc(block, LOC_NONE);
-                self.writeback.owe_revoke(lba, sequence, self.log.durable_head_sequence);
+                self.writeback.revokes.owe(lba, sequence, self.log.durable_head_sequence);
             }
             self.cache.set_logged(block, false);
-            let sequence = self.writeback.revoke_debts.get(&lba).copied().unwrap_or(0);
-            self.writeback.wait_for_revoke(block, sequence);
+            let sequence = self.writeback.revokes.debts.get(&lba).copied().unwrap_or(0);
+            self.writeback.revokes.wait(block, sequence);
         } else {
             self.cache.unpin(block);
         }
