@@ -23,6 +23,7 @@ mod flush;
 mod gap;
 mod held;
 mod lba_hash;
+mod lba_queue;
 mod log_superblock;
 mod logging;
 mod machine;
@@ -39,6 +40,7 @@ mod throttle;
 mod through;
 mod waiting;
 mod writeback;
+mod writeback_queue;
 
 pub use control::{ControlError, FlushAllProgress, MirrorState};
 pub use stats::{MemoryReport, Stats};
