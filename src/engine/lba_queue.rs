@@ -1,6 +1,7 @@
 //! A FIFO of distinct LBAs, each with a small value, sized at creation: the
 //! LBAs flushes and policy switches want written back (with the flush pass
-//! waiting for each, writeback_queue.rs). An LBA already queued is not queued again. An entry whose LBA
+//! waiting for each, writeback_queue.rs) and those reclamation wants written
+//! back. An LBA already queued is not queued again. An entry whose LBA
 //! holds no dirty data any more only waits to be popped and dropped, so its
 //! owner drops such entries when the queue is full (`retain`): what is left
 //! are distinct LBAs with dirty blocks, at most one per cache block, which

@@ -79,7 +79,7 @@ impl Engine {
             if relog {
                 self.logging.relog_queue.push_back((block, loc));
             } else {
-                self.writeback.reclaim_queue.push_back(lba);
+                self.queue_reclaim_writeback(lba);
             }
         }
         assert!(self.logging.relog_queue.len() <= slots as usize, "more moves queued than segment {sequence} has slots");

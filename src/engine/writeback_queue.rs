@@ -1,7 +1,7 @@
 //! What write-back is asked for beside its background work: the LBAs that
-//! flushes, `flush_all` and policy switches want written back, each queued
-//! once (lba_queue.rs); and the passes by which flushes know when theirs
-//! are done.
+//! flushes, `flush_all` and policy switches want written back, and those
+//! reclamation wants written back, each queued once (lba_queue.rs); and the
+//! passes by which flushes know when theirs are done.
 //!
 //! A pass queues every dirty block for one waiter (a wb-flush flush, a
 //! flush that falls back to writing back, `flush_all`). An LBA already
@@ -135,6 +135,16 @@ impl Engine {
             }
         });
         self.finish_flush_all_if_done();
+    }
+
+    /// Queues `lba` (dirty) for reclamation's write-back.
+    pub(super) fn queue_reclaim_writeback(&mut self, lba: u32) {
+        debug_assert!(self.holds_dirty(lba), "lba {lba} queued for reclamation with nothing dirty");
+        if self.writeback.reclaim_queue.is_full() {
+            let cache = &self.cache;
+            self.writeback.reclaim_queue.retain(|lba| holds_dirty(cache, lba), |()| {});
+        }
+        self.writeback.reclaim_queue.push_back(lba, ());
     }
 
     /// The write-back of `lba` counted for `pass` finished (or failed).
