@@ -26,4 +26,6 @@ pub mod sim;
 pub mod simcore;
 pub(crate) mod slab;
 #[cfg(feature = "tools")]
+pub mod svg;
+#[cfg(feature = "tools")]
 pub mod timed;

@@ -7,18 +7,18 @@ use crate::config::Policy;
 use crate::io::Nanos;
 use crate::log::MirrorHealth;
 
-/// A `flush_all` under way: the write-backs it queued carry `tag`.
+/// A `flush_all` under way: it waits for the write-backs of every pass up
+/// to its own (writeback_queue.rs).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FlushAll {
-    tag: u32,
-    remaining: u64,
+    pass: u64,
 }
 
 /// Progress of `flush_all`, for the stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlushAllProgress {
     pub in_progress: bool,
-    /// Queued blocks of the running one not written back yet.
+    /// Queued blocks the running one waits for, not written back yet.
     pub blocks_remaining: u64,
     /// Runs finished since the engine started, and blocks whose write-back
     /// failed in them (they stay dirty).
@@ -76,9 +76,8 @@ impl Engine {
         }
         self.now = now;
         if self.flush_all.is_none() {
-            let tag = self.next_flush_tag();
-            let queued = self.enqueue_all_dirty(Some(tag));
-            self.flush_all = Some(FlushAll { tag, remaining: queued as u64 });
+            let pass = self.enqueue_all_dirty(true);
+            self.flush_all = Some(FlushAll { pass });
             self.finish_flush_all_if_done();
             self.run_background();
         }
@@ -88,23 +87,25 @@ impl Engine {
     pub fn flush_all_progress(&self) -> FlushAllProgress {
         FlushAllProgress {
             in_progress: self.flush_all.is_some(),
-            blocks_remaining: self.flush_all.map_or(0, |f| f.remaining),
+            blocks_remaining: self.flush_all.map_or(0, |f| self.writeback.passes.remaining_through(f.pass)),
             completed: self.flush_all_completed,
             errors: self.flush_all_errors,
         }
     }
 
-    /// A write-back tagged `tag` finished (or failed).
-    pub(super) fn flush_all_writeback_done(&mut self, tag: u32, ok: bool) {
-        let Some(run) = self.flush_all.as_mut().filter(|f| f.tag == tag) else { return };
-        assert!(run.remaining > 0, "write-back done for flush_all tag {tag} with none remaining");
-        run.remaining -= 1;
-        self.flush_all_errors += u64::from(!ok);
-        self.finish_flush_all_if_done();
+    /// The pass of the running one, a waiter for write-backs.
+    pub(super) fn flush_all_pass(&self) -> Option<u64> {
+        self.flush_all.map(|f| f.pass)
     }
 
-    fn finish_flush_all_if_done(&mut self) {
-        if self.flush_all.is_some_and(|f| f.remaining == 0) {
+    /// A write-back failed, and the running one (if its pass is `pass`)
+    /// takes the error.
+    pub(super) fn flush_all_failed_for(&mut self, pass: u64) {
+        self.flush_all_errors += u64::from(self.flush_all_pass() == Some(pass));
+    }
+
+    pub(super) fn finish_flush_all_if_done(&mut self) {
+        if self.flush_all.is_some_and(|f| self.writeback.passes.done_through(f.pass)) {
             self.flush_all = None;
             self.flush_all_completed += 1;
         }

@@ -55,10 +55,10 @@ impl Engine {
         let flushes: Vec<String> = self
             .flushes
             .iter()
-            .map(|f| format!("tag {} {:?} wb_left {} commit {:?}", f.tag, f.log, f.writebacks_remaining, f.commit_target))
+            .map(|f| format!("pass {} {:?} wb_done {} commit {:?}", f.writeback_pass, f.log, self.writeback.passes.done_through(f.writeback_pass), f.commit_target))
             .collect();
         format!(
-            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (for flushes: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
+            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (passes open: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
             self.state,
             self.requests.len(),
             self.waiting.len(),
@@ -67,23 +67,12 @@ impl Engine {
             self.commit.completed(),
             self.log.describe(),
             self.writeback.queue.len(),
-            self.queued_flush_tags(),
+            self.writeback.passes.open().collect::<Vec<_>>(),
             self.writeback.in_flight(),
-            self.writeback.revoke_wait.len(),
+            self.writeback.revokes.waiting(),
             self.cache.free_count(),
             self.cache.dirty_count(),
             self.cache.unlogged_dirty_count(),
         )
-    }
-
-    /// Write-backs queued for each waiting flush, by the flush's tag.
-    fn queued_flush_tags(&self) -> std::collections::BTreeMap<u32, u32> {
-        let mut per_tag = std::collections::BTreeMap::new();
-        for &(_, tag) in &self.writeback.queue {
-            if let Some(tag) = tag {
-                *per_tag.entry(tag).or_default() += 1;
-            }
-        }
-        per_tag
     }
 }

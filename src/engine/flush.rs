@@ -9,6 +9,7 @@
 //!   segment on every healthy mirror, and the cache metadata is committed. It
 //!   cleans nothing. With no healthy mirror it falls back to wb-flush.
 
+use super::writeback_queue::PASS_NONE;
 use super::{Engine, FailKind, FailReason, Op};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, RequestError};
@@ -26,11 +27,11 @@ pub(super) enum LogStage {
 
 pub(super) struct FlushState {
     pub request: u32,
-    /// Unique per flush; tags the write-backs it waits for.
-    pub tag: u32,
     pub commit_target: Option<u64>,
     pub log: LogStage,
-    pub writebacks_remaining: u32,
+    /// The write-backs it waits for are those of every pass up to this one
+    /// (writeback_queue.rs); `PASS_NONE` if it waits for none.
+    pub writeback_pass: u64,
     pub backing_flush_wanted: bool,
     pub backing_flush_ticket: Option<u64>,
     pub error: Option<RequestError>,
@@ -62,13 +63,11 @@ impl Engine {
         self.stats.flushes += 1;
         self.ordered_flush();
         self.request_mut(key).pending += 1;
-        let tag = self.next_flush_tag();
         let mut flush = FlushState {
             request: key,
-            tag,
             commit_target: None,
             log: LogStage::None,
-            writebacks_remaining: 0,
+            writeback_pass: PASS_NONE,
             backing_flush_wanted: false,
             backing_flush_ticket: None,
             error: None,
@@ -92,7 +91,7 @@ impl Engine {
                 self.flush_by_writeback(&mut flush);
             }
         }
-        if self.policy_target.is_some() && !flush.backing_flush_wanted && flush.writebacks_remaining == 0 {
+        if self.policy_target.is_some() && !flush.backing_flush_wanted && flush.writeback_pass == PASS_NONE {
             // While draining to wt/passthrough, writes went through: make them durable too.
             flush.backing_flush_wanted = true;
         }
@@ -113,7 +112,7 @@ impl Engine {
             // the backing device since (passthrough and write-through writes
             // carry no revoke): no flush completes before it is retired,
             // which takes everything dirty written back first.
-            if flush.writebacks_remaining == 0 && self.cache.dirty_count() > 0 {
+            if flush.writeback_pass == PASS_NONE && self.cache.dirty_count() > 0 {
                 self.flush_by_writeback(&mut flush);
             }
             flush.backing_flush_wanted = true;
@@ -132,40 +131,21 @@ impl Engine {
             if self.flushes[i].retire_log {
                 continue;
             }
-            let tag = self.flushes[i].tag;
-            let count = self.enqueue_all_dirty(Some(tag));
+            let pass = self.enqueue_all_dirty(true);
             let flush = &mut self.flushes[i];
             flush.log = LogStage::None;
-            flush.writebacks_remaining += count;
+            flush.writeback_pass = pass;
             flush.backing_flush_wanted = true;
             flush.retire_log = true;
         }
     }
 
-    pub(super) fn next_flush_tag(&mut self) -> u32 {
-        self.writeback.flush_tag_counter = self.writeback.flush_tag_counter.wrapping_add(1);
-        self.writeback.flush_tag_counter
-    }
-
     /// wb-flush semantics: write back every dirty block, then FLUSH the backing device.
     fn flush_by_writeback(&mut self, flush: &mut FlushState) {
-        let count = self.enqueue_all_dirty(Some(flush.tag));
-        flush.writebacks_remaining = count;
+        flush.writeback_pass = self.enqueue_all_dirty(true);
         flush.backing_flush_wanted = true;
         flush.commit_target = Some(self.commit.request());
         flush.retire_log = self.logging.retiring;
-    }
-
-    /// A write-back tagged for a flush finished (or failed).
-    pub(super) fn flush_writeback_done(&mut self, tag: u32, ok: bool) {
-        self.flush_all_writeback_done(tag, ok);
-        if let Some(flush) = self.flushes.iter_mut().find(|f| f.tag == tag) {
-            assert!(flush.writebacks_remaining > 0, "write-back done for flush tag {tag} with none remaining");
-            flush.writebacks_remaining -= 1;
-            if !ok {
-                flush.error = Some(RequestError::Io);
-            }
-        }
     }
 
     pub(super) fn progress_flushes(&mut self) {
@@ -188,10 +168,9 @@ impl Engine {
             // Every mirror is gone: fall back to writing back.
             flush.log = LogStage::None;
             self.stats.flush_fallbacks += 1;
-            let tag = flush.tag;
-            let count = self.enqueue_all_dirty(Some(tag));
+            let pass = self.enqueue_all_dirty(true);
             let flush = &mut self.flushes[i];
-            flush.writebacks_remaining += count;
+            flush.writeback_pass = pass;
             flush.backing_flush_wanted = true;
             return;
         }
@@ -212,14 +191,15 @@ impl Engine {
             }
             _ => {}
         }
+        let writebacks_done = self.writeback.passes.done_through(self.flushes[i].writeback_pass);
         let flush = &mut self.flushes[i];
-        if flush.backing_flush_wanted && flush.writebacks_remaining == 0 && flush.backing_flush_ticket.is_none() {
+        if flush.backing_flush_wanted && writebacks_done && flush.backing_flush_ticket.is_none() {
             flush.backing_flush_ticket = Some(self.writeback.backing.request(self.config.backing_has_flush));
         }
         let flush = &self.flushes[i];
         let backing = &self.writeback.backing;
         let backing_done = !flush.backing_flush_wanted || flush.backing_flush_ticket.is_some_and(|t| backing.completed >= t);
-        if flush.retire_log && flush.writebacks_remaining == 0 && backing_done {
+        if flush.retire_log && writebacks_done && backing_done {
             // Every block dirty when the flush started is durable on the
             // backing device now (unless a write-back failed): the old log
             // holds nothing it still needs, and must not outlive the flush,
@@ -264,7 +244,7 @@ impl Engine {
             && backing_done
             && log_restarted
             && flush.log == LogStage::None
-            && flush.writebacks_remaining == 0;
+            && self.writeback.passes.done_through(flush.writeback_pass);
         if finished && flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.failed_for(t)) {
             self.flushes[i].error = Some(RequestError::Io);
         }

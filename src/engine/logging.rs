@@ -1,8 +1,8 @@
 //! The engine's side of the HDD log: copying writes into the open buffer,
 //! logging dirty blocks that missed the log (pool exhausted, warm restart,
 //! re-sync, reclamation) from the cache device, sealing and writing segments
-//! to every mirror, revokes, active reclamation, and mirror failure and
-//! attachment (the log superblock: log_superblock.rs).
+//! to every mirror, revokes, and mirror failure and attachment (the log
+//! superblock: log_superblock.rs; what reclamation moves: reclaim.rs).
 
 use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
@@ -39,13 +39,13 @@ pub(super) struct LogWork {
     pub last_superblock_at: Nanos,
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
-    reclaim_cursor: u64,
+    pub reclaim_cursor: u64,
     /// The entries (loc, lba) of the segment reclamation looks at; reused.
-    reclaim_entries: Vec<(u32, u32)>,
+    pub reclaim_entries: Vec<(u32, u32)>,
     /// Logged dirty blocks whose entry (block, loc) reclamation moves to the
     /// log's tail. They stay `Logged`: their entry is durable where it is,
     /// so a flush need not wait for the move (at most one segment's worth).
-    relog_queue: std::collections::VecDeque<(u32, u32)>,
+    pub relog_queue: std::collections::VecDeque<(u32, u32)>,
     /// Whether to leave a gap after a barrier part (gap.rs).
     gaps: super::gap::BarrierGaps,
 }
@@ -59,9 +59,6 @@ impl LogWork {
         }
     }
 }
-
-/// Segments reclamation works ahead of the head before a barrier.
-const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
 
 impl Engine {
     /// Whether writes are mirrored into the log now.
@@ -145,6 +142,10 @@ impl Engine {
     /// `data` is None when the request data is no longer at hand (the write
     /// waited); the block is then logged later from the cache device.
     pub(super) fn log_copy(&mut self, block: u32, lba: u32, data: Option<(&dyn RequestData, u64)>) {
+        debug_assert!(
+            self.cache.state(block) == BlockState::Mapped && self.cache.lba(block) == lba && self.cache.has(block, flag::DIRTY),
+            "log copy of block {block} that is not lba {lba}'s dirty block"
+        );
         let Some((data, offset)) = data else {
             self.cache.set_logged(block, false);
             return;
@@ -247,11 +248,19 @@ impl Engine {
     /// Reads `block` from the cache device into a new slot of the open part;
     /// false if no part can take it now.
     fn read_into_log(&mut self, block: u32, relog_from: u32) -> bool {
+        debug_assert!(
+            self.cache.state(block) == BlockState::Mapped
+                && self.cache.has(block, flag::DIRTY)
+                && !self.cache.has(block, flag::BUSY)
+                && self.cache.pins(block) == 0,
+            "block {block} read into the log while busy, pinned or clean"
+        );
         let Some(buffer) = self.open_buffer_with_slot(OpenFor::Relog) else { return false };
         let region = self.log.buffers[buffer].region;
         let memory = self.regions.all[region as usize].as_mut_slice();
         let (loc, start) = self.log.append(memory, self.cache.lba(block) as u64, LOC_NONE);
         self.log.buffers[buffer].slot_reads_in_flight += 1;
+        debug_assert!(self.log.buffers[buffer].slot_reads_in_flight <= self.log.slots(), "more slot reads than slots in buffer {buffer}");
         self.cache.pin(block);
         let bs = self.config.block_size as u64;
         let offset = self.cache_layout.block_offset(block as u64);
@@ -267,6 +276,7 @@ impl Engine {
     }
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, relog_from: u32, status: IoStatus) {
+        debug_assert!(loc != LOC_NONE && loc != relog_from, "slot read of block {block} into loc {loc} from {relog_from}");
         let current = self.log.is_current(buffer as usize);
         self.log.slot_read_done(buffer as usize);
         if !current {
@@ -315,6 +325,7 @@ impl Engine {
     /// revoke record for the copies already on the mirrors. False if no
     /// buffer can take the revoke now.
     pub(super) fn revoke(&mut self, block: u32) -> bool {
+        debug_assert!(self.cache.state(block) == BlockState::Mapped, "revoke of block {block}, which maps no LBA");
         let Some(buffer) = self.open_buffer_with_revoke_room() else { return false };
         let loc = self.cache.log_loc(block);
         let region = self.log.buffers[buffer].region;
@@ -326,7 +337,7 @@ impl Engine {
         let lba = self.cache.lba(block);
         self.log.record_revoke(memory, lba as u64);
         // The record covers every older entry of the LBA.
-        self.writeback.revoke_debts.remove(&lba);
+        self.writeback.revokes.debts.remove(&lba);
         self.stats.revokes += 1;
         true
     }
@@ -402,7 +413,16 @@ impl Engine {
         sealed.point
     }
 
+    /// A part's command names a buffer of the pool and a mirror there is.
+    fn assert_part_op(&self, buffer: u32, mirror: u8) {
+        assert!(
+            (buffer as usize) < self.log.buffers.len() && mirror < self.log.mirrors_count(),
+            "part command done for buffer {buffer}, mirror {mirror}: no such buffer or mirror"
+        );
+    }
+
     pub(super) fn segment_write_done(&mut self, buffer: u32, write: u32, mirror: u8, status: IoStatus) {
+        self.assert_part_op(buffer, mirror);
         if status == IoStatus::Ok {
             // Every part is flushed out of the drive's cache on its own: a
             // barrier's FLUSH would not cover an earlier part whose write
@@ -415,6 +435,7 @@ impl Engine {
     }
 
     pub(super) fn segment_flush_done(&mut self, buffer: u32, write: u32, mirror: u8, status: IoStatus) {
+        self.assert_part_op(buffer, mirror);
         if status != IoStatus::Ok {
             self.mirror_failed(mirror);
         }
@@ -488,10 +509,13 @@ impl Engine {
     /// Forgets the log (nothing in it will be replayed) and starts a new one
     /// at `first`: revokes owed to old entries go with it.
     fn start_new_log(&mut self, first: u64) {
+        // Sequences name segments' places and a scan tells logs apart by
+        // them: a new log starts past every sequence the old one used.
+        assert!(first > self.log.tail_sequence, "new log at sequence {first}, not past the tail {}", self.log.tail_sequence);
         self.log.reinitialise(first);
         self.logging.gaps.forget_parts();
         self.logging.relog_queue.clear();
-        self.writeback.revoke_debts.clear();
+        self.writeback.revokes.debts.clear();
         self.startup_revokes.clear();
     }
 
@@ -517,6 +541,7 @@ impl Engine {
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
         self.start_new_log(first);
+        assert!(first > self.logging.restarted_head, "log restarted at {first}, not after its last restart");
         self.logging.restarted_head = first;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
@@ -525,75 +550,5 @@ impl Engine {
             }
         }
         self.write_superblock(first, true);
-    }
-
-    // ---- reclamation ----
-
-    /// Active reclamation when the log runs short (or is idle and half
-    /// full): the live entries of the oldest segments are logged again from
-    /// the cache device (compacting them), or — for segments that are mostly
-    /// live, or when even re-logging has no room — their blocks are written
-    /// back (passive reclamation); either way the head can then advance.
-    pub(super) fn reclaim_log_space(&mut self) {
-        if !self.log_revocable() {
-            return;
-        }
-        // A retiring log needs room for its revokes, but gets no new entries.
-        self.log.advance_head();
-        if !self.log_active() {
-            return;
-        }
-        let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
-        let wanted = self.log_space_low() || (self.is_idle() && half_full);
-        if !wanted || !self.logging.relog_queue.is_empty() {
-            return;
-        }
-        let head = self.log.head_sequence;
-        self.logging.reclaim_cursor = self.logging.reclaim_cursor.max(head);
-        while self.logging.reclaim_cursor < self.log.durable_prefix_sequence {
-            if self.logging.reclaim_cursor >= head + RECLAIM_WINDOW_SEGMENTS {
-                // Let a barrier release what was re-logged before going further.
-                self.logging.barrier_after_relog = true;
-                return;
-            }
-            let sequence = self.logging.reclaim_cursor;
-            if self.log.live_count(sequence) > 0 {
-                self.reclaim_segment(sequence);
-                return;
-            }
-            self.logging.reclaim_cursor += 1;
-        }
-        if self.log.open_buffer.is_some() || self.log.segments_free() > 0 {
-            // Dead segments superseded after the last barrier: a barrier frees them.
-            self.logging.barrier_after_relog = true;
-        }
-    }
-
-    /// Moves the live entries of segment `sequence` (found in memory,
-    /// `LogManager::segment_slot_lbas`): each dirty block still logged
-    /// there is re-logged from the cache device or, when the segment is
-    /// mostly live or the log has no room to re-log, written back.
-    fn reclaim_segment(&mut self, sequence: u64) {
-        self.stats.log_segments_reclaimed += 1;
-        let slots = self.log.slots();
-        let mostly_live = self.log.live_count(sequence) * 2 > slots;
-        let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
-        let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
-        entries.clear();
-        entries.extend(self.log.segment_slot_lbas(sequence));
-        for &(loc, lba) in &entries {
-            let Some(block) = self.cache.lookup(lba) else { continue };
-            if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
-                continue;
-            }
-            if relog {
-                self.logging.relog_queue.push_back((block, loc));
-            } else {
-                self.writeback.reclaim_queue.push_back(lba);
-            }
-        }
-        self.logging.reclaim_entries = entries;
-        self.logging.reclaim_cursor = sequence + 1;
-        self.logging.barrier_after_relog = true;
     }
 }

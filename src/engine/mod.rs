@@ -6,8 +6,8 @@
 //! go to the backing device), `flush` (flush semantics per policy),
 //! `writeback` (background write-back and revokes), `throttle` (writes
 //! slowed while the log is short of space), `logging` (log appends,
-//! sealing, mirrors, reclamation, superblock; `gap`: when to leave log
-//! blocks unwritten after a barrier part), `commit` (durable cache
+//! sealing, mirrors, superblock; `reclaim`: reclamation; `gap`: when to
+//! leave log blocks unwritten after a barrier part), `commit` (durable cache
 //! metadata), `startup` (format and warm restart), `stats`; docs/engine.md
 //! has the full table.
 //!
@@ -23,12 +23,14 @@ mod flush;
 mod gap;
 mod held;
 mod lba_hash;
+mod lba_queue;
 mod log_superblock;
 mod logging;
 mod machine;
 mod ordered;
 mod owner_record;
 mod pacing;
+mod reclaim;
 mod requests;
 mod revokes;
 mod startup;
@@ -38,6 +40,7 @@ mod throttle;
 mod through;
 mod waiting;
 mod writeback;
+mod writeback_queue;
 
 pub use control::{ControlError, FlushAllProgress, MirrorState};
 pub use stats::{MemoryReport, Stats};
@@ -294,7 +297,7 @@ impl Engine {
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
             flushes: Vec::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
-            writeback: Writeback::new(&config),
+            writeback: Writeback::new(&config, blocks_count),
             throttle: throttle::LogThrottle::default(),
             logging: logging::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),

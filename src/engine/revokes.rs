@@ -1,15 +1,82 @@
 //! Written-back blocks turn clean only with their log entries revoked (a
 //! revoke record in the log, or the durable head past the entry): a replay
 //! must never take a block back over what the backing device holds since.
+//! The blocks still waiting for that, and the revokes owed for entries
+//! dropped without one, are kept here (`RevokeWaits`).
 
+use super::lba_hash::LbaTable;
 use super::Engine;
 use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::log::OpenFor;
+use std::collections::VecDeque;
+
+/// What written-back blocks still owe the log before they turn clean.
+pub(super) struct RevokeWaits {
+    /// Written-back blocks whose revoke found no room in the log: their
+    /// entries are dropped from the index (so segments can empty out) and
+    /// they turn clean once the durable head has passed the segment of the
+    /// dropped entry, or a revoke could be recorded after all. Pinned
+    /// meanwhile by their write-back, and a pinned block is not written back
+    /// again (`writeback_ready`, `ordered_next_retained`): distinct blocks,
+    /// at most one entry per cache block.
+    waiting: VecDeque<(u32, u64)>,
+    /// LBAs with log entries dropped from the index without a revoke record:
+    /// the sequence of the newest such entry. Until a revoke for the LBA is
+    /// recorded or the durable head passes that sequence, a replay would
+    /// apply the entry, so the LBA may not turn clean without a revoke.
+    /// Sized for one debt per cache block, but not bounded by it: a debt the
+    /// durable head has passed is dead yet dropped only when its LBA is
+    /// looked at again (`owe` drops them all when the table is full); a live
+    /// debt's LBA has a dirty or revoke-waiting block, or had a clean one a
+    /// warm restart found logged (`startup_revokes`), so live debts can
+    /// reach about two per cache block, and the table then grows.
+    pub debts: LbaTable<u64>,
+    blocks_count: u32,
+}
+
+impl RevokeWaits {
+    pub fn new(blocks_count: u32) -> Self {
+        RevokeWaits {
+            waiting: VecDeque::with_capacity(blocks_count as usize),
+            debts: LbaTable::with_capacity_and_hasher(blocks_count as usize, Default::default()),
+            blocks_count,
+        }
+    }
+
+    /// `block` (pinned) waits for its revoke; `sequence` is its LBA's debt.
+    pub fn wait(&mut self, block: u32, sequence: u64) {
+        assert!(self.waiting.len() < self.blocks_count as usize, "block {block}: more blocks waiting for a revoke than cache blocks");
+        self.waiting.push_back((block, sequence));
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn next_waiting(&mut self) -> Option<(u32, u64)> {
+        self.waiting.pop_front()
+    }
+
+    /// `lba`'s entry at `sequence` left the index without a revoke record.
+    /// A full table first drops the debts the durable head has passed: they
+    /// are owed no more, as `Engine::needs_revoke` finds too.
+    pub fn owe(&mut self, lba: u32, sequence: u64, durable_head: u64) {
+        if self.debts.len() >= self.blocks_count as usize && !self.debts.contains_key(&lba) {
+            self.debts.retain(|_, &mut owed| owed >= durable_head);
+        }
+        let debt = self.debts.entry(lba).or_insert(sequence);
+        *debt = (*debt).max(sequence);
+    }
+}
 
 impl Engine {
     /// Marks a written-back block clean, revoking its log entries first.
     /// False if the revoke cannot be recorded now (no log buffer).
     pub(super) fn clean_block(&mut self, block: u32) -> bool {
+        debug_assert!(
+            self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY),
+            "block {block} cleaned while not a dirty mapped block"
+        );
         if self.log_revocable() && self.needs_revoke(block) && !self.revoke(block) {
             return false;
         }
@@ -24,10 +91,10 @@ impl Engine {
     fn needs_revoke(&mut self, block: u32) -> bool {
         let lba = self.cache.lba(block);
         let durable_head = self.log.durable_head_sequence;
-        if self.writeback.revoke_debts.get(&lba).is_some_and(|&sequence| sequence < durable_head) {
-            self.writeback.revoke_debts.remove(&lba);
+        if self.writeback.revokes.debts.get(&lba).is_some_and(|&sequence| sequence < durable_head) {
+            self.writeback.revokes.debts.remove(&lba);
         }
-        self.cache.log_loc(block) != LOC_NONE || self.writeback.revoke_debts.contains_key(&lba)
+        self.cache.log_loc(block) != LOC_NONE || self.writeback.revokes.debts.contains_key(&lba)
     }
 
     /// A log found full at a warm restart has no room for the revokes of its
@@ -36,11 +103,11 @@ impl Engine {
     /// debts, as write-backs do when their revoke finds no room.
     fn drop_startup_revokes(&mut self) {
         while let Some((lba, loc)) = self.startup_revokes.pop() {
+            assert!(loc != LOC_NONE, "a start-up revoke of lba {lba} without a log entry");
             let sequence = self.log.loc_sequence(loc);
             self.log.kill(loc, None);
             if let Ok(lba) = u32::try_from(lba) {
-                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
-                *debt = (*debt).max(sequence);
+                self.writeback.revokes.owe(lba, sequence, self.log.durable_head_sequence);
             }
         }
     }
@@ -63,14 +130,21 @@ impl Engine {
             self.stats.revokes += 1;
             self.startup_revokes.pop();
         }
-        for _ in 0..self.writeback.revoke_wait.len() {
-            let Some((block, sequence)) = self.writeback.revoke_wait.pop_front() else { break };
+        for _ in 0..self.writeback.revokes.waiting() {
+            let Some((block, sequence)) = self.writeback.revokes.next_waiting() else { break };
             let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
+            // Its write-back's pin keeps it from being written back, evicted
+            // or read into the log again meanwhile, so its entry stays dropped.
+            debug_assert!(self.cache.pins(block) > 0, "block {block} waits for a revoke unpinned");
+            debug_assert!(
+                !current || self.cache.log_loc(block) == LOC_NONE && !self.cache.has(block, flag::LOGGED),
+                "block {block} waits for a revoke but is in the log again"
+            );
             let passed = self.log.durable_head_sequence > sequence;
             if passed {
                 let lba = self.cache.lba(block);
-                if self.writeback.revoke_debts.get(&lba).is_some_and(|&debt| debt <= sequence) {
-                    self.writeback.revoke_debts.remove(&lba);
+                if self.writeback.revokes.debts.get(&lba).is_some_and(|&debt| debt <= sequence) {
+                    self.writeback.revokes.debts.remove(&lba);
                 }
             }
             // Its entry is out of the index: only a revoke record or the head
@@ -79,7 +153,7 @@ impl Engine {
             // `clean_block` assumes too: waiting for it would never end.
             let revoke_needed = current && !passed && self.log_revocable();
             if revoke_needed && !self.revoke(block) {
-                self.writeback.revoke_wait.push_back((block, sequence));
+                self.writeback.revokes.wait(block, sequence);
                 continue;
             }
             if current {

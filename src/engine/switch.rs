@@ -36,7 +36,7 @@ impl Engine {
         }
         if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
             self.policy_target = Some(policy);
-            self.enqueue_all_dirty(None);
+            self.enqueue_all_dirty(false);
         } else {
             self.config.policy = policy;
             self.policy_target = None;
@@ -44,15 +44,24 @@ impl Engine {
                 self.ordered_start();
             }
         }
+        // A policy that logs writes into a live log, never a retiring one.
+        assert!(!(policy.uses_log() && self.logging.retiring), "switched to {policy:?} with its log still retiring");
+        assert!(
+            self.policy_target.map_or(self.config.policy == policy, |target| target == policy && self.config.policy == from),
+            "a switch from {from:?} to {policy:?} left policy {:?}, target {:?}",
+            self.config.policy,
+            self.policy_target
+        );
     }
 
     /// A switch to wt or passthrough completes once nothing is dirty.
     pub(super) fn progress_policy_switch(&mut self) {
         let Some(target) = self.policy_target else { return };
+        assert_ne!(target, self.config.policy, "a switch in progress to the policy already in force");
         if self.cache.dirty_count() > 0 {
             self.writeback.switch_commit = None;
             if self.writeback.queue.is_empty() && self.writeback.in_flight() == 0 {
-                self.enqueue_all_dirty(None);
+                self.enqueue_all_dirty(false);
             }
             return;
         }
@@ -81,6 +90,8 @@ impl Engine {
                 return;
             }
         }
+        // The policy changes only with nothing dirty, durably so.
+        assert!(self.cache.dirty_count() == 0 && self.commit.completed() >= commit, "switch to {target:?} completed with dirty data");
         self.config.policy = target;
         self.policy_target = None;
         self.writeback.switch_commit = None;

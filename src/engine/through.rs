@@ -5,6 +5,7 @@
 
 use super::held::HELD_NONE;
 use super::requests::WriteMode;
+use super::writeback_queue::PASS_NONE;
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through};
 use crate::io::{DeviceRole, IoKind, IoStatus, RequestError};
@@ -47,9 +48,7 @@ impl Engine {
         // was called off) goes to the backing device first: written back
         // after this write, it would overwrite it with older data.
         if let Some(l) = lbas.clone().find(|&l| self.holds_unwritten_data(l)) {
-            if !self.writeback.queue.iter().any(|&(queued, _)| queued == l) {
-                self.writeback.queue.push_back((l, None));
-            }
+            self.queue_writeback(l, PASS_NONE);
             return false;
         }
         // Ordering: this backing write may become durable before any commit

@@ -32,15 +32,28 @@ impl Engine {
 
     /// Starts waiting blocks that can start now, in arrival order.
     pub(super) fn retry_waiting(&mut self) {
+        // Each entry is a distinct block of a live request, or a live
+        // write-through request as a whole: the queue's capacity.
+        debug_assert!(
+            self.waiting.len() <= (self.request_blocks_live + self.requests.len() as u32) as usize,
+            "{} waiting entries for {} live requests of {} blocks",
+            self.waiting.len(),
+            self.requests.len(),
+            self.request_blocks_live
+        );
         self.through_blocked.clear();
         let mut remaining = self.waiting.len();
         while remaining > 0 {
             remaining -= 1;
             let Some(waiting) = self.waiting.pop_front_rewound() else { break };
-            if self.requests.get(waiting.request).is_none() {
-                self.held.release(waiting.held);
-                continue;
-            }
+            // A waiting entry holds a share of its request's `pending`, so
+            // the request outlives it.
+            assert!(self.requests.get(waiting.request).is_some(), "a waiting entry of request {}, completed", waiting.request);
+            debug_assert!(
+                waiting.block_in_request == WHOLE_REQUEST && waiting.write && waiting.held == HELD_NONE
+                    || waiting.block_in_request < self.request(waiting.request).blocks_count,
+                "waiting entry {waiting:?} outside its request"
+            );
             let started = if waiting.block_in_request == WHOLE_REQUEST && self.write_mode() == WriteMode::Back {
                 self.restart_write_as_back(waiting.request);
                 true
@@ -49,6 +62,7 @@ impl Engine {
                 let behind = self.through_blocked.iter().any(|&(l, c)| l < lba + count as u64 && lba < l + c as u64);
                 let started = !behind && self.try_start_write_through(waiting.request);
                 if !started {
+                    debug_assert!(self.through_blocked.len() < self.config.requests_max as usize, "more blocked write-throughs than requests");
                     self.through_blocked.push((lba, count));
                 }
                 started
@@ -83,6 +97,9 @@ impl Engine {
     /// entry of a newer write that a restart under write-back trusts.
     pub(super) fn restart_write_as_back(&mut self, key: u32) {
         let count = self.request(key).blocks_count;
+        // Its whole-request entry held one share of `pending`, released
+        // below once each block holds its own.
+        debug_assert!(count > 0 && self.request(key).pending > 0, "request {key} restarted as write-back with nothing pending");
         self.request_mut(key).pending += count;
         for i in 0..count {
             let epoch = self.ordered_reserve();
@@ -95,6 +112,8 @@ impl Engine {
 
     /// Lets reads queued behind a stuck write start if they can.
     pub(super) fn requeue_reads_behind(&mut self, count: usize) {
+        // The stuck write is at the front; `count` entries were behind it.
+        debug_assert!(count < self.waiting.len(), "{count} entries behind the stuck write, of {}", self.waiting.len());
         for _ in 0..count {
             let Some(waiting) = self.waiting.remove(1) else { return };
             let read = !waiting.write && waiting.block_in_request != WHOLE_REQUEST;

@@ -7,14 +7,16 @@
 //! (revokes.rs) — only once the backing write is durable (DESIGN.md §2,
 //! invariant 4).
 
-use crate::queue::Rewind;
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
 use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
-use super::lba_hash::{LbaSet, LbaTable};
+use super::lba_hash::LbaSet;
+use super::lba_queue::LbaQueue;
+use super::revokes::RevokeWaits;
+use super::writeback_queue::{Passes, PASS_NONE};
 use std::collections::VecDeque;
 
 /// Largest write-back run where the backing device declares no stripe:
@@ -52,17 +54,24 @@ struct Extent {
     blocks: Vec<u32>,
     reads_pending: u32,
     failed: bool,
-    /// The flush waiting for the run's first block, if any.
-    tag: Option<u32>,
+    /// The pass whose queued entry started the run (`PASS_NONE` if none),
+    /// and that entry's LBA (writeback_queue.rs).
+    pass: u64,
+    pass_lba: u32,
 }
 
 pub(super) struct Writeback {
-    /// LBAs that must be written back (flushes, policy switches), with the
-    /// tag of the flush waiting for them.
-    pub queue: VecDeque<(u32, Option<u32>)>,
+    /// LBAs that must be written back (flushes, policy switches), each
+    /// once, with the pass counting on it (writeback_queue.rs): at most one
+    /// per cache block.
+    pub queue: LbaQueue<u64>,
+    pub passes: Passes,
     /// LBAs reclamation wants written back (their entries hold up the log's
-    /// head): background work, at the paced depth like the rest.
-    pub reclaim_queue: VecDeque<u32>,
+    /// head): background work, at the paced depth like the rest. Each once,
+    /// so at most one per cache block: queued again for a later segment
+    /// while still waiting, an LBA went in twice (1.6 entries per cache
+    /// block in torture).
+    pub reclaim_queue: LbaQueue<()>,
     extents: Vec<Extent>,
     extents_free: Vec<u32>,
     pub run_blocks_max: u32,
@@ -70,18 +79,14 @@ pub(super) struct Writeback {
     /// never crosses a stripe boundary.
     stripe_blocks: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
-    /// generation: (block, ticket, tag).
-    awaiting_flush: VecDeque<(u32, u64, Option<u32>)>,
-    /// Written-back blocks whose revoke found no room in the log: their
-    /// entries are dropped from the index (so segments can empty out) and
-    /// they turn clean once the durable head has passed the segment of the
-    /// dropped entry, or a revoke could be recorded after all. Pinned meanwhile.
-    pub revoke_wait: VecDeque<(u32, u64)>,
-    /// LBAs with log entries dropped from the index without a revoke record:
-    /// the sequence of the newest such entry. Until a revoke for the LBA is
-    /// recorded or the durable head passes that sequence, a replay would
-    /// apply the entry, so the LBA may not turn clean without a revoke.
-    pub revoke_debts: LbaTable<u64>,
+    /// generation: (block, ticket, pass). Each block stays pinned, its LBA in
+    /// `lbas_in_flight`, until its entry leaves: distinct blocks, so at most
+    /// one entry per cache block (reached when the backing FLUSH is slow).
+    awaiting_flush: VecDeque<(u32, u64, u64)>,
+    /// Written-back blocks waiting for their revoke, and revokes owed.
+    pub revokes: RevokeWaits,
+    /// Cache blocks: what `awaiting_flush` is sized for.
+    blocks_count: u32,
     hand: u32,
     /// Segments from the log head whose entries' blocks background
     /// write-back prefers (`next_background_candidate`), adapted to how
@@ -98,7 +103,6 @@ pub(super) struct Writeback {
     pub backing: BackingFlusher,
     /// Depth while requests arrive (pacing.rs).
     pub pacer: WritebackPacer,
-    pub flush_tag_counter: u32,
     /// The commit a switch to wt or passthrough waits for once nothing is
     /// dirty: until then the metadata may still record blocks dirty.
     pub switch_commit: Option<u64>,
@@ -109,7 +113,9 @@ pub(super) struct Writeback {
 }
 
 impl Writeback {
-    pub fn new(config: &crate::config::Config) -> Self {
+    pub fn new(config: &crate::config::Config, blocks_count: u32) -> Self {
+        // A pass per flush and one for `flush_all` (writeback_queue.rs).
+        let waiters_max = config.requests_max as usize + 1;
         let parallelism = config.writeback_parallelism;
         let run_blocks_max = run_bytes(config) / config.block_size;
         let stripe_blocks = config.backing_stripe_bytes / config.block_size;
@@ -118,18 +124,20 @@ impl Writeback {
             blocks: Vec::with_capacity(run_blocks_max as usize),
             reads_pending: 0,
             failed: false,
-            tag: None,
+            pass: PASS_NONE,
+            pass_lba: 0,
         };
         Writeback {
-            queue: VecDeque::with_capacity(1024),
-            reclaim_queue: VecDeque::with_capacity(256),
+            queue: LbaQueue::with_capacity(blocks_count as usize),
+            passes: Passes::with_capacity(waiters_max),
+            reclaim_queue: LbaQueue::with_capacity(blocks_count as usize),
             extents: (0..parallelism).map(|_| extent()).collect(),
             extents_free: (0..parallelism).rev().collect(),
             run_blocks_max,
             stripe_blocks,
-            awaiting_flush: VecDeque::with_capacity(parallelism as usize * 4),
-            revoke_wait: VecDeque::with_capacity(64),
-            revoke_debts: LbaTable::with_capacity_and_hasher(64, Default::default()),
+            awaiting_flush: VecDeque::with_capacity(blocks_count as usize),
+            revokes: RevokeWaits::new(blocks_count),
+            blocks_count,
             hand: 0,
             old_window: 1,
             old_live_cached: None,
@@ -138,7 +146,6 @@ impl Writeback {
             lbas_in_flight: LbaSet::with_capacity_and_hasher((parallelism * run_blocks_max) as usize, Default::default()),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
-            flush_tag_counter: 0,
             switch_commit: None,
             through_gate: 0,
         }
@@ -158,22 +165,14 @@ impl Writeback {
     pub fn in_flight(&self) -> u32 {
         (self.extents.len() - self.extents_free.len()) as u32
     }
+
+    fn await_backing_flush(&mut self, block: u32, ticket: u64, pass: u64) {
+        assert!(self.awaiting_flush.len() < self.blocks_count as usize, "block {block}: more write-backs awaiting a FLUSH than cache blocks");
+        self.awaiting_flush.push_back((block, ticket, pass));
+    }
 }
 
 impl Engine {
-    /// Queues every dirty block for write-back; returns how many.
-    pub(super) fn enqueue_all_dirty(&mut self, tag: Option<u32>) -> u32 {
-        let mut count = 0;
-        self.stats.blocks_visited += self.cache.blocks_count() as u64;
-        for block in 0..self.cache.blocks_count() {
-            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
-                self.writeback.queue.push_back((self.cache.lba(block), tag));
-                count += 1;
-            }
-        }
-        count
-    }
-
     fn writeback_parallelism_wanted(&mut self) -> u32 {
         let full = self.config.writeback_parallelism;
         if !self.writeback.queue.is_empty() || self.policy_target.is_some() {
@@ -254,29 +253,29 @@ impl Engine {
                 // trust an older entry over what the backing device then holds
                 // (seed 7001).
                 if !self.held_for_commit(block) {
-                    self.start_writeback_run(block, None, false);
+                    self.start_writeback_run(block, (PASS_NONE, 0), false);
                     continue;
                 }
             }
-            let from_queue = if queued > 0 { self.writeback.queue.pop_front_rewound() } else { None };
+            let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
             queued = queued.saturating_sub(1);
-            if let Some((lba, tag)) = from_queue {
-                if !self.start_writeback(lba, tag) {
+            if let Some((lba, pass)) = from_queue {
+                if !self.start_writeback(lba, pass) {
                     // Busy, or not committed yet: try again later.
-                    self.writeback.queue.push_back((lba, tag));
+                    self.writeback.queue.push_back(lba, pass);
                 }
                 continue;
             }
             let from_reclaim = if reclaim_queued > 0 { self.writeback.reclaim_queue.pop_front() } else { None };
             reclaim_queued = reclaim_queued.saturating_sub(1);
-            if let Some(lba) = from_reclaim {
-                if !self.start_writeback(lba, None) {
-                    self.writeback.reclaim_queue.push_back(lba);
+            if let Some((lba, ())) = from_reclaim {
+                if !self.start_writeback(lba, PASS_NONE) {
+                    self.writeback.reclaim_queue.push_back(lba, ());
                 }
                 continue;
             }
             let Some(lba) = self.next_background_candidate() else { break };
-            self.start_writeback(lba, None);
+            self.start_writeback(lba, PASS_NONE);
         }
         self.issue_backing_flush();
     }
@@ -401,15 +400,14 @@ impl Engine {
     }
 
     /// Starts writing back `lba`'s current block, with the dirty blocks that
-    /// follow it; false if the block cannot go yet (busy, or waiting for a
+    /// follow it (and, in its stripe, the ready ones just before it), for
+    /// `pass`; false if the block cannot go yet (busy, or waiting for a
     /// commit), for the caller to try again later.
-    fn start_writeback(&mut self, lba: u32, tag: Option<u32>) -> bool {
+    fn start_writeback(&mut self, lba: u32, pass: u64) -> bool {
         let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
         if !dirty {
             // Already clean (or gone): nothing older than its current value is dirty.
-            if let Some(tag) = tag {
-                self.flush_writeback_done(tag, true);
-            }
+            self.writeback_resolved(pass, lba, true);
             return true;
         }
         let Some(mut block) = self.writeback_ready(lba) else {
@@ -426,13 +424,14 @@ impl Engine {
             first -= 1;
             block = previous;
         }
-        self.start_writeback_run(block, tag, true);
+        self.start_writeback_run(block, (pass, lba), true);
         true
     }
 
     /// Writes back `first` (a current block, or a block retained for its
-    /// epoch) and, if `extend`, the ready dirty blocks of the LBAs after it.
-    fn start_writeback_run(&mut self, first: u32, tag: Option<u32>, extend: bool) {
+    /// epoch) and, if `extend`, the ready dirty blocks of the LBAs after it;
+    /// `counted` is the (pass, LBA) of the queued entry that started it.
+    fn start_writeback_run(&mut self, first: u32, counted: (u64, u32), extend: bool) {
         let lba = self.cache.lba(first);
         let extent = self.writeback.extents_free.pop().expect("no free extent");
         let last_lba = (self.blocks_count() - 1).min(u32::MAX as u64 - 1) as u32;
@@ -465,7 +464,7 @@ impl Engine {
         e.blocks = blocks;
         e.lba_first = lba;
         e.failed = false;
-        e.tag = tag;
+        (e.pass, e.pass_lba) = counted;
     }
 
     /// Frees an extent; its blocks stay dirty. A waiting flush learns of the error.
@@ -478,10 +477,9 @@ impl Engine {
         }
         let e = &mut self.writeback.extents[extent as usize];
         e.blocks = blocks;
+        let (pass, lba) = (std::mem::replace(&mut e.pass, PASS_NONE), e.pass_lba);
         self.writeback.extents_free.push(extent);
-        if let Some(tag) = e.tag.take() {
-            self.flush_writeback_done(tag, false);
-        }
+        self.writeback_resolved(pass, lba, false);
     }
 
     pub(super) fn writeback_read_done(&mut self, extent: u32, status: IoStatus) {
@@ -512,17 +510,20 @@ impl Engine {
         }
         self.writeback.pacer.writeback_done();
         let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
-        let mut tag = self.writeback.extents[extent as usize].tag.take();
+        let e = &mut self.writeback.extents[extent as usize];
+        let (pass, pass_lba) = (std::mem::replace(&mut e.pass, PASS_NONE), e.pass_lba);
         self.writeback.extents_free.push(extent);
         self.stats.writebacks += blocks.len() as u64;
         for &block in &blocks {
-            let block_tag = tag.take();
+            // The entry's own block carries its pass, so that a failure
+            // knows which LBA the waiters after it still need.
+            let block_pass = if self.cache.lba(block) == pass_lba { pass } else { PASS_NONE };
             if self.mutation() == Mutation::RevokeBeforeBackingFlush {
-                self.finish_writeback(block, block_tag);
+                self.finish_writeback(block, block_pass);
                 continue;
             }
             let ticket = self.writeback.backing.request(self.config.backing_has_flush);
-            self.writeback.awaiting_flush.push_back((block, ticket, block_tag));
+            self.writeback.await_backing_flush(block, ticket, block_pass);
         }
         self.writeback.extents[extent as usize].blocks = blocks;
         if !self.config.backing_has_flush {
@@ -532,32 +533,31 @@ impl Engine {
 
     /// Write-backs whose backing FLUSH generation completed become clean.
     pub(super) fn finish_durable_writebacks(&mut self) {
-        while let Some(&(block, ticket, tag)) = self.writeback.awaiting_flush.front() {
+        while let Some(&(block, ticket, pass)) = self.writeback.awaiting_flush.front() {
             if self.writeback.backing.completed < ticket {
                 break;
             }
             self.writeback.awaiting_flush.pop_front();
             if self.writeback.backing.failed_for(ticket) {
                 self.stats.writeback_errors += 1;
-                self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+                let lba = self.cache.lba(block);
+                self.writeback.lbas_in_flight.remove(&lba);
                 self.cache.unpin(block);
-                if let Some(tag) = tag {
-                    self.flush_writeback_done(tag, false);
-                }
+                self.writeback_resolved(pass, lba, false);
                 continue;
             }
-            self.finish_writeback(block, tag);
+            self.finish_writeback(block, pass);
         }
     }
 
     /// The backing device durably holds `block`'s data.
-    fn finish_writeback(&mut self, block: u32, tag: Option<u32>) {
+    fn finish_writeback(&mut self, block: u32, pass: u64) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
-        self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+        let lba = self.cache.lba(block);
+        self.writeback.lbas_in_flight.remove(&lba);
         self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
             // Stays pinned while it waits, so it is not written back again.
-            let lba = self.cache.lba(block);
             let loc = self.cache.log_loc(block);
             if loc != LOC_NONE {
                 let sequence = self.log.loc_sequence(loc);
@@ -567,17 +567,14 @@ impl Engine {
                 }
                 self.log.kill(loc, None);
                 self.cache.set_log_loc(block, LOC_NONE);
-                let debt = self.writeback.revoke_debts.entry(lba).or_insert(sequence);
-                *debt = (*debt).max(sequence);
+                self.writeback.revokes.owe(lba, sequence, self.log.durable_head_sequence);
             }
             self.cache.set_logged(block, false);
-            let sequence = self.writeback.revoke_debts.get(&lba).copied().unwrap_or(0);
-            self.writeback.revoke_wait.push_back((block, sequence));
+            let sequence = self.writeback.revokes.debts.get(&lba).copied().unwrap_or(0);
+            self.writeback.revokes.wait(block, sequence);
         } else {
             self.cache.unpin(block);
         }
-        if let Some(tag) = tag {
-            self.flush_writeback_done(tag, true);
-        }
+        self.writeback_resolved(pass, lba, true);
     }
 }

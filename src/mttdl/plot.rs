@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use crate::svg::escape;
+
 #[derive(Clone, Debug)]
 pub struct Series {
     pub label: String,
@@ -225,12 +227,6 @@ fn dash_attribute(dashed: bool) -> &'static str {
     } else {
         ""
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use crate::svg::escape;
+
 pub fn markdown_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut text = format!("| {} |\n|", headers.join(" | "));
     for _ in headers {
@@ -29,10 +31,6 @@ fn axis(max: f64) -> (f64, f64) {
     let magnitude = 10f64.powf(raw_step.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|s| *s >= raw_step).unwrap_or(magnitude * 10.0);
     ((max / step).ceil() * step, step)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn format_tick(value: f64) -> String {

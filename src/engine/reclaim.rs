@@ -1,0 +1,90 @@
+//! Active reclamation when the log runs short: the live entries of the
+//! oldest segments are moved to the tail (logged again from the cache device
+//! by logging.rs) or their blocks written back, so that the head can pass
+//! them (docs/engine.md, "The log").
+
+use super::Engine;
+use crate::cache::flag;
+use crate::log::OpenFor;
+
+/// Segments reclamation works ahead of the head before a barrier.
+const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
+
+impl Engine {
+    /// Active reclamation when the log runs short (or is idle and half
+    /// full): the live entries of the oldest segments are logged again from
+    /// the cache device (compacting them), or — for segments that are mostly
+    /// live, or when even re-logging has no room — their blocks are written
+    /// back (passive reclamation); either way the head can then advance.
+    pub(super) fn reclaim_log_space(&mut self) {
+        if !self.log_revocable() {
+            return;
+        }
+        // A retiring log needs room for its revokes, but gets no new entries.
+        self.log.advance_head();
+        if !self.log_active() {
+            return;
+        }
+        let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
+        let wanted = self.log_space_low() || (self.is_idle() && half_full);
+        if !wanted || !self.logging.relog_queue.is_empty() {
+            return;
+        }
+        let head = self.log.head_sequence;
+        self.logging.reclaim_cursor = self.logging.reclaim_cursor.max(head);
+        while self.logging.reclaim_cursor < self.log.durable_prefix_sequence {
+            if self.logging.reclaim_cursor >= head + RECLAIM_WINDOW_SEGMENTS {
+                // Let a barrier release what was re-logged before going further.
+                self.logging.barrier_after_relog = true;
+                return;
+            }
+            let sequence = self.logging.reclaim_cursor;
+            if self.log.live_count(sequence) > 0 {
+                self.reclaim_segment(sequence);
+                return;
+            }
+            self.logging.reclaim_cursor += 1;
+        }
+        if self.log.open_buffer.is_some() || self.log.segments_free() > 0 {
+            // Dead segments superseded after the last barrier: a barrier frees them.
+            self.logging.barrier_after_relog = true;
+        }
+    }
+
+    /// Moves the live entries of segment `sequence` (found in memory,
+    /// `LogManager::segment_slot_lbas`): each dirty block still logged
+    /// there is re-logged from the cache device or, when the segment is
+    /// mostly live or the log has no room to re-log, written back.
+    fn reclaim_segment(&mut self, sequence: u64) {
+        // One segment's moves at a time: the queue is sized for one.
+        assert!(self.logging.relog_queue.is_empty(), "segment {sequence} reclaimed with moves still queued");
+        assert!(
+            (self.log.head_sequence..self.log.durable_prefix_sequence).contains(&sequence),
+            "segment {sequence} reclaimed outside the durable log [{}, {})",
+            self.log.head_sequence,
+            self.log.durable_prefix_sequence
+        );
+        self.stats.log_segments_reclaimed += 1;
+        let slots = self.log.slots();
+        let mostly_live = self.log.live_count(sequence) * 2 > slots;
+        let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
+        let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
+        entries.clear();
+        entries.extend(self.log.segment_slot_lbas(sequence));
+        for &(loc, lba) in &entries {
+            let Some(block) = self.cache.lookup(lba) else { continue };
+            if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
+                continue;
+            }
+            if relog {
+                self.logging.relog_queue.push_back((block, loc));
+            } else {
+                self.queue_reclaim_writeback(lba);
+            }
+        }
+        assert!(self.logging.relog_queue.len() <= slots as usize, "more moves queued than segment {sequence} has slots");
+        self.logging.reclaim_entries = entries;
+        self.logging.reclaim_cursor = sequence + 1;
+        self.logging.barrier_after_relog = true;
+    }
+}

@@ -1,0 +1,180 @@
+//! What write-back is asked for beside its background work: the LBAs that
+//! flushes, `flush_all` and policy switches want written back, and those
+//! reclamation wants written back, each queued once (lba_queue.rs); and the
+//! passes by which flushes know when theirs are done.
+//!
+//! A pass queues every dirty block for one waiter (a wb-flush flush, a
+//! flush that falls back to writing back, `flush_all`). An LBA already
+//! queued is not queued again, or every concurrent flush would queue every
+//! dirty block once more (flushes x dirty blocks entries): the pass counts
+//! on the entry there, which is tried after the pass began, as its own
+//! would have been. Passes are numbered in order, and each entry counts for
+//! the pass that queued it (or that found it queued for nobody, by a switch
+//! or a write-through), so a waiter's write-backs are done once every pass
+//! up to its own is resolved. A write-back that fails is an error for the
+//! first waiter it counted for; the waiters after it still need the block,
+//! so it is queued again for the next of them, as their own entry would
+//! have been tried again.
+
+use super::Engine;
+use crate::cache::{flag, BlockState};
+use crate::io::RequestError;
+use std::collections::VecDeque;
+
+/// The pass of an entry or a waiter that counts on none.
+pub(super) const PASS_NONE: u64 = 0;
+
+/// The passes whose entries are not all resolved.
+pub(super) struct Passes {
+    /// (pass, entries not resolved), oldest first; none at the front with
+    /// no entries left. One per waiter as a rule: a flush that queues again
+    /// (its log lost, or `hhc` left) keeps its older pass open meanwhile.
+    open: VecDeque<(u64, u32)>,
+    last: u64,
+}
+
+impl Passes {
+    pub fn with_capacity(waiters_max: usize) -> Self {
+        Passes { open: VecDeque::with_capacity(waiters_max), last: PASS_NONE }
+    }
+
+    fn begin(&mut self) -> u64 {
+        self.last += 1;
+        self.last
+    }
+
+    fn add(&mut self, pass: u64, entries: u32) {
+        debug_assert!(pass != PASS_NONE && pass <= self.last, "entries for pass {pass}, not begun");
+        let at = self.open.partition_point(|&(p, _)| p < pass);
+        match self.open.get_mut(at) {
+            Some((p, count)) if *p == pass => *count += entries,
+            _ => self.open.insert(at, (pass, entries)),
+        }
+    }
+
+    fn resolve(&mut self, pass: u64) {
+        let at = self.open.partition_point(|&(p, _)| p < pass);
+        let count = match self.open.get_mut(at) {
+            Some((p, count)) if *p == pass && *count > 0 => count,
+            _ => panic!("an entry of pass {pass} resolved with none left"),
+        };
+        *count -= 1;
+        while self.open.front().is_some_and(|&(_, count)| count == 0) {
+            self.open.pop_front();
+        }
+    }
+
+    /// Whether every entry of the passes up to `pass` is resolved.
+    pub fn done_through(&self, pass: u64) -> bool {
+        pass == PASS_NONE || self.open.front().is_none_or(|&(p, _)| p > pass)
+    }
+
+    /// Entries not resolved of the passes up to `pass`.
+    pub fn remaining_through(&self, pass: u64) -> u64 {
+        self.open.iter().take_while(|&&(p, _)| p <= pass).map(|&(_, count)| count as u64).sum()
+    }
+
+    /// (pass, entries not resolved), oldest first.
+    pub fn open(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.open.iter().copied().filter(|&(_, count)| count > 0)
+    }
+}
+
+impl Engine {
+    fn holds_dirty(&self, lba: u32) -> bool {
+        holds_dirty(&self.cache, lba)
+    }
+
+    /// Queues every dirty block for write-back, for a new pass if `waiter`
+    /// (else for nobody); returns the pass, which the waiter's write-backs
+    /// are done with (`Passes::done_through`).
+    pub(super) fn enqueue_all_dirty(&mut self, waiter: bool) -> u64 {
+        let pass = if waiter { self.writeback.passes.begin() } else { PASS_NONE };
+        self.stats.blocks_visited += self.cache.blocks_count() as u64;
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
+                self.queue_writeback(self.cache.lba(block), pass);
+            }
+        }
+        pass
+    }
+
+    /// Queues `lba` (dirty) for write-back, counting for `pass` unless it
+    /// is queued for that pass or an earlier one already.
+    pub(super) fn queue_writeback(&mut self, lba: u32, pass: u64) {
+        debug_assert!(self.holds_dirty(lba), "lba {lba} queued for write-back with nothing dirty");
+        let passes = &mut self.writeback.passes;
+        match self.writeback.queue.get_mut(lba) {
+            Some(queued) if pass != PASS_NONE && (*queued == PASS_NONE || *queued > pass) => {
+                let later = std::mem::replace(queued, pass);
+                if later != PASS_NONE {
+                    passes.resolve(later);
+                }
+                passes.add(pass, 1);
+                return;
+            }
+            Some(_) => return,
+            None => {}
+        }
+        if self.writeback.queue.is_full() {
+            self.drop_clean_writeback_entries();
+        }
+        self.writeback.queue.push_back(lba, pass);
+        if pass != PASS_NONE {
+            self.writeback.passes.add(pass, 1);
+        }
+    }
+
+    /// Entries whose LBA holds no dirty data any more resolve as they would
+    /// when popped (`start_writeback`): what is left are distinct dirty LBAs.
+    fn drop_clean_writeback_entries(&mut self) {
+        let (cache, passes) = (&self.cache, &mut self.writeback.passes);
+        self.writeback.queue.retain(|lba| holds_dirty(cache, lba), |pass| {
+            if pass != PASS_NONE {
+                passes.resolve(pass);
+            }
+        });
+        self.finish_flush_all_if_done();
+    }
+
+    /// Queues `lba` (dirty) for reclamation's write-back.
+    pub(super) fn queue_reclaim_writeback(&mut self, lba: u32) {
+        debug_assert!(self.holds_dirty(lba), "lba {lba} queued for reclamation with nothing dirty");
+        if self.writeback.reclaim_queue.is_full() {
+            let cache = &self.cache;
+            self.writeback.reclaim_queue.retain(|lba| holds_dirty(cache, lba), |()| {});
+        }
+        self.writeback.reclaim_queue.push_back(lba, ());
+    }
+
+    /// The write-back of `lba` counted for `pass` finished (or failed).
+    pub(super) fn writeback_resolved(&mut self, pass: u64, lba: u32, ok: bool) {
+        if pass == PASS_NONE {
+            return;
+        }
+        if !ok {
+            self.writeback_failed_for(pass, lba);
+        }
+        self.writeback.passes.resolve(pass);
+        self.finish_flush_all_if_done();
+    }
+
+    /// The waiters still counting on a write-back of `pass` are those at or
+    /// after it: the first takes the error, the next gets `lba` queued again.
+    fn writeback_failed_for(&mut self, pass: u64, lba: u32) {
+        let waiters = || self.flushes.iter().map(|f| f.writeback_pass).chain(self.flush_all_pass());
+        let Some(first) = waiters().filter(|&w| w >= pass).min() else { return };
+        let next = waiters().filter(|&w| w > first).min();
+        for flush in self.flushes.iter_mut().filter(|f| f.writeback_pass == first) {
+            flush.error = Some(RequestError::Io);
+        }
+        self.flush_all_failed_for(first);
+        if let Some(next) = next.filter(|_| self.holds_dirty(lba)) {
+            self.queue_writeback(lba, next);
+        }
+    }
+}
+
+fn holds_dirty(cache: &crate::cache::CacheIndex, lba: u32) -> bool {
+    cache.lookup(lba).is_some_and(|block| cache.has(block, flag::DIRTY))
+}

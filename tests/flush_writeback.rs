@@ -1,0 +1,174 @@
+//! wb-flush semantics with flushes in flight together: the write-back queue
+//! holds each LBA once, so a flush that finds a dirty block queued already
+//! counts on that entry instead of queueing its own (engine/
+//! writeback_queue.rs). Each flush must still complete only after every
+//! block dirty at its arrival is on the backing device, with a backing FLUSH
+//! after it — whether its entries were its own or an earlier flush's, and
+//! when a write-back it counted on failed.
+
+mod common;
+
+use common::*;
+use hhc::config::Policy;
+use hhc::driver::harness::Harness;
+use hhc::io::{DeviceRole, IoStatus, RequestId};
+use std::collections::BTreeMap;
+
+const LBAS: u64 = 96;
+
+struct Flush {
+    id: RequestId,
+    /// The write each LBA held, acknowledged, when the flush was submitted.
+    needs: BTreeMap<u64, u64>,
+    backing_flushes_before: u64,
+}
+
+struct Run {
+    harness: Harness,
+    rng: u64,
+    next_write: u64,
+    /// Writes in flight: (request, lba, write); one per LBA at a time, so
+    /// an LBA's writes are acknowledged in the order of their numbers.
+    writes: Vec<(RequestId, u64, u64)>,
+    acked: BTreeMap<u64, u64>,
+    flushes: Vec<Flush>,
+    completed_ok: u32,
+    waited_on_others: u32,
+}
+
+impl Run {
+    fn new(seed: u64) -> Run {
+        let mut config = config(Policy::WriteBackFlush, seed);
+        // Only flushes write back: no background write-back to hide a flush
+        // that completes too early.
+        config.dirty_threshold_percent = 100;
+        config.idle_after_ns = u64::MAX / 4;
+        // Few write-backs of one block at a time: most of a flush's blocks
+        // are still queued when the next flush arrives.
+        config.writeback_parallelism = 2;
+        config.backing_stripe_bytes = BS as u32;
+        let harness = Harness::format(config, seed);
+        Run { harness, rng: seed | 1, next_write: 1, writes: Vec::new(), acked: BTreeMap::new(), flushes: Vec::new(), completed_ok: 0, waited_on_others: 0 }
+    }
+
+    fn random(&mut self, bound: u64) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng % bound
+    }
+
+    fn backing_flushes(&self) -> u64 {
+        self.harness.io_counts.get(&(DeviceRole::Backing, "flush")).copied().unwrap_or(0)
+    }
+
+    fn write(&mut self) {
+        let lba = self.random(LBAS);
+        if self.writes.iter().any(|&(_, l, _)| l == lba) {
+            return;
+        }
+        let write = self.next_write;
+        self.next_write += 1;
+        let id = self.harness.write(lba, block_data(lba, write));
+        self.writes.push((id, lba, write));
+    }
+
+    fn flush(&mut self) {
+        // Blocks queued for an earlier flush still in flight: this one
+        // counts on their entries.
+        self.waited_on_others += u32::from(!self.flushes.is_empty() && !self.acked.is_empty());
+        let backing_flushes_before = self.backing_flushes();
+        let id = self.harness.flush();
+        self.flushes.push(Flush { id, needs: self.acked.clone(), backing_flushes_before });
+    }
+
+    fn backing_holds(&self, lba: u64) -> u64 {
+        let start = lba as usize * BS;
+        decode_block(lba, &self.harness.devices[&DeviceRole::Backing][start..start + BS]).expect("a whole block on the backing device")
+    }
+
+    /// Takes what completed and checks each flush that completed without error.
+    fn reap(&mut self, what: &str) {
+        let mut writes = std::mem::take(&mut self.writes);
+        writes.retain(|&(id, lba, write)| {
+            let Some((result, _)) = self.harness.take_result(id) else { return true };
+            if result.is_ok() {
+                self.acked.insert(lba, write);
+            }
+            false
+        });
+        self.writes = writes;
+        let mut flushes = std::mem::take(&mut self.flushes);
+        flushes.retain(|flush| {
+            let Some((result, _)) = self.harness.take_result(flush.id) else { return true };
+            if result.is_err() {
+                return false;
+            }
+            self.completed_ok += 1;
+            assert!(self.backing_flushes() > flush.backing_flushes_before, "{what}: flush {} completed with no backing FLUSH after it", flush.id);
+            for (&lba, &write) in &flush.needs {
+                let held = self.backing_holds(lba);
+                assert!(held >= write, "{what}: flush {} completed while lba {lba} holds write {held} on the backing device, not {write}", flush.id);
+            }
+            false
+        });
+        self.flushes = flushes;
+    }
+
+    fn steps(&mut self, count: u64, what: &str) {
+        for _ in 0..count {
+            self.harness.step();
+            self.reap(what);
+        }
+    }
+}
+
+fn concurrent_flushes(seed: u64, fail_backing: bool) -> Run {
+    let mut run = Run::new(seed);
+    for round in 0..60 {
+        let what = format!("seed {seed} round {round}");
+        for _ in 0..run.random(8) + 1 {
+            run.write();
+        }
+        // A backing device that holds write-backs back keeps earlier
+        // flushes' entries queued when the next flush arrives.
+        let stalled = run.random(3) == 0;
+        run.harness.set_stalled(DeviceRole::Backing, stalled);
+        if fail_backing && run.random(8) == 0 {
+            run.harness.set_failing(DeviceRole::Backing, IoStatus::Error);
+        }
+        let steps = run.random(24);
+        run.steps(steps, &what);
+        run.harness.set_failing(DeviceRole::Backing, IoStatus::Ok);
+        if run.random(2) == 0 {
+            run.flush();
+        }
+        let steps = run.random(24);
+        run.steps(steps, &what);
+    }
+    run.harness.set_stalled(DeviceRole::Backing, false);
+    run.harness.set_failing(DeviceRole::Backing, IoStatus::Ok);
+    while let Some(id) = run.flushes.first().map(|flush| flush.id) {
+        run.harness.run_until_done(id);
+        run.reap(&format!("seed {seed}, draining"));
+    }
+    run
+}
+
+#[test]
+fn concurrent_flushes_each_wait_for_every_block_dirty_at_their_arrival() {
+    for seed in seeds(16) {
+        let run = concurrent_flushes(seed, false);
+        // The check above ran: flushes completed, many while another was in
+        // flight with its blocks queued.
+        assert!(run.completed_ok >= 10 && run.waited_on_others >= 5, "seed {seed}: {} flushes, {} behind another", run.completed_ok, run.waited_on_others);
+    }
+}
+
+#[test]
+fn a_failed_write_back_fails_a_flush_or_is_tried_again_for_the_next() {
+    for seed in seeds(16) {
+        let run = concurrent_flushes(seed, true);
+        assert!(run.completed_ok >= 5, "seed {seed}: only {} flushes completed without error", run.completed_ok);
+    }
+}
