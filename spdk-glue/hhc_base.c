@@ -487,17 +487,79 @@ hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_
 	return rc;
 }
 
+/* The driver context of a bypassed request: what a retry after -ENOMEM
+ * needs. */
+struct hhc_bypass_ctx {
+	struct hhc_glue_lane *lane;
+	struct hhc_glue_base *backing;
+	struct spdk_io_channel *channel;
+	enum hhc_glue_io_kind kind;
+	uint64_t offset_bytes;
+	uint64_t len_bytes;
+	struct spdk_bdev_io_wait_entry wait;
+};
+
+static void bypass_retry(void *arg);
+
 static void
 bypass_done(struct spdk_bdev_io *base_io, bool success, void *cb_arg)
 {
 	struct spdk_bdev_io *io = cb_arg;
-	struct hhc_glue_lane *lane = *(struct hhc_glue_lane **)io->driver_ctx;
-	enum hhc_glue_io_kind kind = io->type == SPDK_BDEV_IO_TYPE_READ ? HHC_GLUE_IO_READ :
-				     io->type == SPDK_BDEV_IO_TYPE_WRITE ? HHC_GLUE_IO_WRITE : HHC_GLUE_IO_FLUSH;
+	struct hhc_bypass_ctx *ctx = (struct hhc_bypass_ctx *)io->driver_ctx;
 
 	spdk_bdev_free_io(base_io);
-	lane_command_done(lane, 0);
-	hhc_rs_bypass_done(lane->rs_channel, (struct hhc_glue_io *)io, kind, success ? 0 : -EIO);
+	lane_command_done(ctx->lane, 0);
+	hhc_rs_bypass_done(ctx->lane->rs_channel, (struct hhc_glue_io *)io, ctx->kind, success ? 0 : -EIO);
+}
+
+/* Starts a bypassed request on the backing bdev; -ENOMEM waits for a
+ * free spdk_bdev_io (spdk_bdev_queue_io_wait) and tries again. */
+static int
+bypass_start(struct spdk_bdev_io *io)
+{
+	struct hhc_bypass_ctx *ctx = (struct hhc_bypass_ctx *)io->driver_ctx;
+	struct hhc_glue_base *backing = ctx->backing;
+	int rc = -EINVAL;
+
+	switch (ctx->kind) {
+	case HHC_GLUE_IO_READ:
+		rc = spdk_bdev_readv(backing->desc, ctx->channel, io->u.bdev.iovs, io->u.bdev.iovcnt,
+				     ctx->offset_bytes, ctx->len_bytes, bypass_done, io);
+		break;
+	case HHC_GLUE_IO_WRITE:
+		rc = spdk_bdev_writev(backing->desc, ctx->channel, io->u.bdev.iovs, io->u.bdev.iovcnt,
+				      ctx->offset_bytes, ctx->len_bytes, bypass_done, io);
+		break;
+	case HHC_GLUE_IO_FLUSH:
+		rc = spdk_bdev_flush(backing->desc, ctx->channel, 0,
+				     spdk_bdev_get_num_blocks(backing->bdev) * spdk_bdev_get_block_size(backing->bdev),
+				     bypass_done, io);
+		break;
+	case HHC_GLUE_IO_RESET:
+		break;
+	}
+	if (rc == -ENOMEM) {
+		ctx->wait.bdev = backing->bdev;
+		ctx->wait.cb_fn = bypass_retry;
+		ctx->wait.cb_arg = io;
+		rc = spdk_bdev_queue_io_wait(backing->bdev, ctx->channel, &ctx->wait);
+	}
+	return rc;
+}
+
+static void
+bypass_retry(void *arg)
+{
+	struct spdk_bdev_io *io = arg;
+	struct hhc_bypass_ctx *ctx = (struct hhc_bypass_ctx *)io->driver_ctx;
+	int rc = bypass_start(io);
+
+	if (rc != 0) {
+		SPDK_ERRLOG("hhc: resubmitting a request to %s failed: %s\n", spdk_bdev_get_name(ctx->backing->bdev),
+			    spdk_strerror(-rc));
+		lane_command_done(ctx->lane, 0);
+		hhc_rs_bypass_done(ctx->lane->rs_channel, (struct hhc_glue_io *)io, ctx->kind, rc);
+	}
 }
 
 int
@@ -505,33 +567,23 @@ hhc_glue_lane_bypass(struct hhc_glue_lane *lane, struct hhc_glue_base *backing, 
 		     enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes)
 {
 	struct spdk_bdev_io *io = (struct spdk_bdev_io *)hhc_io;
+	struct hhc_bypass_ctx *ctx = (struct hhc_bypass_ctx *)io->driver_ctx;
 	struct spdk_io_channel *ch;
-	int rc = -EAGAIN;
+	int rc;
 
-	if (backing->closing || (ch = lane_channel(lane, 0, backing)) == NULL) {
+	if (backing->closing || (ch = lane_channel(lane, 0, backing)) == NULL || kind == HHC_GLUE_IO_RESET) {
 		return -EAGAIN;
 	}
-	*(struct hhc_glue_lane **)io->driver_ctx = lane;
-	switch (kind) {
-	case HHC_GLUE_IO_READ:
-		rc = spdk_bdev_readv(backing->desc, ch, io->u.bdev.iovs, io->u.bdev.iovcnt, offset_bytes,
-				     len_bytes, bypass_done, io);
-		break;
-	case HHC_GLUE_IO_WRITE:
-		rc = spdk_bdev_writev(backing->desc, ch, io->u.bdev.iovs, io->u.bdev.iovcnt, offset_bytes,
-				      len_bytes, bypass_done, io);
-		break;
-	case HHC_GLUE_IO_FLUSH:
-		if (!spdk_bdev_io_type_supported(backing->bdev, SPDK_BDEV_IO_TYPE_FLUSH)) {
-			return 1;
-		}
-		rc = spdk_bdev_flush(backing->desc, ch, 0,
-				     spdk_bdev_get_num_blocks(backing->bdev) * spdk_bdev_get_block_size(backing->bdev),
-				     bypass_done, io);
-		break;
-	case HHC_GLUE_IO_RESET:
-		break;
+	if (kind == HHC_GLUE_IO_FLUSH && !spdk_bdev_io_type_supported(backing->bdev, SPDK_BDEV_IO_TYPE_FLUSH)) {
+		return 1;
 	}
+	ctx->lane = lane;
+	ctx->backing = backing;
+	ctx->channel = ch;
+	ctx->kind = kind;
+	ctx->offset_bytes = offset_bytes;
+	ctx->len_bytes = len_bytes;
+	rc = bypass_start(io);
 	if (rc == 0) {
 		lane->in_flight[0]++;
 	}
@@ -541,7 +593,7 @@ hhc_glue_lane_bypass(struct hhc_glue_lane *lane, struct hhc_glue_base *backing, 
 size_t
 hhc_glue_io_ctx_size(void)
 {
-	return sizeof(struct hhc_glue_lane *);
+	return sizeof(struct hhc_bypass_ctx);
 }
 
 int

@@ -167,11 +167,11 @@ int hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_g
 			 enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
 			 const struct iovec *iovs, int iovs_count, uint64_t tag);
 /* A request of the HHC bdev, on the lane's thread, sent as it is to the
- * backing bdev at a byte offset, as bdev_passthru does; it completes through
+ * backing bdev at a byte offset, as bdev_passthru does (-ENOMEM from the
+ * backing bdev waits in spdk_bdev_queue_io_wait); it completes through
  * hhc_rs_bypass_done on this thread. 0: started; 1: nothing to do (a FLUSH
  * the backing bdev does not support); -EAGAIN: not started, the caller
- * takes the usual path; another negative errno: not started (-ENOMEM: the
- * bdev layer should retry). */
+ * takes the usual path; another negative errno: not started. */
 int hhc_glue_lane_bypass(struct hhc_glue_lane *lane, struct hhc_glue_base *backing, struct hhc_glue_io *io,
 			 enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes);
 /* Releases the claim and closes the bdev once its I/Os have completed.

@@ -185,7 +185,7 @@ impl ChannelBypass {
             rc if rc == -libc::EAGAIN => false,
             rc => {
                 // 1: a FLUSH the backing bdev does not support, nothing to
-                // wait for; else the errno (-ENOMEM: the bdev layer retries).
+                // wait for; else the errno.
                 let status = if rc == 1 { 0 } else { rc };
                 if rc == 1 {
                     self.counters.bump(kind_index(kind));

@@ -20,7 +20,7 @@ use crate::slab::Slab;
 use crossbeam_queue::ArrayQueue;
 use libc::iovec;
 use crate::queue::Rewind;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
@@ -106,6 +106,32 @@ impl Shared {
     }
 }
 
+/// A FIFO that one thread touches (a channel's): each method holds the
+/// queue only for its own push or pop and calls out to nothing, so no
+/// borrow can overlap another and none needs counting.
+struct ThreadQueue<T>(UnsafeCell<VecDeque<T>>);
+
+impl<T> ThreadQueue<T> {
+    fn with_capacity(capacity: usize) -> ThreadQueue<T> {
+        ThreadQueue(UnsafeCell::new(VecDeque::with_capacity(capacity)))
+    }
+
+    fn push(&self, item: T) {
+        // SAFETY: one thread, and no other reference lives across this call.
+        unsafe { &mut *self.0.get() }.push_back(item);
+    }
+
+    fn pop(&self) -> Option<T> {
+        // SAFETY: as in push.
+        unsafe { &mut *self.0.get() }.pop_front_rewound()
+    }
+
+    fn is_empty(&self) -> bool {
+        // SAFETY: as in push.
+        unsafe { &*self.0.get() }.is_empty()
+    }
+}
+
 /// Per-thread channel state of one HHC bdev. A channel off the owner
 /// thread queues its requests and its lane's completions here, on its own
 /// thread, and its poller runs them in the node once a pass, as a batch
@@ -124,9 +150,9 @@ pub struct Channel {
     in_flight: Cell<u32>,
     completions: ArrayQueue<Finished>,
     /// Requests waiting for the poller (its thread only).
-    queued: RefCell<VecDeque<Submission>>,
+    queued: ThreadQueue<Submission>,
     /// Lane commands back, waiting for the poller (its thread only).
-    lane_done: RefCell<VecDeque<LaneDone>>,
+    lane_done: ThreadQueue<LaneDone>,
     /// Requests sent past the engine (bypass.rs).
     pub bypass: ChannelBypass,
 }
@@ -148,8 +174,8 @@ impl Channel {
             lane: if on_owner { std::ptr::null_mut() } else { lane },
             in_flight: Cell::new(0),
             completions: ArrayQueue::new(CHANNEL_IN_FLIGHT_MAX as usize),
-            queued: RefCell::new(VecDeque::with_capacity(CHANNEL_IN_FLIGHT_MAX as usize)),
-            lane_done: RefCell::new(VecDeque::with_capacity(sys::HHC_GLUE_LANE_COMMANDS as usize)),
+            queued: ThreadQueue::with_capacity(CHANNEL_IN_FLIGHT_MAX as usize),
+            lane_done: ThreadQueue::with_capacity(sys::HHC_GLUE_LANE_COMMANDS as usize),
         })
     }
 
@@ -159,27 +185,27 @@ impl Channel {
         if self.in_flight.get() >= CHANNEL_IN_FLIGHT_MAX {
             return Err(Refusal::Full);
         }
-        self.queued.borrow_mut().push_back(submission);
+        self.queued.push(submission);
         self.in_flight.set(self.in_flight.get() + 1);
         Ok(())
     }
 
     pub fn pop_queued(&self) -> Option<Submission> {
-        self.queued.borrow_mut().pop_front_rewound()
+        self.queued.pop()
     }
 
     /// A lane command came back (bounded by the lane's contexts).
     pub fn push_lane_done(&self, done: LaneDone) {
-        self.lane_done.borrow_mut().push_back(done);
+        self.lane_done.push(done);
     }
 
     pub fn pop_lane_done(&self) -> Option<LaneDone> {
-        self.lane_done.borrow_mut().pop_front_rewound()
+        self.lane_done.pop()
     }
 
     /// Work for the node that this channel's poller holds.
     pub fn has_work(&self) -> bool {
-        !self.queued.borrow().is_empty() || !self.lane_done.borrow().is_empty()
+        !self.queued.is_empty() || !self.lane_done.is_empty()
     }
 
     /// Counts in a request that `queue` takes (on the owner thread, no
