@@ -7,7 +7,6 @@ use super::bypass::{Route, LANE_SLOTS};
 use super::node::{Core, Phase};
 use super::sys;
 use crate::engine::Engine;
-use crate::io::DeviceRole;
 
 /// Where the owner is with the channels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -54,9 +53,10 @@ impl Core {
         self.direct.is_some() || self.engine.as_ref().is_some_and(Engine::passes_through)
     }
 
+    /// Lane slot 0 is the backing bdev, slot 1 the cache (base indexes too).
     fn dropped_lane_slots(&self) -> [bool; LANE_SLOTS] {
-        let removed = |role| self.bases.all().get(if role == DeviceRole::Backing { 0 } else { 1 }).is_some_and(|b| b.removed);
-        [removed(DeviceRole::Backing), removed(DeviceRole::Cache)]
+        let removed = |index: usize| self.bases.all().get(index).is_some_and(|b| b.removed);
+        [removed(0), removed(1)]
     }
 
     /// The iteration of `update_channels` completed on every channel.
