@@ -39,7 +39,7 @@ impl Core {
                 Some(key)
             }
         };
-        let tag = io.id | lender.map_or(0, |key| (key as u64 + 1) << 32);
+        let tag = io.id | lender.map_or(0, lender_bits);
         self.engine_ios += 1;
         if let Err(status) = self.bases.submit(io.device, io.kind, io.offset_bytes, io.len_bytes, &scratch, tag) {
             self.engine_ios -= 1;
@@ -64,7 +64,7 @@ impl Core {
         let complete = self.requests.lend(key, offset_bytes, io.len_bytes, &mut scratch);
         assert!(complete, "{io:?} reaches past its request's buffer");
         let on_cache = if io.device == DeviceRole::Cache { TAG_LANE_CACHE } else { 0 };
-        let tag = io.id | (key as u64 + 1) << 32 | on_cache;
+        let tag = io.id | lender_bits(key) | on_cache;
         // SAFETY: the lane is the calling thread's (its channel's thread is current).
         let started = unsafe { self.bases.submit_lane(lane, io, &scratch, tag) };
         self.iov_scratch = scratch;
@@ -85,13 +85,11 @@ impl Core {
         }
     }
 
-    /// A lane command came back (on its thread, or queued from there).
+    /// A lane command came back (on its thread, or queued from there):
+    /// an engine command like any other, its base named by its tag.
     pub(super) fn lane_io_done(&mut self, done: LaneDone) {
         let role = if done.tag & TAG_LANE_CACHE != 0 { DeviceRole::Cache } else { DeviceRole::Backing };
-        let io_status = self.bases.done(role, done.status);
-        self.engine_ios -= 1;
-        self.release_lender(done.tag);
-        self.engine_io_done(done.tag & u32::MAX as u64, io_status);
+        self.device_io_done(role, done.tag, done.status);
     }
 
     fn release_lender(&mut self, tag: u64) {
@@ -127,4 +125,9 @@ impl Core {
             engine.handle_io_completion(self.now, id, status);
         }
     }
+}
+
+/// The tag bits naming request `key` as the lender of a command's buffer.
+fn lender_bits(key: u32) -> u64 {
+    (key as u64 + 1) << 32
 }
