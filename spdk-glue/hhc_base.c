@@ -301,13 +301,11 @@ dev_io_retry(void *arg)
 	}
 }
 
-/* Fills `io` and starts it; on error it is back in its pool. */
+/* Fills `io`; on error it is back in its pool. */
 static int
-dev_io_submit(struct hhc_dev_io *io, enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
-	      const struct iovec *iovs, int iovs_count, uint64_t tag)
+dev_io_fill(struct hhc_dev_io *io, enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
+	    const struct iovec *iovs, int iovs_count, uint64_t tag)
 {
-	int rc;
-
 	io->kind = kind;
 	io->offset_bytes = offset_bytes;
 	io->len_bytes = len_bytes;
@@ -322,10 +320,32 @@ dev_io_submit(struct hhc_dev_io *io, enum hhc_glue_io_kind kind, uint64_t offset
 	if (iovs_count > 0) {
 		memcpy(io->iovs, iovs, iovs_count * sizeof(*iovs));
 	}
-	rc = dev_io_start(io);
+	return 0;
+}
+
+/* Starts a filled `io`, waiting for the bdev layer on -ENOMEM. */
+static int
+dev_io_start_or_wait(struct hhc_dev_io *io)
+{
+	int rc = dev_io_start(io);
+
 	if (rc == -ENOMEM) {
 		rc = dev_io_wait(io);
 	}
+	return rc;
+}
+
+/* Fills `io` and starts it; on error it is back in its pool. */
+static int
+dev_io_submit(struct hhc_dev_io *io, enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
+	      const struct iovec *iovs, int iovs_count, uint64_t tag)
+{
+	int rc = dev_io_fill(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
+
+	if (rc != 0) {
+		return rc;
+	}
+	rc = dev_io_start_or_wait(io);
 	if (rc != 0) {
 		dev_io_put(io);
 	}
@@ -430,6 +450,7 @@ hhc_glue_lane_create(void *rs_channel, uint32_t count)
 		return NULL;
 	}
 	lane->rs_channel = rs_channel;
+	lane->pending_tail = &lane->pending;
 	return lane;
 }
 
@@ -438,6 +459,7 @@ hhc_glue_lane_destroy(struct hhc_glue_lane *lane)
 {
 	uint32_t slot;
 
+	assert(lane->pending == NULL);
 	for (slot = 0; slot < HHC_GLUE_LANE_SLOTS; slot++) {
 		assert(lane->in_flight[slot] == 0);
 		lane_put_channel(lane, slot);
@@ -480,11 +502,36 @@ hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_
 	io->desc = base->desc;
 	io->channel = lane->channels[slot];
 	io->bdev = base->bdev;
-	rc = dev_io_submit(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
-	if (rc == 0) {
-		lane->in_flight[slot]++;
+	rc = dev_io_fill(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
+	if (rc != 0) {
+		return rc;
 	}
-	return rc;
+	lane->in_flight[slot]++;
+	io->next_free = NULL;
+	*lane->pending_tail = io;
+	lane->pending_tail = &io->next_free;
+	return 0;
+}
+
+void
+hhc_glue_lane_start(struct hhc_glue_lane *lane)
+{
+	struct hhc_dev_io *io = lane->pending;
+
+	lane->pending = NULL;
+	lane->pending_tail = &lane->pending;
+	while (io != NULL) {
+		struct hhc_dev_io *next = io->next_free;
+		int rc = dev_io_start_or_wait(io);
+
+		if (rc != 0) {
+			/* Its caller has left; it hears of the failure as of a completion. */
+			SPDK_ERRLOG("hhc: starting I/O on %s failed: %s\n", spdk_bdev_get_name(io->bdev),
+				    spdk_strerror(-rc));
+			spdk_thread_send_msg(spdk_get_thread(), dev_io_fail_msg, io);
+		}
+		io = next;
+	}
 }
 
 /* The driver context of a bypassed request: what a retry after -ENOMEM

@@ -161,11 +161,17 @@ void hhc_glue_node_update_channels(struct hhc_glue_node *node);
 void hhc_glue_channels_answer(void *iter);
 /* As hhc_glue_base_submit, on the lane's channel for `slot` of `base`
  * (taken at first use) and completing through hhc_rs_lane_io_done on the
- * calling thread. -EAGAIN: not started (no free context, no channel, the
- * base closing); the caller starts it elsewhere. */
+ * calling thread; but the command is only taken here and starts at the
+ * lane's next hhc_glue_lane_start, so that a thread copies its data after
+ * it has left the node (other threads may enter meanwhile). -EAGAIN: not
+ * taken (no free context, no channel, the base closing); the caller starts
+ * it elsewhere. */
 int hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_base *base,
 			 enum hhc_glue_io_kind kind, uint64_t offset_bytes, uint64_t len_bytes,
 			 const struct iovec *iovs, int iovs_count, uint64_t tag);
+/* Starts the commands the lane took, in order; one that cannot start
+ * completes with -EIO through a message to this thread. */
+void hhc_glue_lane_start(struct hhc_glue_lane *lane);
 /* A request of the HHC bdev, on the lane's thread, sent as it is to the
  * backing bdev at a byte offset, as bdev_passthru does (-ENOMEM from the
  * backing bdev waits in spdk_bdev_queue_io_wait); it completes through

@@ -18,6 +18,8 @@
 
 extern struct spdk_bdev_module g_hhc_module;
 
+struct hhc_dev_io;
+
 /* A request thread's lane (hhc_base.c): its own channels to the backing
  * (slot 0) and cache (slot 1) bdevs, taken at first use and given back
  * once dropped (the bdev removed) and drained, and its own pool of I/O
@@ -28,6 +30,9 @@ struct hhc_glue_lane {
 	uint32_t in_flight[HHC_GLUE_LANE_SLOTS];
 	bool dropped[HHC_GLUE_LANE_SLOTS];
 	struct hhc_glue_io_pool *pool;
+	/* Commands taken but not started yet (hhc_glue_lane_start), in order. */
+	struct hhc_dev_io *pending;
+	struct hhc_dev_io **pending_tail;
 };
 
 /* Bytes of driver context per HHC bdev I/O (hhc_base.c: a bypassed

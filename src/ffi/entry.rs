@@ -131,7 +131,8 @@ pub unsafe extern "C" fn hhc_rs_channel_poll(rs_channel: *mut c_void) -> c_int {
     // SAFETY: a channel that holds work holds requests, so its bdev is
     // registered and its node alive.
     let ran = channel.has_work() && unsafe { &*(channel.node as *const Node) }.run_channel(channel);
-    completed as c_int + c_int::from(ran)
+    let finished = channel.after_leaving_node();
+    (completed + finished) as c_int + c_int::from(ran)
 }
 
 /// # Safety

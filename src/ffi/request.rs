@@ -153,6 +153,9 @@ pub struct Channel {
     queued: ThreadQueue<Submission>,
     /// Lane commands back, waiting for the poller (its thread only).
     lane_done: ThreadQueue<LaneDone>,
+    /// Its requests the node finished while this thread was inside,
+    /// completed once it has left (its thread only).
+    finished_here: ThreadQueue<Finished>,
     /// Requests sent past the engine (bypass.rs).
     pub bypass: ChannelBypass,
 }
@@ -176,6 +179,7 @@ impl Channel {
             completions: ArrayQueue::new(CHANNEL_IN_FLIGHT_MAX as usize),
             queued: ThreadQueue::with_capacity(CHANNEL_IN_FLIGHT_MAX as usize),
             lane_done: ThreadQueue::with_capacity(sys::HHC_GLUE_LANE_COMMANDS as usize),
+            finished_here: ThreadQueue::with_capacity(CHANNEL_IN_FLIGHT_MAX as usize),
         })
     }
 
@@ -219,6 +223,25 @@ impl Channel {
         Ok(())
     }
 
+    /// After this (non-owner) thread has left the node: starts the lane
+    /// commands it took there and completes the requests it finished there,
+    /// so that these copies and callbacks run outside the node and another
+    /// thread may enter meanwhile.
+    pub fn after_leaving_node(&self) -> usize {
+        if !self.lane.is_null() {
+            // SAFETY: the lane is this thread's and lives as long as the channel.
+            unsafe { sys::hhc_glue_lane_start(self.lane) };
+        }
+        let mut completed = 0;
+        while let Some(finished) = self.finished_here.pop() {
+            self.in_flight.set(self.in_flight.get() - 1);
+            // SAFETY: the request was submitted on this thread and is completed once.
+            unsafe { sys::hhc_glue_io_complete(finished.io, finished.status) };
+            completed += 1;
+        }
+        completed
+    }
+
     /// Completes what other threads finished for this channel.
     pub fn poll_completions(&self) -> usize {
         let mut completed = 0;
@@ -246,8 +269,9 @@ impl Drop for Channel {
     }
 }
 
-/// Completes a request on its own thread: directly when `current` (the
-/// calling thread) is it, else through the channel's queue.
+/// Completes a request on its own thread: through the channel's queue
+/// when `current` (the calling thread) is another, once the thread has
+/// left the node when it is a request thread, else directly.
 ///
 /// # Safety
 /// `io` is outstanding and was submitted on `channel`, which is alive (the
@@ -256,6 +280,10 @@ impl Drop for Channel {
 pub unsafe fn finish_request(io: *mut sys::hhc_glue_io, channel: *const Channel, status: i32, current: Thread) {
     // SAFETY: see the function's contract.
     let channel = unsafe { &*channel };
+    if channel.thread == current && !channel.on_owner {
+        channel.finished_here.push(Finished { io, status });
+        return;
+    }
     if channel.thread == current {
         channel.in_flight.set(channel.in_flight.get() - 1);
         // SAFETY: io is outstanding and we are on its submitting thread.
