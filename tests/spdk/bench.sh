@@ -34,6 +34,13 @@
 # passthrough wt wb wb-flush wb-ordered hhc ocf-wt ocf-wb"), WORKLOADS
 # ("randread randwrite fsync"), BDEVPERF_MEM_MB and FIO_SPDK_MEM_MB (3072),
 # BDEVPERF_CORES ("": one core; "-m 0x3 -C": a bdevperf job on each of 2),
+# ROUNDS (1: every target once; N: N rounds, each running every target
+# once, back to back, reported as medians with the range of the rounds'
+# ratios: a process's IOPS on RAM devices move with where its buffers
+# land, so one process per target says little),
+# BEFORE_OUT (unset): a directory holding another build's module, e.g. of
+# an earlier commit; a target written before/POLICY (before/wb) runs that
+# module, so a before/after pair shares one run and its devices,
 # KEEP_WORK=1 keeps the scratch directory (logs, raw results).
 set -u -o pipefail
 
@@ -44,6 +51,7 @@ SPDK_DIR=${SPDK_DIR:-/opt/spdk}
 spdk_find_fio
 OUT=${OUT:-$REPO/target/spdk}
 MODULE=$OUT/libspdk_bdev_hhc.so
+BEFORE_MODULE=${BEFORE_OUT:+$BEFORE_OUT/libspdk_bdev_hhc.so}
 BDEVPERF=$SPDK_DIR/bin/bdevperf
 FIO_PLUGIN=$SPDK_DIR/lib/fio/spdk_bdev
 BACK_MB=${BACK_MB:-256}
@@ -61,6 +69,8 @@ WORKLOADS=${WORKLOADS:-"randread randwrite fsync"}
 BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-3072}
 # bdevperf's cores: "" (one), or e.g. "-m 0x3 -C" (a job on each core).
 BDEVPERF_CORES=${BDEVPERF_CORES:-}
+ROUNDS=${ROUNDS:-1}
+ROUND=1
 FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-3072}
 BS=4096
 # The engine's log layout (src/config.rs): two 4 KiB units of superblock,
@@ -93,8 +103,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The module a target runs: before/POLICY runs BEFORE_OUT's.
+target_module() {
+    case $1 in
+        before/*) echo "${BEFORE_MODULE:?before/ targets need BEFORE_OUT}" ;;
+        *) echo "$MODULE" ;;
+    esac
+}
+
 target_label() {
     case $1 in
+        before/*) echo "before:${1#before/}" ;;
         passthru) echo bdev_passthru ;;
         ocf-*) echo "ocf:${1#ocf-}" ;;
         *) echo "hhc:$1" ;;
@@ -111,7 +130,7 @@ target_kind() {
 
 # The bdev config: three malloc bdevs and the target as bench0.
 bdev_json() { # target
-    local t=$1 create
+    local t=${1#before/} create
     case $t in
         passthru)
             create='{"method":"bdev_passthru_create","params":{"base_bdev_name":"back","name":"bench0"}}' ;;
@@ -136,10 +155,10 @@ EOF
 }
 
 record() { # workload title target json-record
-    python3 - "$1" "$2" "$3" "$4" >>"$RESULTS" <<'PY'
+    python3 - "$1" "$2" "$3" "$4" "$ROUND" >>"$RESULTS" <<'PY'
 import json, sys
 rec = json.loads(sys.argv[4])
-rec.update(workload=sys.argv[1], title=sys.argv[2], target=sys.argv[3])
+rec.update(workload=sys.argv[1], title=sys.argv[2], target=sys.argv[3], round=int(sys.argv[5]))
 print(json.dumps(rec))
 PY
 }
@@ -183,12 +202,12 @@ bench_bdevperf() { # target
     local t=$1 label kind json sock bplog pid deadline
     label=$(target_label "$t")
     kind=$(target_kind "$t")
-    json=$WORK/$t.json
-    sock=$WORK/bp-$t.sock
-    bplog=$WORK/bdevperf-$t.log
+    json=$WORK/${t//\//-}.json
+    sock=$WORK/bp-${t//\//-}.sock
+    bplog=$WORK/bdevperf-${t//\//-}.log
     bdev_json "$t" >"$json"
     deadline=$((WARMUP_TIME + 2 * BENCH_TIME + MAX_TIME + 300))
-    timeout -k 5 "$deadline" env LD_PRELOAD="$MODULE" "$BDEVPERF" --no-huge -s "$BDEVPERF_MEM_MB" --json "$json" \
+    timeout -k 5 "$deadline" env LD_PRELOAD="$(target_module "$t")" "$BDEVPERF" --no-huge -s "$BDEVPERF_MEM_MB" --json "$json" \
         -T bench0 -z -l -q "$QD" -o "$BS" -w randread -t "$BENCH_TIME" -r "$sock" $BDEVPERF_CORES >"$bplog" 2>&1 &
     pid=$!
     PIDS+=("$pid")
@@ -264,10 +283,10 @@ note_short() {
 fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
     local t=$1 n=$2 time=$3 kind json sock out poll ppid pid
     kind=$(target_kind "$t")
-    json=$WORK/$t.json
-    sock=$WORK/fio-$t-$n.sock
-    out=$WORK/fio-$t-$n.json
-    poll=$WORK/poll-$t-$n.jsonl
+    json=$WORK/${t//\//-}.json
+    sock=$WORK/fio-${t//\//-}-$n.sock
+    out=$WORK/fio-${t//\//-}-$n.json
+    poll=$WORK/poll-${t//\//-}-$n.jsonl
     bdev_json "$t" >"$json"
     rm -f "$sock" "$out" "$poll"
     if [ "$kind" != none ]; then
@@ -275,14 +294,14 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
         ppid=$!
         PIDS+=("$ppid")
     fi
-    timeout -k 5 $((time + 150)) env LD_PRELOAD="$MODULE" "$FIO" --ioengine="$FIO_PLUGIN" --spdk_json_conf="$json" \
+    timeout -k 5 $((time + 150)) env LD_PRELOAD="$(target_module "$t")" "$FIO" --ioengine="$FIO_PLUGIN" --spdk_json_conf="$json" \
         --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" \
         --spdk_rpc_listen_addr="$sock" --filename=bench0 --direct=1 --bs=4k \
         --output-format=json --output="$out" \
         --name=bench --rw=randwrite --iodepth=32 --fsync="$n" --time_based=1 --runtime="$time" \
         --norandommap=1 --randrepeat=0 \
         --name=hold --stonewall --rw=read --iodepth=1 --time_based=1 --runtime=3 --rate_iops=10 \
-        >"$WORK/fio-$t-$n.log" 2>&1 &
+        >"$WORK/fio-${t//\//-}-$n.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     wait "$pid"
@@ -290,7 +309,7 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
     [ -n "${ppid:-}" ] && { for _ in $(seq 50); do kill -0 "$ppid" 2>/dev/null || break; sleep 0.1; done; stop_pid "$ppid"; }
     if [ "$rc" -ne 0 ] || [ ! -s "$out" ]; then
         log "fio for $(target_label "$t") fsync=$n failed (rc $rc):"
-        tail -8 "$WORK/fio-$t-$n.log" >&2
+        tail -8 "$WORK/fio-${t//\//-}-$n.log" >&2
         return 1
     fi
     $LIB fio "$out" "$poll" >"$WORK/fio-rec.json"
@@ -318,16 +337,9 @@ have_ocf() {
     ls "$SPDK_DIR"/lib/libspdk_bdev_ocf.* >/dev/null 2>&1
 }
 
-main() {
-    local t n missing=
-    spdk_env_describe "[bench] " >&2
-    for f in "$MODULE" "$BDEVPERF" "$FIO_PLUGIN" "${FIO:-fio-not-found}"; do
-        [ -e "$f" ] || { log "missing $f"; missing=1; }
-    done
-    [ -n "$SPDK_PY_DIR" ] || { log "missing SPDK's python spdk package under $SPDK_DIR"; missing=1; }
-    [ -z "$missing" ] || { log "nothing run (build with make -C spdk-glue; see docs/spdk.md)"; exit 1; }
-    log "devices: backing $BACK_MB MiB, cache $CACHE_MB MiB, log $LOG_MB MiB ($BENCH_LOG_SEGMENTS segments of $SEGMENT_SIZE B), all bdev_malloc, $BS B blocks"
-    log "runs: $BENCH_TIME s each (HHC runs that log: until the log wrapped $MIN_WRAPS times, at most $MAX_TIME s)"
+# Every target once, on every workload.
+run_round() {
+    local t n
     for t in $TARGETS; do
         if [ "${t#ocf-}" != "$t" ] && ! have_ocf; then
             log "SKIP $(target_label "$t"): this SPDK has no OCF bdev module (configure --with-ocf)"
@@ -349,6 +361,22 @@ main() {
                 done
             done ;;
     esac
+}
+
+main() {
+    local missing=
+    spdk_env_describe "[bench] " >&2
+    for f in "$MODULE" ${BEFORE_MODULE:+"$BEFORE_MODULE"} "$BDEVPERF" "$FIO_PLUGIN" "${FIO:-fio-not-found}"; do
+        [ -e "$f" ] || { log "missing $f"; missing=1; }
+    done
+    [ -n "$SPDK_PY_DIR" ] || { log "missing SPDK's python spdk package under $SPDK_DIR"; missing=1; }
+    [ -z "$missing" ] || { log "nothing run (build with make -C spdk-glue; see docs/spdk.md)"; exit 1; }
+    log "devices: backing $BACK_MB MiB, cache $CACHE_MB MiB, log $LOG_MB MiB ($BENCH_LOG_SEGMENTS segments of $SEGMENT_SIZE B), all bdev_malloc, $BS B blocks"
+    log "runs: $BENCH_TIME s each (HHC runs that log: until the log wrapped $MIN_WRAPS times, at most $MAX_TIME s)"
+    for ROUND in $(seq "$ROUNDS"); do
+        [ "$ROUNDS" -eq 1 ] || log "round $ROUND of $ROUNDS"
+        run_round
+    done
     echo "HHC side-by-side benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null), $(nproc) CPUs"
     echo "devices: backing $BACK_MB MiB, cache $CACHE_MB MiB, one log mirror $LOG_MB MiB ($BENCH_LOG_SEGMENTS segments of $SEGMENT_SIZE B); all bdev_malloc, $BS B blocks"
     $LIB report "$RESULTS"

@@ -16,6 +16,7 @@ PYTHONPATH (tests/spdk/env.sh puts it there).
 import json
 import os
 import re
+import statistics
 import sys
 import time
 
@@ -232,6 +233,47 @@ def ratio(a, b):
     return f"{a / b:.2f}x" if a is not None and b else "-"
 
 
+def per_round_ratios(rows, target, other):
+    """The target's IOPS over the other's, round by round (ROUNDS > 1)."""
+    base = {r.get("round", 1): r["iops"] for r in rows if r["target"] == other and "iops" in r}
+    return sorted(r["iops"] / base[r.get("round", 1)] for r in rows
+                  if r["target"] == target and "iops" in r and base.get(r.get("round", 1)))
+
+
+def median_rows(rows):
+    """One row per target: with several rounds, the round of median IOPS,
+    its IOPS replaced by the median and its ratios by the medians of the
+    per-round ratios (each round's targets ran back to back, so a ratio
+    within a round is less noisy than one across rounds)."""
+    targets = []
+    for r in rows:
+        if r["target"] not in targets:
+            targets.append(r["target"])
+    out = []
+    for t in targets:
+        runs = [r for r in rows if r["target"] == t]
+        measured = sorted((r for r in runs if "iops" in r), key=lambda r: r["iops"])
+        if len(measured) < 2:
+            out.append(measured[0] if measured else runs[0])
+            continue
+        rep = dict(measured[(len(measured) - 1) // 2])
+        rep["iops"] = statistics.median(r["iops"] for r in measured)
+        rep["rounds"] = len(measured)
+        for key, other in (("vs_wb", "hhc:wb"), ("vs_passthru", "bdev_passthru")):
+            ratios = per_round_ratios(rows, t, other)
+            if ratios:
+                rep[key] = (statistics.median(ratios), ratios[0], ratios[-1])
+        out.append(rep)
+    return out
+
+
+def ratio_cell(r, key, a, b):
+    if key in r:
+        mid, low, high = r[key]
+        return f"{mid:.2f}x ({low:.2f}-{high:.2f})"
+    return ratio(a, b)
+
+
 def cmd_report(results_path):
     recs = [json.loads(line) for line in open(results_path) if line.strip()]
     order = []
@@ -239,8 +281,12 @@ def cmd_report(results_path):
         if r["workload"] not in order:
             order.append(r["workload"])
     how = sorted({r["wraps_how"] for r in recs if r.get("wraps_how")})
+    rounds = max((r.get("round", 1) for r in recs), default=1)
+    if rounds > 1:
+        print(f"\n{rounds} rounds, each target once per round: IOPS are medians; a ratio is the median of the"
+              " rounds' ratios, with their range")
     for wl in order:
-        rows = [r for r in recs if r["workload"] == wl]
+        rows = median_rows([r for r in recs if r["workload"] == wl])
         by = {r["target"]: r for r in rows if "iops" in r}
         wb = by.get("hhc:wb", {}).get("iops")
         pt = by.get("bdev_passthru", {}).get("iops")
@@ -264,7 +310,7 @@ def cmd_report(results_path):
                 line += [fmt(r.get("flush_p50_us")), fmt(r.get("flush_p99_us")), fmt(r.get("flush_max_us"))]
             wraps = r.get("wraps")
             uses_log = r.get("stats", {}).get("log_segments_written", 0) > 0
-            line += [ratio(r["iops"], wb), ratio(r["iops"], pt)]
+            line += [ratio_cell(r, "vs_wb", r["iops"], wb), ratio_cell(r, "vs_passthru", r["iops"], pt)]
             if hits:
                 line.append(fmt(r.get("hit_pct")))
             line += [(fmt(wraps) if uses_log else "0") if wraps is not None else "-", fmt(r.get("runtime_s"))]
