@@ -314,7 +314,7 @@ impl Engine {
             startup_revokes: Vec::new(),
             stale_mirrors_at_start: Vec::new(),
             cutoff: cutoff::SequentialCutoff::default(),
-            owner_records: owner_record::OwnerRecords::default(),
+            owner_records: owner_record::OwnerRecords::empty(),
             stats: Stats::default(),
             state: EngineState::Starting,
             config,

@@ -25,14 +25,24 @@ pub(super) struct OwnerRecords {
     /// A record whose write failed: not tried again until it is asked for
     /// again (or another one is).
     failed: Option<Vec<u8>>,
+    /// `settled()` and whether a write is due, computed when the fields
+    /// above change (`refresh`): the engine asks after every input, and
+    /// comparing the records' bytes there cost more than a read hit.
+    settled: bool,
+    due: bool,
 }
 
 impl OwnerRecords {
+    /// No record asked for and none on the device.
+    pub fn empty() -> OwnerRecords {
+        OwnerRecords::default().refreshed()
+    }
+
     /// After a format that wrote `record` as write_seq 1 in copy 0 and 0 in
     /// copy 1 (once the format's writes are durable, which the engine is
     /// not `Ready` before).
     pub fn formatted(record: Vec<u8>) -> OwnerRecords {
-        OwnerRecords { wanted: record.clone(), durable: Some((record, 1, 0)), ..OwnerRecords::default() }
+        OwnerRecords { wanted: record.clone(), durable: Some((record, 1, 0)), ..OwnerRecords::default() }.refreshed()
     }
 
     /// After a warm start read both copies (`units`, the two units in order).
@@ -42,14 +52,27 @@ impl OwnerRecords {
                 wanted: record.owner.clone(),
                 durable: Some((record.owner, record.write_seq, copy)),
                 ..OwnerRecords::default()
-            },
-            None => OwnerRecords::default(),
+            }
+            .refreshed(),
+            None => OwnerRecords::empty(),
         }
+    }
+
+    fn refreshed(mut self) -> OwnerRecords {
+        self.refresh();
+        self
+    }
+
+    /// Recomputes `settled` and `due`; called after every change.
+    fn refresh(&mut self) {
+        self.settled =
+            self.in_flight.is_none() && self.durable.as_ref().is_some_and(|(bytes, _, _)| *bytes == self.wanted);
+        self.due = self.in_flight.is_none() && self.failed.as_ref() != Some(&self.wanted) && !self.settled;
     }
 
     /// Every record asked for is written and flushed.
     fn settled(&self) -> bool {
-        self.in_flight.is_none() && self.durable.as_ref().is_some_and(|(bytes, _, _)| *bytes == self.wanted)
+        self.settled
     }
 }
 
@@ -78,6 +101,7 @@ impl Engine {
         }
         self.owner_records.failed = None;
         self.owner_records.wanted = record;
+        self.owner_records.refresh();
         self.run_background();
         Ok(())
     }
@@ -86,7 +110,7 @@ impl Engine {
     /// device yet and nothing else is being written.
     pub(super) fn progress_owner_record(&mut self) {
         let records = &self.owner_records;
-        if records.in_flight.is_some() || records.failed.as_ref() == Some(&records.wanted) || records.settled() {
+        if !records.due {
             return;
         }
         let (write_seq, copy) = match &records.durable {
@@ -97,6 +121,7 @@ impl Engine {
         let region = self.regions.owner;
         record.encode(&mut self.region(region)[..UNIT_BYTES]);
         self.owner_records.in_flight = Some((record.owner, write_seq, copy, false));
+        self.owner_records.refresh();
         let offset = CACHE_OWNER_RECORD_UNIT[copy] * UNIT_BYTES as u64;
         let buffer = IoBuffer::Engine { region, offset_bytes: 0 };
         self.submit(Op::OwnerRecordWrite, DeviceRole::Cache, IoKind::Write, offset, UNIT_BYTES as u64, buffer);
@@ -118,6 +143,7 @@ impl Engine {
         let Some((bytes, write_seq, copy, _)) = self.owner_records.in_flight.take() else { return };
         log::info!("hhc: owner record written (copy {copy}, write_seq {write_seq}, {} bytes)", bytes.len());
         self.owner_records.durable = Some((bytes, write_seq, copy));
+        self.owner_records.refresh();
     }
 
     /// The copy written may be torn: the next write goes to the same copy,
@@ -125,5 +151,6 @@ impl Engine {
     fn owner_record_failed(&mut self, status: IoStatus) {
         log::warn!("hhc: writing the owner record to the cache device failed ({status:?}); the previous one stays");
         self.owner_records.failed = self.owner_records.in_flight.take().map(|(bytes, ..)| bytes);
+        self.owner_records.refresh();
     }
 }
