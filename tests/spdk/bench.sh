@@ -38,6 +38,8 @@
 # once, back to back, reported as medians with the range of the rounds'
 # ratios: a process's IOPS on RAM devices move with where its buffers
 # land, so one process per target says little),
+# HUGE (unset: --no-huge; 1: bdevperf and fio take hugepages, which must
+# be reserved and mounted, see docs/spdk.md),
 # BEFORE_OUT (unset): a directory holding another build's module, e.g. of
 # an earlier commit; a target written before/POLICY (before/wb) runs that
 # module, so a before/after pair shares one run and its devices,
@@ -70,6 +72,9 @@ BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-3072}
 # bdevperf's cores: "" (one), or e.g. "-m 0x3 -C" (a job on each core).
 BDEVPERF_CORES=${BDEVPERF_CORES:-}
 ROUNDS=${ROUNDS:-1}
+# Memory of bdevperf and fio: anonymous pages (default) or hugepages.
+NO_HUGE=--no-huge
+[ -z "${HUGE:-}" ] || NO_HUGE=
 ROUND=1
 FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-3072}
 BS=4096
@@ -207,7 +212,7 @@ bench_bdevperf() { # target
     bplog=$WORK/bdevperf-${t//\//-}.log
     bdev_json "$t" >"$json"
     deadline=$((WARMUP_TIME + 2 * BENCH_TIME + MAX_TIME + 300))
-    timeout -k 5 "$deadline" env LD_PRELOAD="$(target_module "$t")" "$BDEVPERF" --no-huge -s "$BDEVPERF_MEM_MB" --json "$json" \
+    timeout -k 5 "$deadline" env LD_PRELOAD="$(target_module "$t")" "$BDEVPERF" $NO_HUGE -s "$BDEVPERF_MEM_MB" --json "$json" \
         -T bench0 -z -l -q "$QD" -o "$BS" -w randread -t "$BENCH_TIME" -r "$sock" $BDEVPERF_CORES >"$bplog" 2>&1 &
     pid=$!
     PIDS+=("$pid")
@@ -295,7 +300,7 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
         PIDS+=("$ppid")
     fi
     timeout -k 5 $((time + 150)) env LD_PRELOAD="$(target_module "$t")" "$FIO" --ioengine="$FIO_PLUGIN" --spdk_json_conf="$json" \
-        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" \
+        --thread=1 --env_context="$NO_HUGE --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" \
         --spdk_rpc_listen_addr="$sock" --filename=bench0 --direct=1 --bs=4k \
         --output-format=json --output="$out" \
         --name=bench --rw=randwrite --iodepth=32 --fsync="$n" --time_based=1 --runtime="$time" \
