@@ -22,6 +22,7 @@ mod diagnostics;
 mod flush;
 mod gap;
 mod held;
+mod in_flight;
 mod lba_hash;
 mod lba_queue;
 mod log_superblock;

@@ -13,7 +13,7 @@ use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
-use super::lba_hash::LbaSet;
+use super::in_flight::LbasInFlight;
 use super::lba_queue::LbaQueue;
 use super::revokes::RevokeWaits;
 use super::writeback_queue::{Passes, PASS_NONE};
@@ -97,9 +97,8 @@ pub(super) struct Writeback {
     /// The last background scan found no block to write back, as of
     /// `Engine::writeback_scan_state`.
     dry: Option<(u64, u64, u32, Nanos)>,
-    /// LBAs with a write-back in flight: two backing writes of one LBA must
-    /// never race (the older could land last).
-    pub lbas_in_flight: LbaSet,
+    /// LBAs with a backing write in flight (in_flight.rs).
+    pub lbas_in_flight: LbasInFlight,
     pub backing: BackingFlusher,
     /// Depth while requests arrive (pacing.rs).
     pub pacer: WritebackPacer,
@@ -142,8 +141,7 @@ impl Writeback {
             old_window: 1,
             old_live_cached: None,
             dry: None,
-            // Every run in flight at its longest: the set never grows.
-            lbas_in_flight: LbaSet::with_capacity_and_hasher((parallelism * run_blocks_max) as usize, Default::default()),
+            lbas_in_flight: LbasInFlight::new(blocks_count, config.request_blocks_max),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
             switch_commit: None,
@@ -309,7 +307,7 @@ impl Engine {
                 && self.cache.pins(block) == 0
                 && self.cache.through(block) == Through::None
                 && self.ordered_may_write_back(block)
-                && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
+                && !self.writeback.lbas_in_flight.contains(self.cache.lba(block));
             // A block waiting for a commit is passed over; only when nothing
             // else can go is a commit asked for. Asking for one for every such
             // block keeps commits running back to back, each encoding every
@@ -375,7 +373,7 @@ impl Engine {
         let ready = self.cache.has(block, flag::DIRTY)
             && !self.cache.has(block, flag::BUSY)
             && self.cache.pins(block) == 0
-            && !self.writeback.lbas_in_flight.contains(&lba)
+            && !self.writeback.lbas_in_flight.contains(lba)
             && !self.waits_for_commit(block)
             && self.ordered_may_write_back(block);
         ready.then_some(block)
@@ -439,8 +437,7 @@ impl Engine {
         blocks.clear();
         blocks.push(first);
         self.cache.pin(first);
-        let inserted = self.writeback.lbas_in_flight.insert(lba);
-        assert!(inserted, "two backing writes of lba {lba} in flight");
+        self.writeback.lbas_in_flight.insert_writeback(lba);
         let mut next = lba;
         while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
             next += 1;
@@ -450,7 +447,7 @@ impl Engine {
             let Some(block) = self.writeback_ready(next) else { break };
             blocks.push(block);
             self.cache.pin(block);
-            self.writeback.lbas_in_flight.insert(next);
+            self.writeback.lbas_in_flight.insert_writeback(next);
         }
         let bs = self.config.block_size as u64;
         let base = extent * self.writeback.run_blocks_max * bs as u32;
@@ -472,7 +469,7 @@ impl Engine {
         self.stats.writeback_errors += 1;
         let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
         for &block in &blocks {
-            self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+            self.writeback.lbas_in_flight.remove_writeback(self.cache.lba(block));
             self.cache.unpin(block);
         }
         let e = &mut self.writeback.extents[extent as usize];
@@ -541,7 +538,7 @@ impl Engine {
             if self.writeback.backing.failed_for(ticket) {
                 self.stats.writeback_errors += 1;
                 let lba = self.cache.lba(block);
-                self.writeback.lbas_in_flight.remove(&lba);
+                self.writeback.lbas_in_flight.remove_writeback(lba);
                 self.cache.unpin(block);
                 self.writeback_resolved(pass, lba, false);
                 continue;
@@ -554,7 +551,7 @@ impl Engine {
     fn finish_writeback(&mut self, block: u32, pass: u64) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
         let lba = self.cache.lba(block);
-        self.writeback.lbas_in_flight.remove(&lba);
+        self.writeback.lbas_in_flight.remove_writeback(lba);
         self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
             // Stays pinned while it waits, so it is not written back again.
