@@ -4,7 +4,8 @@
 //! cache reads until their backing FLUSH generation completes, and the
 //! backing writes of write-through, passthrough and cutoff requests. Each
 //! kind is counted against a bound of its own, and the set is allocated for
-//! both at creation.
+//! both at creation. Write-back waits for room (`writeback_room`), so a
+//! slow backing FLUSH holds it back instead of growing the set.
 
 use super::lba_hash::LbaSet;
 
@@ -12,8 +13,8 @@ pub(super) struct LbasInFlight {
     set: LbaSet,
     /// Of `set`, the LBAs of requests' backing writes.
     through: u32,
-    /// A write-back's LBAs have pinned blocks, distinct since a block is not
-    /// written back twice at once: at most one per cache block.
+    /// Write-back LBAs, held to it by `writeback_room`. They are never more
+    /// than the cache's blocks either: each has its own pinned block.
     writeback_max: u32,
     /// A request's backing write covers its own blocks: at most
     /// `request_blocks_max`, the blocks of every live request.
@@ -21,8 +22,8 @@ pub(super) struct LbasInFlight {
 }
 
 impl LbasInFlight {
-    pub fn new(writeback_max: u32, through_max: u32) -> Self {
-        let capacity = writeback_max as usize + through_max as usize;
+    pub fn new(writeback_max: u32, through_max: u32, blocks_count: u32) -> Self {
+        let capacity = writeback_max.min(blocks_count) as usize + through_max as usize;
         LbasInFlight { set: LbaSet::with_capacity_and_hasher(capacity, Default::default()), through: 0, writeback_max, through_max }
     }
 
@@ -32,6 +33,11 @@ impl LbasInFlight {
 
     fn writeback_count(&self) -> u32 {
         self.set.len() as u32 - self.through
+    }
+
+    /// Whether a write-back run of up to `blocks` may start.
+    pub fn writeback_room(&self, blocks: u32) -> bool {
+        self.writeback_count() + blocks <= self.writeback_max
     }
 
     /// A write-back of `lba` starts; none is in flight.

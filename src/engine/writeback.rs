@@ -35,6 +35,13 @@ pub(super) fn run_bytes(config: &crate::config::Config) -> u32 {
     }
 }
 
+/// Write-back LBAs held at once (`LbasInFlight`), in runs per staging
+/// extent: the runs being written and three times as many written and
+/// waiting for the backing FLUSH that lets them turn clean. With a slow
+/// FLUSH write-back then waits; with no bound it grew to 2.3 times the runs
+/// in flight in torture, and to the whole cache in principle.
+const RUNS_HELD_PER_EXTENT: u32 = 4;
+
 /// Blocks the write-back scan visits looking for one whose log entry lies
 /// in the old window before it settles for a young one, and the visits
 /// under which finding one counts as easy (the window then narrows): old
@@ -141,7 +148,7 @@ impl Writeback {
             old_window: 1,
             old_live_cached: None,
             dry: None,
-            lbas_in_flight: LbasInFlight::new(blocks_count, config.request_blocks_max),
+            lbas_in_flight: LbasInFlight::new(RUNS_HELD_PER_EXTENT * parallelism * run_blocks_max, config.request_blocks_max, blocks_count),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
             switch_commit: None,
@@ -243,7 +250,11 @@ impl Engine {
         // its revoke waits, say) must not starve the others.
         let mut queued = self.writeback.queue.len();
         let mut reclaim_queued = self.writeback.reclaim_queue.len();
-        while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
+        while attempts > 0
+            && self.writeback.in_flight() < wanted
+            && !self.writeback.extents_free.is_empty()
+            && self.writeback.lbas_in_flight.writeback_room(self.writeback.run_blocks_max)
+        {
             attempts -= 1;
             if let Some(block) = self.ordered_next_retained() {
                 // As for current blocks: a retained block not yet recorded goes
