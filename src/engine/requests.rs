@@ -216,6 +216,7 @@ impl Engine {
         let entry = self.misses.entry(lba).or_insert((0, false));
         entry.0 += 1;
         entry.1 |= racing;
+        assert!(self.misses.len() <= self.request_blocks_live as usize, "lba {lba}: more LBAs missing than request blocks live");
     }
 
     /// Returns whether the fill of a finished miss may insert the block.
