@@ -578,7 +578,7 @@ impl Engine {
                 self.writeback.revokes.owe(lba, sequence, self.log.durable_head_sequence);
             }
             self.cache.set_logged(block, false);
-            let sequence = self.writeback.revokes.debts.get(&lba).copied().unwrap_or(0);
+            let sequence = self.writeback.revokes.debt(lba).unwrap_or(0);
             self.writeback.revokes.wait(block, sequence);
         } else {
             self.cache.unpin(block);
