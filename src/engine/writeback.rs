@@ -87,13 +87,12 @@ pub(super) struct Writeback {
     stripe_blocks: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
     /// generation: (block, ticket, pass). Each block stays pinned, its LBA in
-    /// `lbas_in_flight`, until its entry leaves: distinct blocks, so at most
-    /// one entry per cache block (reached when the backing FLUSH is slow).
+    /// `lbas_in_flight`, until its entry leaves: no more entries than
+    /// write-back LBAs in flight, nor than cache blocks (`awaiting_max`).
     awaiting_flush: VecDeque<(u32, u64, u64)>,
+    awaiting_max: u32,
     /// Written-back blocks waiting for their revoke, and revokes owed.
     pub revokes: RevokeWaits,
-    /// Cache blocks: what `awaiting_flush` is sized for.
-    blocks_count: u32,
     hand: u32,
     /// Segments from the log head whose entries' blocks background
     /// write-back prefers (`next_background_candidate`), adapted to how
@@ -125,6 +124,8 @@ impl Writeback {
         let parallelism = config.writeback_parallelism;
         let run_blocks_max = run_bytes(config) / config.block_size;
         let stripe_blocks = config.backing_stripe_bytes / config.block_size;
+        let writeback_lbas_max = RUNS_HELD_PER_EXTENT * parallelism * run_blocks_max;
+        let awaiting_max = writeback_lbas_max.min(blocks_count);
         let extent = || Extent {
             lba_first: 0,
             blocks: Vec::with_capacity(run_blocks_max as usize),
@@ -141,14 +142,14 @@ impl Writeback {
             extents_free: (0..parallelism).rev().collect(),
             run_blocks_max,
             stripe_blocks,
-            awaiting_flush: VecDeque::with_capacity(blocks_count as usize),
+            awaiting_flush: VecDeque::with_capacity(awaiting_max as usize),
+            awaiting_max,
             revokes: RevokeWaits::new(blocks_count),
-            blocks_count,
             hand: 0,
             old_window: 1,
             old_live_cached: None,
             dry: None,
-            lbas_in_flight: LbasInFlight::new(RUNS_HELD_PER_EXTENT * parallelism * run_blocks_max, config.request_blocks_max, blocks_count),
+            lbas_in_flight: LbasInFlight::new(writeback_lbas_max, config.request_blocks_max, blocks_count),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
             switch_commit: None,
@@ -172,7 +173,7 @@ impl Writeback {
     }
 
     fn await_backing_flush(&mut self, block: u32, ticket: u64, pass: u64) {
-        assert!(self.awaiting_flush.len() < self.blocks_count as usize, "block {block}: more write-backs awaiting a FLUSH than cache blocks");
+        assert!(self.awaiting_flush.len() < self.awaiting_max as usize, "block {block}: more write-backs awaiting a FLUSH than {}", self.awaiting_max);
         self.awaiting_flush.push_back((block, ticket, pass));
     }
 }
