@@ -172,3 +172,56 @@ fn a_failed_write_back_fails_a_flush_or_is_tried_again_for_the_next() {
         assert!(run.completed_ok >= 5, "seed {seed}: only {} flushes completed without error", run.completed_ok);
     }
 }
+
+/// Passes with entries not resolved, from the engine's pending report.
+fn passes_open(harness: &Harness) -> usize {
+    let report = harness.engine.describe_pending();
+    let list = report.split("passes open: [").nth(1).and_then(|rest| rest.split(']').next()).expect("passes in the report");
+    list.matches('(').count()
+}
+
+/// A flush that queues its blocks again (every mirror lost, then `hhc`
+/// left) keeps its pass: every open pass is a waiting flush's, so they
+/// stay one per waiter (the engine asserts requests_max + 1). A new pass
+/// per queueing left the old one open beside it while its write-backs,
+/// stalled here, were in flight.
+#[test]
+fn flushes_queueing_again_keep_one_pass_each() {
+    let mut config = config(Policy::Hhc, 3);
+    config.dirty_threshold_percent = 100;
+    config.idle_after_ns = u64::MAX / 4;
+    // Runs of one block: several write-backs in flight at once.
+    config.backing_stripe_bytes = BS as u32;
+    let mut harness = Harness::format(config, 3);
+    for lba in 0..40 {
+        let id = harness.write(lba, block_data(lba, 1));
+        harness.run_until_done(id);
+    }
+    // The flushes wait for the log, then for write-backs held at the backing device.
+    for role in [DeviceRole::Backing, DeviceRole::Log(0), DeviceRole::Log(1)] {
+        harness.set_stalled(role, true);
+    }
+    let flushes: Vec<RequestId> = (0..3).map(|_| harness.flush()).collect();
+    for mirror in 0..2 {
+        harness.remove_device(DeviceRole::Log(mirror));
+        harness.set_stalled(DeviceRole::Log(mirror), false);
+    }
+    while harness.step() {
+        assert!(passes_open(&harness) <= flushes.len());
+    }
+    assert_eq!(harness.engine.stats().flush_fallbacks, 3, "every flush fell back to writing back");
+    let now = harness.now;
+    harness.engine.set_policy(now, Policy::WriteBackFlush).expect("switch to wb-flush");
+    assert!(passes_open(&harness) <= 1, "passes open beside the flushes' one: {}", harness.engine.describe_pending());
+    harness.set_stalled(DeviceRole::Backing, false);
+    for &id in &flushes {
+        harness.run_until_done(id);
+        let (result, _) = harness.take_result(id).expect("done");
+        assert!(result.is_ok(), "flush {id}: {result:?}");
+    }
+    for lba in 0..40u64 {
+        let at = lba as usize * BS;
+        let held = decode_block(lba, &harness.devices[&DeviceRole::Backing][at..at + BS]);
+        assert_eq!(held, Some(1), "lba {lba} on the backing device after the flushes");
+    }
+}

@@ -108,7 +108,7 @@ impl Engine {
         }
         (lba..lba + blocks_count as u64).all(|l| {
             let l = l as u32;
-            !self.writeback.revokes.debts.contains_key(&l) && self.cache.lookup(l).is_none_or(|b| self.cache.may_drop_clean(b))
+            self.writeback.revokes.debt(l).is_none() && self.cache.lookup(l).is_none_or(|b| self.cache.may_drop_clean(b))
         })
     }
 }

@@ -131,7 +131,7 @@ impl Engine {
             if self.flushes[i].retire_log {
                 continue;
             }
-            let pass = self.enqueue_all_dirty(true);
+            let pass = self.enqueue_all_dirty_again(self.flushes[i].writeback_pass);
             let flush = &mut self.flushes[i];
             flush.log = LogStage::None;
             flush.writeback_pass = pass;
@@ -168,7 +168,8 @@ impl Engine {
             // Every mirror is gone: fall back to writing back.
             flush.log = LogStage::None;
             self.stats.flush_fallbacks += 1;
-            let pass = self.enqueue_all_dirty(true);
+            let pass = flush.writeback_pass;
+            let pass = self.enqueue_all_dirty_again(pass);
             let flush = &mut self.flushes[i];
             flush.writeback_pass = pass;
             flush.backing_flush_wanted = true;

@@ -337,7 +337,7 @@ impl Engine {
         let lba = self.cache.lba(block);
         self.log.record_revoke(memory, lba as u64);
         // The record covers every older entry of the LBA.
-        self.writeback.revokes.debts.remove(&lba);
+        self.writeback.revokes.paid(lba);
         self.stats.revokes += 1;
         true
     }
@@ -515,7 +515,7 @@ impl Engine {
         self.log.reinitialise(first);
         self.logging.gaps.forget_parts();
         self.logging.relog_queue.clear();
-        self.writeback.revokes.debts.clear();
+        self.writeback.revokes.clear();
         self.startup_revokes.clear();
     }
 

@@ -22,6 +22,7 @@ mod diagnostics;
 mod flush;
 mod gap;
 mod held;
+mod in_flight;
 mod lba_hash;
 mod lba_queue;
 mod log_superblock;
@@ -196,8 +197,9 @@ pub struct Engine {
     flush_all_completed: u64,
     flush_all_errors: u64,
     /// In-flight miss reads per LBA: (count, a write happened meanwhile).
-    /// At most one entry per live request block (`request_blocks_max`); it
-    /// starts small so that its lookups, made per block, stay in the CPU
+    /// A request block starts one read, so at most one entry per live
+    /// request block (`request_blocks_max`; `note_miss_started` asserts);
+    /// it starts small so that its lookups, made per block, stay in the CPU
     /// cache, and keeps what it grows to.
     misses: LbaTable<(u32, bool)>,
     eviction_scratch: Vec<u32>,
@@ -209,7 +211,9 @@ pub struct Engine {
     restart_flush: bool,
     restart_flush_failures: u32,
     /// Log entries found at warm restart whose blocks are clean by now:
-    /// (lba, loc), revoked once the log can take it.
+    /// (lba, loc), revoked once the log can take it. Gathered once, from
+    /// the log scan, into a capacity of its live entries (at most the log's
+    /// blocks, `rebuild_log` asserts), then only drained.
     startup_revokes: Vec<(u64, u32)>,
     /// Mirrors the warm start found stale (outside the newest superblock's
     /// in-sync mask); re-synced once the start-up is done.

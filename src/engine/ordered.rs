@@ -209,7 +209,7 @@ impl Engine {
             self.ordered.epoch_of[b as usize] == oldest
                 && self.cache.pins(b) == 1
                 && !self.cache.has(b, flag::BUSY)
-                && !self.writeback.lbas_in_flight.contains(&self.cache.lba(b))
+                && !self.writeback.lbas_in_flight.contains(self.cache.lba(b))
         })
     }
 

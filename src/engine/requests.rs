@@ -212,10 +212,11 @@ impl Engine {
     fn note_miss_started(&mut self, lba: u32) {
         self.stats.read_misses += 1;
         // A backing write of the block in flight may land after this read.
-        let racing = self.writeback.lbas_in_flight.contains(&lba);
+        let racing = self.writeback.lbas_in_flight.contains(lba);
         let entry = self.misses.entry(lba).or_insert((0, false));
         entry.0 += 1;
         entry.1 |= racing;
+        assert!(self.misses.len() <= self.request_blocks_live as usize, "lba {lba}: more LBAs missing than request blocks live");
     }
 
     /// Returns whether the fill of a finished miss may insert the block.

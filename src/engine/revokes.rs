@@ -23,14 +23,26 @@ pub(super) struct RevokeWaits {
     /// LBAs with log entries dropped from the index without a revoke record:
     /// the sequence of the newest such entry. Until a revoke for the LBA is
     /// recorded or the durable head passes that sequence, a replay would
-    /// apply the entry, so the LBA may not turn clean without a revoke.
-    /// Sized for one debt per cache block, but not bounded by it: a debt the
-    /// durable head has passed is dead yet dropped only when its LBA is
-    /// looked at again (`owe` drops them all when the table is full); a live
-    /// debt's LBA has a dirty or revoke-waiting block, or had a clean one a
-    /// warm restart found logged (`startup_revokes`), so live debts can
-    /// reach about two per cache block, and the table then grows.
-    pub debts: LbaTable<u64>,
+    /// apply the entry, so the LBA may not turn clean without a revoke. A
+    /// debt the head has passed is dead, but is dropped only when its LBA is
+    /// looked at again, or when the table is full (`owe`).
+    ///
+    /// Live debts here are at most one per cache block: each has a block of
+    /// its LBA that stands for it. At first the written-back block, which
+    /// waits pinned and current until its revoke is recorded (the debt goes)
+    /// or the head passes it (the debt is dead); overwritten meanwhile, the
+    /// LBA's new dirty block, which turns clean only through `clean_block`
+    /// (where the debt is paid, or owed again with a new waiting block): a
+    /// write-through waits behind it (`holds_unwritten_data`), the cutoff
+    /// never bypasses a debt, and nothing else drops a dirty block. So `owe`
+    /// asserts the bound once the dead debts are gone.
+    debts: LbaTable<u64>,
+    /// Debts of entries a warm restart found for clean blocks and dropped
+    /// for want of log space (`drop_startup_revokes`): clean blocks may be
+    /// evicted, so nothing in the cache stands for these. Allocated once,
+    /// for the start-up revokes dropped, and only shrinks.
+    startup_debts: LbaTable<u64>,
+    startup_debts_max: usize,
     blocks_count: u32,
 }
 
@@ -39,6 +51,8 @@ impl RevokeWaits {
         RevokeWaits {
             waiting: VecDeque::with_capacity(blocks_count as usize),
             debts: LbaTable::with_capacity_and_hasher(blocks_count as usize, Default::default()),
+            startup_debts: LbaTable::default(),
+            startup_debts_max: 0,
             blocks_count,
         }
     }
@@ -57,15 +71,59 @@ impl RevokeWaits {
         self.waiting.pop_front()
     }
 
-    /// `lba`'s entry at `sequence` left the index without a revoke record.
-    /// A full table first drops the debts the durable head has passed: they
-    /// are owed no more, as `Engine::needs_revoke` finds too.
+    /// A written-back block of `lba`, whose entry at `sequence` left the
+    /// index without a revoke record, waits for one. A full table first
+    /// drops the debts the durable head has passed: they are owed no more,
+    /// as `Engine::needs_revoke` finds too.
     pub fn owe(&mut self, lba: u32, sequence: u64, durable_head: u64) {
         if self.debts.len() >= self.blocks_count as usize && !self.debts.contains_key(&lba) {
             self.debts.retain(|_, &mut owed| owed >= durable_head);
         }
         let debt = self.debts.entry(lba).or_insert(sequence);
         *debt = (*debt).max(sequence);
+        assert!(self.debts.len() <= self.blocks_count as usize, "lba {lba}: more live revoke debts than cache blocks");
+    }
+
+    /// Room for the debts of `count` start-up revokes, dropped next.
+    fn reserve_startup(&mut self, count: usize) {
+        assert!(self.startup_debts.is_empty(), "start-up revokes dropped twice");
+        self.startup_debts = LbaTable::with_capacity_and_hasher(count, Default::default());
+        self.startup_debts_max = count;
+    }
+
+    /// A start-up revoke of `lba` at `sequence` is dropped.
+    fn owe_startup(&mut self, lba: u32, sequence: u64) {
+        let debt = self.startup_debts.entry(lba).or_insert(sequence);
+        *debt = (*debt).max(sequence);
+        assert!(self.startup_debts.len() <= self.startup_debts_max, "lba {lba}: more start-up debts than start-up revokes");
+    }
+
+    /// The newest entry of `lba` dropped without a revoke, if any is owed.
+    pub fn debt(&self, lba: u32) -> Option<u64> {
+        let (owed, startup) = (self.debts.get(&lba).copied(), self.startup_debts.get(&lba).copied());
+        owed.max(startup)
+    }
+
+    /// Forgets `lba`'s debts of entries before `sequence_end`: the durable
+    /// head has passed them.
+    fn forgive_before(&mut self, lba: u32, sequence_end: u64) {
+        for table in [&mut self.debts, &mut self.startup_debts] {
+            if table.get(&lba).is_some_and(|&owed| owed < sequence_end) {
+                table.remove(&lba);
+            }
+        }
+    }
+
+    /// A revoke of `lba` is recorded: it covers every older entry.
+    pub fn paid(&mut self, lba: u32) {
+        self.debts.remove(&lba);
+        self.startup_debts.remove(&lba);
+    }
+
+    /// The log they were owed to is gone.
+    pub fn clear(&mut self) {
+        self.debts.clear();
+        self.startup_debts.clear();
     }
 }
 
@@ -91,10 +149,8 @@ impl Engine {
     fn needs_revoke(&mut self, block: u32) -> bool {
         let lba = self.cache.lba(block);
         let durable_head = self.log.durable_head_sequence;
-        if self.writeback.revokes.debts.get(&lba).is_some_and(|&sequence| sequence < durable_head) {
-            self.writeback.revokes.debts.remove(&lba);
-        }
-        self.cache.log_loc(block) != LOC_NONE || self.writeback.revokes.debts.contains_key(&lba)
+        self.writeback.revokes.forgive_before(lba, durable_head);
+        self.cache.log_loc(block) != LOC_NONE || self.writeback.revokes.debt(lba).is_some()
     }
 
     /// A log found full at a warm restart has no room for the revokes of its
@@ -102,12 +158,13 @@ impl Engine {
     /// ever freeing a segment: they are dropped from the index instead, with
     /// debts, as write-backs do when their revoke finds no room.
     fn drop_startup_revokes(&mut self) {
+        self.writeback.revokes.reserve_startup(self.startup_revokes.len());
         while let Some((lba, loc)) = self.startup_revokes.pop() {
             assert!(loc != LOC_NONE, "a start-up revoke of lba {lba} without a log entry");
             let sequence = self.log.loc_sequence(loc);
             self.log.kill(loc, None);
             if let Ok(lba) = u32::try_from(lba) {
-                self.writeback.revokes.owe(lba, sequence, self.log.durable_head_sequence);
+                self.writeback.revokes.owe_startup(lba, sequence);
             }
         }
     }
@@ -142,10 +199,7 @@ impl Engine {
             );
             let passed = self.log.durable_head_sequence > sequence;
             if passed {
-                let lba = self.cache.lba(block);
-                if self.writeback.revokes.debts.get(&lba).is_some_and(|&debt| debt <= sequence) {
-                    self.writeback.revokes.debts.remove(&lba);
-                }
+                self.writeback.revokes.forgive_before(self.cache.lba(block), sequence + 1);
             }
             // Its entry is out of the index: only a revoke record or the head
             // passing it keeps a replay from using it. A log no longer written

@@ -576,6 +576,12 @@ impl Engine {
         }
         let mut entries: Vec<(u64, u32)> = live.into_iter().collect();
         entries.sort_unstable();
+        // Live entries hold distinct places of the scanned ring: at most the
+        // log's blocks, and the start-up revokes are some of them.
+        let log_blocks = self.log_layout.segments_count as u64 * self.log_layout.segment.blocks() as u64;
+        assert!(entries.len() as u64 <= log_blocks, "{} live log entries in a log of {log_blocks} blocks", entries.len());
+        assert!(self.startup_revokes.is_empty(), "start-up revokes gathered twice");
+        self.startup_revokes.reserve_exact(entries.len());
         for (lba, loc) in entries {
             self.log.restore_entry(loc, lba);
             let block = (lba < u32::MAX as u64).then(|| self.cache.lookup(lba as u32)).flatten();

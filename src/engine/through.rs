@@ -41,7 +41,7 @@ impl Engine {
     fn try_start_backing_write(&mut self, key: u32, passthrough: bool) -> bool {
         let (lba, count) = self.request_range(key);
         let lbas = (lba..lba + count as u64).map(|l| l as u32);
-        if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(&l)) {
+        if lbas.clone().any(|l| self.writeback.lbas_in_flight.contains(l)) {
             return false;
         }
         // A dirty write-back block of one of them (a switch is draining, or
@@ -76,7 +76,7 @@ impl Engine {
         if passthrough && reads_cached && !lbas.clone().all(|l| self.cache.lookup(l).is_none_or(|b| self.cache.may_drop_clean(b))) {
             return false;
         }
-        self.writeback.lbas_in_flight.extend(lbas.clone());
+        self.writeback.lbas_in_flight.insert_through(lbas.clone());
         for l in lbas.clone() {
             if let Some(entry) = self.misses.get_mut(&l) {
                 entry.1 = true; // an in-flight miss read may return older data
@@ -147,7 +147,7 @@ impl Engine {
         let lba = self.cache.lba(block);
         let idle = self.cache.state(block) == BlockState::Mapped
             && !self.cache.has(block, flag::BUSY)
-            && !self.writeback.lbas_in_flight.contains(&lba);
+            && !self.writeback.lbas_in_flight.contains(lba);
         if !idle {
             return;
         }
@@ -175,9 +175,7 @@ impl Engine {
 
     pub(super) fn write_backing_done(&mut self, key: u32, lba: u64, blocks_count: u32, status: IoStatus) {
         self.writeback.backing.note_through_write(self.config.backing_has_flush);
-        for l in lba..lba + blocks_count as u64 {
-            self.writeback.lbas_in_flight.remove(&(l as u32));
-        }
+        self.writeback.lbas_in_flight.remove_through((lba..lba + blocks_count as u64).map(|l| l as u32));
         for l in lba..lba + blocks_count as u64 {
             if let Some(block) = self.cache.lookup(l as u32) {
                 if status != IoStatus::Ok && self.cache.through(block) == Through::Pending {

@@ -13,7 +13,7 @@ use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
-use super::lba_hash::LbaSet;
+use super::in_flight::LbasInFlight;
 use super::lba_queue::LbaQueue;
 use super::revokes::RevokeWaits;
 use super::writeback_queue::{Passes, PASS_NONE};
@@ -34,6 +34,13 @@ pub(super) fn run_bytes(config: &crate::config::Config) -> u32 {
         stripe => stripe,
     }
 }
+
+/// Write-back LBAs held at once (`LbasInFlight`), in runs per staging
+/// extent: the runs being written and three times as many written and
+/// waiting for the backing FLUSH that lets them turn clean. With a slow
+/// FLUSH write-back then waits; with no bound it grew to 2.3 times the runs
+/// in flight in torture, and to the whole cache in principle.
+const RUNS_HELD_PER_EXTENT: u32 = 4;
 
 /// Blocks the write-back scan visits looking for one whose log entry lies
 /// in the old window before it settles for a young one, and the visits
@@ -80,13 +87,12 @@ pub(super) struct Writeback {
     stripe_blocks: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
     /// generation: (block, ticket, pass). Each block stays pinned, its LBA in
-    /// `lbas_in_flight`, until its entry leaves: distinct blocks, so at most
-    /// one entry per cache block (reached when the backing FLUSH is slow).
+    /// `lbas_in_flight`, until its entry leaves: no more entries than
+    /// write-back LBAs in flight, nor than cache blocks (`awaiting_max`).
     awaiting_flush: VecDeque<(u32, u64, u64)>,
+    awaiting_max: u32,
     /// Written-back blocks waiting for their revoke, and revokes owed.
     pub revokes: RevokeWaits,
-    /// Cache blocks: what `awaiting_flush` is sized for.
-    blocks_count: u32,
     hand: u32,
     /// Segments from the log head whose entries' blocks background
     /// write-back prefers (`next_background_candidate`), adapted to how
@@ -97,9 +103,8 @@ pub(super) struct Writeback {
     /// The last background scan found no block to write back, as of
     /// `Engine::writeback_scan_state`.
     dry: Option<(u64, u64, u32, Nanos)>,
-    /// LBAs with a write-back in flight: two backing writes of one LBA must
-    /// never race (the older could land last).
-    pub lbas_in_flight: LbaSet,
+    /// LBAs with a backing write in flight (in_flight.rs).
+    pub lbas_in_flight: LbasInFlight,
     pub backing: BackingFlusher,
     /// Depth while requests arrive (pacing.rs).
     pub pacer: WritebackPacer,
@@ -119,6 +124,8 @@ impl Writeback {
         let parallelism = config.writeback_parallelism;
         let run_blocks_max = run_bytes(config) / config.block_size;
         let stripe_blocks = config.backing_stripe_bytes / config.block_size;
+        let writeback_lbas_max = RUNS_HELD_PER_EXTENT * parallelism * run_blocks_max;
+        let awaiting_max = writeback_lbas_max.min(blocks_count);
         let extent = || Extent {
             lba_first: 0,
             blocks: Vec::with_capacity(run_blocks_max as usize),
@@ -135,15 +142,14 @@ impl Writeback {
             extents_free: (0..parallelism).rev().collect(),
             run_blocks_max,
             stripe_blocks,
-            awaiting_flush: VecDeque::with_capacity(blocks_count as usize),
+            awaiting_flush: VecDeque::with_capacity(awaiting_max as usize),
+            awaiting_max,
             revokes: RevokeWaits::new(blocks_count),
-            blocks_count,
             hand: 0,
             old_window: 1,
             old_live_cached: None,
             dry: None,
-            // Every run in flight at its longest: the set never grows.
-            lbas_in_flight: LbaSet::with_capacity_and_hasher((parallelism * run_blocks_max) as usize, Default::default()),
+            lbas_in_flight: LbasInFlight::new(writeback_lbas_max, config.request_blocks_max, blocks_count),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
             switch_commit: None,
@@ -167,7 +173,7 @@ impl Writeback {
     }
 
     fn await_backing_flush(&mut self, block: u32, ticket: u64, pass: u64) {
-        assert!(self.awaiting_flush.len() < self.blocks_count as usize, "block {block}: more write-backs awaiting a FLUSH than cache blocks");
+        assert!(self.awaiting_flush.len() < self.awaiting_max as usize, "block {block}: more write-backs awaiting a FLUSH than {}", self.awaiting_max);
         self.awaiting_flush.push_back((block, ticket, pass));
     }
 }
@@ -245,7 +251,11 @@ impl Engine {
         // its revoke waits, say) must not starve the others.
         let mut queued = self.writeback.queue.len();
         let mut reclaim_queued = self.writeback.reclaim_queue.len();
-        while attempts > 0 && self.writeback.in_flight() < wanted && !self.writeback.extents_free.is_empty() {
+        while attempts > 0
+            && self.writeback.in_flight() < wanted
+            && !self.writeback.extents_free.is_empty()
+            && self.writeback.lbas_in_flight.writeback_room(self.writeback.run_blocks_max)
+        {
             attempts -= 1;
             if let Some(block) = self.ordered_next_retained() {
                 // As for current blocks: a retained block not yet recorded goes
@@ -309,7 +319,7 @@ impl Engine {
                 && self.cache.pins(block) == 0
                 && self.cache.through(block) == Through::None
                 && self.ordered_may_write_back(block)
-                && !self.writeback.lbas_in_flight.contains(&self.cache.lba(block));
+                && !self.writeback.lbas_in_flight.contains(self.cache.lba(block));
             // A block waiting for a commit is passed over; only when nothing
             // else can go is a commit asked for. Asking for one for every such
             // block keeps commits running back to back, each encoding every
@@ -375,7 +385,7 @@ impl Engine {
         let ready = self.cache.has(block, flag::DIRTY)
             && !self.cache.has(block, flag::BUSY)
             && self.cache.pins(block) == 0
-            && !self.writeback.lbas_in_flight.contains(&lba)
+            && !self.writeback.lbas_in_flight.contains(lba)
             && !self.waits_for_commit(block)
             && self.ordered_may_write_back(block);
         ready.then_some(block)
@@ -439,8 +449,7 @@ impl Engine {
         blocks.clear();
         blocks.push(first);
         self.cache.pin(first);
-        let inserted = self.writeback.lbas_in_flight.insert(lba);
-        assert!(inserted, "two backing writes of lba {lba} in flight");
+        self.writeback.lbas_in_flight.insert_writeback(lba);
         let mut next = lba;
         while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
             next += 1;
@@ -450,7 +459,7 @@ impl Engine {
             let Some(block) = self.writeback_ready(next) else { break };
             blocks.push(block);
             self.cache.pin(block);
-            self.writeback.lbas_in_flight.insert(next);
+            self.writeback.lbas_in_flight.insert_writeback(next);
         }
         let bs = self.config.block_size as u64;
         let base = extent * self.writeback.run_blocks_max * bs as u32;
@@ -472,7 +481,7 @@ impl Engine {
         self.stats.writeback_errors += 1;
         let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
         for &block in &blocks {
-            self.writeback.lbas_in_flight.remove(&self.cache.lba(block));
+            self.writeback.lbas_in_flight.remove_writeback(self.cache.lba(block));
             self.cache.unpin(block);
         }
         let e = &mut self.writeback.extents[extent as usize];
@@ -541,7 +550,7 @@ impl Engine {
             if self.writeback.backing.failed_for(ticket) {
                 self.stats.writeback_errors += 1;
                 let lba = self.cache.lba(block);
-                self.writeback.lbas_in_flight.remove(&lba);
+                self.writeback.lbas_in_flight.remove_writeback(lba);
                 self.cache.unpin(block);
                 self.writeback_resolved(pass, lba, false);
                 continue;
@@ -554,7 +563,7 @@ impl Engine {
     fn finish_writeback(&mut self, block: u32, pass: u64) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
         let lba = self.cache.lba(block);
-        self.writeback.lbas_in_flight.remove(&lba);
+        self.writeback.lbas_in_flight.remove_writeback(lba);
         self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
             // Stays pinned while it waits, so it is not written back again.
@@ -570,7 +579,7 @@ impl Engine {
                 self.writeback.revokes.owe(lba, sequence, self.log.durable_head_sequence);
             }
             self.cache.set_logged(block, false);
-            let sequence = self.writeback.revokes.debts.get(&lba).copied().unwrap_or(0);
+            let sequence = self.writeback.revokes.debt(lba).unwrap_or(0);
             self.writeback.revokes.wait(block, sequence);
         } else {
             self.cache.unpin(block);

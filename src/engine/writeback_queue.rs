@@ -27,15 +27,18 @@ pub(super) const PASS_NONE: u64 = 0;
 /// The passes whose entries are not all resolved.
 pub(super) struct Passes {
     /// (pass, entries not resolved), oldest first; none at the front with
-    /// no entries left. One per waiter as a rule: a flush that queues again
-    /// (its log lost, or `hhc` left) keeps its older pass open meanwhile.
+    /// no entries left. Each pass here is a live waiter's: entries are added
+    /// only to a new pass or to a waiter's own (a flush that queues again
+    /// keeps its pass, `enqueue_all_dirty_again`), and a waiter ends only
+    /// once every pass up to its own has left. So at most one per waiter.
     open: VecDeque<(u64, u32)>,
     last: u64,
+    waiters_max: usize,
 }
 
 impl Passes {
     pub fn with_capacity(waiters_max: usize) -> Self {
-        Passes { open: VecDeque::with_capacity(waiters_max), last: PASS_NONE }
+        Passes { open: VecDeque::with_capacity(waiters_max), last: PASS_NONE, waiters_max }
     }
 
     fn begin(&mut self) -> u64 {
@@ -48,7 +51,10 @@ impl Passes {
         let at = self.open.partition_point(|&(p, _)| p < pass);
         match self.open.get_mut(at) {
             Some((p, count)) if *p == pass => *count += entries,
-            _ => self.open.insert(at, (pass, entries)),
+            _ => {
+                assert!(self.open.len() < self.waiters_max, "pass {pass}: more passes open than waiters ({})", self.waiters_max);
+                self.open.insert(at, (pass, entries))
+            }
         }
     }
 
@@ -90,6 +96,24 @@ impl Engine {
     /// are done with (`Passes::done_through`).
     pub(super) fn enqueue_all_dirty(&mut self, waiter: bool) -> u64 {
         let pass = if waiter { self.writeback.passes.begin() } else { PASS_NONE };
+        self.stats.blocks_visited += self.cache.blocks_count() as u64;
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
+                self.queue_writeback(self.cache.lba(block), pass);
+            }
+        }
+        pass
+    }
+
+    /// Queues every dirty block again for a waiter that already waits for
+    /// `pass` (a flush whose log was lost, or that `hhc` left), counting
+    /// them for that same pass: a new pass would leave the old one open
+    /// beside it, one more per re-queueing. Waiters after `pass` then wait
+    /// for these blocks too, which only delays them.
+    pub(super) fn enqueue_all_dirty_again(&mut self, pass: u64) -> u64 {
+        if pass == PASS_NONE {
+            return self.enqueue_all_dirty(true);
+        }
         self.stats.blocks_visited += self.cache.blocks_count() as u64;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {

@@ -1,9 +1,15 @@
 //! The life of a node: open its bases, probe the cache bdev (new or warm),
 //! start the engine, register the bdev, serve; then stop cleanly for
-//! destruct, or fail and unregister. A node that served and lost its cache
-//! unregisters its bdev at once and stays as a record (recover.rs) while
-//! the log is replayed onto the backing bdev and after. Messages about a
-//! node go to its owner thread.
+//! destruct, or fail and unregister (teardown.rs). A node that served and
+//! lost its cache unregisters its bdev at once and stays as a record
+//! (record.rs, recover.rs) while the log is replayed onto the backing bdev
+//! and after. Messages about a node go to its owner thread. This room
+//! starts a node; its two children end one, and import nothing from here.
+
+mod record;
+mod teardown;
+
+pub use teardown::destruct;
 
 use super::base::{Bases, COMMANDS_BESIDE_ENGINE};
 use super::errno::{self, Error};
@@ -11,13 +17,10 @@ use super::memory::DmaAllocator;
 use super::node::{Core, Node, Phase};
 use super::owner::{now_ns, Thread};
 use super::params::CreateParams;
-use super::recovery::Recovery;
 use super::registry;
 use super::rpc::Rpc;
 use super::{json, sys};
-use crate::config::Policy;
 use crate::engine::{Engine, EngineState, StartMode};
-use crate::recovery::{RecoveryProgress, RecoveryStage};
 use crate::format::{CacheSuperblock, FormatError, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use crate::io::{DeviceRole, IoAllocator, IoStatus};
 use std::ffi::{c_int, c_void, CString};
@@ -134,28 +137,6 @@ unsafe extern "C" fn node_poll(arg: *mut c_void) -> c_int {
     node.poll() as c_int
 }
 
-/// The bdev's destruct, on whichever thread unregistered it: continues on
-/// the owner thread, from a message, so the node is never entered twice.
-///
-/// # Safety
-/// `node` is a registered node; the bdev layer calls destruct once.
-pub unsafe fn destruct(node: *const Node) {
-    // SAFETY: the node lives until free_node, which only finish_destruct
-    // sends, after this message ran.
-    let owner = unsafe { &*node }.core.owner();
-    // SAFETY: destruct_msg gets the node back on its owner thread.
-    let sent = unsafe { owner.send(destruct_msg, node as *mut c_void) };
-    assert!(sent.is_ok(), "cannot send the destruct message to the owner thread");
-}
-
-unsafe extern "C" fn destruct_msg(arg: *mut c_void) {
-    // SAFETY: see destruct.
-    let node = unsafe { &*(arg as *const Node) };
-    assert!(node.core.on_owner_thread(), "destruct message off the owner thread");
-    node.core.enter(Core::begin_destruct).expect("messages run outside the node");
-    node.run();
-}
-
 /// What registering a node's bdev takes, carried to the app thread and
 /// back with the result.
 struct Registration {
@@ -221,13 +202,6 @@ unsafe extern "C" fn registered_msg(arg: *mut c_void) {
     node.run();
 }
 
-unsafe extern "C" fn free_node(arg: *mut c_void) {
-    // SAFETY: arg came from Box::leak in start_node, and finish_destruct
-    // (its only sender) runs once per node.
-    let node = unsafe { Box::from_raw(arg as *mut Node) };
-    assert!(node.core.on_owner_thread(), "free message off the owner thread");
-    drop(node);
-}
 
 impl Core {
     pub(super) fn start_probe(&mut self) {
@@ -420,173 +394,6 @@ impl Core {
             owner: self.owner,
             result: None,
         }
-    }
-
-    /// The node fails with `error` (its kind answers a create RPC still
-    /// waiting).
-    pub(super) fn fail(&mut self, error: Error) {
-        if matches!(self.phase, Phase::Failed | Phase::Done) || self.phase.is_record() {
-            return;
-        }
-        let reason = error.message().to_string();
-        log::error!("{}: {reason}", self.params.name);
-        let creating = matches!(self.phase, Phase::Probing | Phase::Starting);
-        if creating {
-            self.reply(Err(&error.with_message(format!("cannot create '{}': {reason}", self.params.name))));
-            self.destructing = true;
-        }
-        self.failure = Some(reason);
-        self.phase = Phase::Failed;
-    }
-
-    fn after_failure_drained(&mut self) {
-        if self.cache_lost && self.served && !self.destructing {
-            return self.keep_record();
-        }
-        let recoverable = self.cache_lost && self.policy().uses_log() && self.engine.is_some();
-        if recoverable {
-            self.start_recovery();
-            if self.phase == Phase::Recovering {
-                return;
-            }
-        }
-        let policy = self.policy();
-        if self.cache_lost && policy.is_write_back() && !policy.uses_log() {
-            log::error!("{}: cache lost under policy {policy}: dirty data is gone", self.params.name);
-        }
-        self.phase = Phase::Done;
-        self.unregister();
-    }
-
-    fn unregister(&mut self) {
-        if self.glue.is_null() || self.unregister_sent || self.destructing {
-            self.destructing |= self.glue.is_null();
-            return;
-        }
-        self.unregister_sent = true;
-        // SAFETY: glue is the registered bdev; destruct follows asynchronously.
-        unsafe { sys::hhc_glue_node_unregister(self.glue) }
-    }
-
-    /// The cache is gone: nothing may be served from it, so the bdev goes
-    /// now; the node stays, as a record of the replay (if the policy has a
-    /// log to replay) that the operator reads and acts on.
-    fn keep_record(&mut self) {
-        let policy = self.policy();
-        if policy.uses_log() && self.engine.is_some() {
-            self.start_recovery();
-        } else if policy.is_write_back() && policy != Policy::WriteBackFlush {
-            let error = format!("cache lost under policy {policy}: dirty data is gone");
-            log::error!("{}: {error}", self.params.name);
-            self.recovery_progress = Some(RecoveryProgress::without_log(Some(error)));
-            self.phase = Phase::RecoveryFailed;
-        } else {
-            // wt and passthrough keep nothing dirty; wb-flush writes every
-            // flushed block back before the flush completes.
-            log::warn!("{}: cache lost under policy {policy}: every flushed write is on the backing bdev", self.params.name);
-            self.recovery_progress = Some(RecoveryProgress::without_log(None));
-            self.phase = Phase::Recovered;
-        }
-        self.unregister();
-    }
-
-    /// The bdev's destruct, on the owner thread.
-    pub(super) fn begin_destruct(&mut self) {
-        self.destructing = true;
-        if self.channels_updating() {
-            // Ending the destruct unregisters the io_device, which SPDK
-            // refuses while an iteration over its channels runs.
-            self.destruct_waits = true;
-            return;
-        }
-        match self.phase {
-            Phase::Running if self.direct.is_some() => {
-                self.phase = Phase::Done;
-                self.finish_destruct();
-            }
-            phase if phase.is_record() => self.bdev_gone(),
-            Phase::Running => {
-                self.engine.as_mut().expect("engine").shutdown(now_ns());
-                self.phase = Phase::Stopping;
-            }
-            Phase::Done => self.finish_destruct(),
-            _ => {}
-        }
-    }
-
-    /// A record's bdev finished unregistering; the node stays.
-    fn bdev_gone(&mut self) {
-        // SAFETY: glue is our registered bdev in its destruct; called once.
-        unsafe { sys::hhc_glue_node_destruct_done(self.glue) };
-        self.glue = std::ptr::null_mut();
-        self.destructing = false;
-        log::info!("{}: bdev unregistered; its record stays until bdev_hhc_recover or bdev_hhc_delete", self.params.name);
-    }
-
-    /// Closes everything, drops the node from the registry, ends the bdev's
-    /// destruct and frees the node from a message to its owner thread, once
-    /// no caller up the stack uses it.
-    pub(super) fn finish_destruct(&mut self) {
-        self.bases.close_all();
-        if !self.poller.is_null() {
-            // SAFETY: the poller was started for this node and is stopped once.
-            unsafe { sys::hhc_glue_poller_stop(self.poller) };
-            self.poller = std::ptr::null_mut();
-        }
-        registry::remove(self.node);
-        if !self.glue.is_null() {
-            // SAFETY: glue is our registered bdev in its destruct; called once.
-            unsafe { sys::hhc_glue_node_destruct_done(self.glue) };
-            self.glue = std::ptr::null_mut();
-        }
-        self.destructing = false;
-        // SAFETY: free_node gets the node, which nothing uses after this
-        // message: it is out of the registry, its poller stopped, its bdev gone.
-        if let Err(rc) = unsafe { self.owner.send(free_node, self.node as *mut c_void) } {
-            log::error!("cannot send the message that frees an HHC node ({}); leaking it", errno::describe(rc));
-        }
-    }
-
-    // ---- cache loss: replay the log onto the backing device ----
-
-    /// Starts the scan and replay of the surviving log mirrors (again, for
-    /// a retry); without any, the record says the data is lost.
-    pub(super) fn start_recovery(&mut self) {
-        let layout = *self.engine.as_ref().expect("engine").log_layout();
-        let mirrors: Vec<u8> =
-            (0..self.config.mirrors_count).filter(|&i| !self.bases.get(DeviceRole::Log(i)).removed).collect();
-        if mirrors.is_empty() {
-            let error = "cache and every log mirror lost; dirty data cannot be recovered".to_string();
-            log::error!("{}: {error}", self.params.name);
-            self.recovery_progress = Some(RecoveryProgress::without_log(Some(error)));
-            self.phase = Phase::RecoveryFailed;
-            return;
-        }
-        log::warn!("{}: cache lost; replaying the log ({} mirrors) onto backing bdev {}", self.params.name, mirrors.len(), self.params.backing);
-        self.recovery = Some(Recovery::new(layout, mirrors, self.config.backing_has_flush, self.config.instance_id));
-        self.phase = Phase::Recovering;
-    }
-
-    pub(super) fn advance_recovery(&mut self) {
-        let Some(recovery) = self.recovery.as_mut() else { return };
-        let Some(progress) = recovery.finished(&self.params.name, &self.params.backing) else { return };
-        self.recovery = None;
-        let replayed = progress.stage == RecoveryStage::Done;
-        self.recovery_progress = Some(progress);
-        // A bdev_hhc_delete before the loss still ends the node.
-        self.phase = match (self.destructing, replayed) {
-            (true, _) => Phase::Done,
-            (false, true) => Phase::Recovered,
-            (false, false) => Phase::RecoveryFailed,
-        };
-        if self.phase == Phase::Done {
-            self.unregister();
-        }
-    }
-
-    /// The recovery's progress: the running one's, else how the last ended.
-    pub(super) fn recovery_now(&self) -> Option<RecoveryProgress> {
-        self.recovery.as_ref().map(Recovery::progress).or_else(|| self.recovery_progress.clone())
     }
 
     /// Answers the pending create call, if it has not been answered yet.
