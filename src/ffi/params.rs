@@ -1,6 +1,8 @@
 //! `bdev_hhc_create` parameters: checks that need no device, the engine
 //! `Config` built from them and the base bdevs' facts, and the JSON that
 //! re-emits the create call. Every error names the parameter at fault.
+//!
+//! (Its last third is tests: each refusal, and the create call re-emitted.)
 
 use super::json::{self, JsonObject};
 use crate::config::{Config, ConfigError, CutoffPolicy, Options, Policy, BACKING_STRIPE_BYTES_MAX};
