@@ -37,10 +37,12 @@ drill_pass_args() { # k
 drill_pass_loop() {
     local k
     k=$(drill_next_pass)
-    while :; do
+    while [ ! -e "$RIG_WORK/load.stop" ]; do
         # shellcheck disable=SC2046
         nvmf_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --do_verify=0 --fsync=32 --end_fsync=1 \
             >>"$RIG_WORK/passes.log" 2>&1 || return 0
+        # fio stopped by SIGTERM can exit 0: that pass is not done.
+        [ ! -e "$RIG_WORK/load.stop" ] || return 0
         echo "$k" >>"$DRILL_PASSES_FILE"
         k=$((k + 1))
     done
@@ -57,8 +59,14 @@ drill_load_start() {
 
 drill_load_stop() {
     [ -n "$DRILL_LOOP_PID" ] || return 0
-    pkill -P "$DRILL_LOOP_PID" 2>/dev/null
+    touch "$RIG_WORK/load.stop"
+    # Again while it lives: a fio started just after the first pkill.
+    while kill -0 "$DRILL_LOOP_PID" 2>/dev/null; do
+        pkill -P "$DRILL_LOOP_PID" 2>/dev/null
+        sleep 0.2
+    done
     wait "$DRILL_LOOP_PID" 2>/dev/null
+    rm -f "$RIG_WORK/load.stop"
     DRILL_LOOP_PID=
 }
 
