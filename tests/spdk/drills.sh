@@ -24,6 +24,7 @@ DRILL_POWER_LOSSES=${DRILL_POWER_LOSSES:-20}
 DRILL_HANG_TIMEOUT_S=${DRILL_HANG_TIMEOUT_S:-5}   # bdev_iscsi timeout_sec in drill_server_hang
 DRILL_HANG_S=${DRILL_HANG_S:-20}                 # how long the server stays stopped
 DRILL_HANG_RESUME_S=${DRILL_HANG_RESUME_S:-30}   # how long write-back may take to resume after SIGCONT
+DRILL_RAID_LEVEL=${DRILL_RAID_LEVEL:-raid1}       # drill_raid_member_death's RAID (raid0 must fail it)
 DRILL_PASSES_FILE=$RIG_WORK/passes.done
 DRILL_LOOP_PID=
 
@@ -320,6 +321,47 @@ drill_server_hang() {
         "pass read back from the cache; after SIGCONT $resumed; after flush_all the RAID alone holds the newest pass"
 }
 
+# The server's RAID as bdev_raid_get_bdevs reports it: "state discovered/total".
+drill_raid_state() {
+    RIG_SOCK=$RIG_SERVER_SOCK rig_call bdev_raid_get_bdevs '{"category":"all"}' | python3 -c "import json, sys
+r = {b['name']: b for b in json.loads(sys.stdin.readline())}['$RIG_RAID']
+print('%s %d/%d' % (r['state'], r['num_base_bdevs_discovered'], r['num_base_bdevs']))"
+}
+
+# A member disk of the server's RAID dies under load: the RAID is SPDK's
+# raid1 over two HDD models (RIG_RAID_LEVEL=raid1, rig_lib.sh); one model
+# bdev is deleted (hot-remove, a dead disk) while write-backs run. The RAID
+# goes on degraded: no backing error, passes and write-back go on, and
+# after flush_all the surviving member alone holds the newest pass.
+drill_raid_member_death() {
+    local e0 wb0 state
+    RIG_RAID_LEVEL=$DRILL_RAID_LEVEL rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
+    state=$(drill_raid_state)
+    [ "$state" = "online 2/2" ] || { drill_log "$RIG_RAID is $state before the fault, not online 2/2"; return 1; }
+    e0=$(drill_stat 's["counters"]["backing_errors"]')
+    drill_wait_stat 's["gauges"]["dirty_blocks"] >= 512' 60 || return 1
+    drill_log "$RIG_RAID ($DRILL_RAID_LEVEL) is $state; dirty blocks $(drill_stat 's["gauges"]["dirty_blocks"]')"
+    # Write-backs in flight when the member goes.
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null || return 1
+    rig_rpc server bdev_hhc_model_delete "${RIG_RAID}_m1" >/dev/null || return 1
+    wb0=$(drill_stat 's["counters"]["writebacks"]')
+    drill_log "member ${RIG_RAID}_m1 removed (a dead disk) with a flush_all running: $RIG_RAID is $(drill_raid_state)"
+    [ "$(drill_raid_state)" = "online 1/2" ] || { drill_log "$RIG_RAID did not go on degraded"; return 1; }
+    drill_wait_passes 2 && drill_wait_stat "s['counters']['writebacks'] > $wb0" 120 || return 1
+    drill_load_stop
+    drill_log "degraded: $(drill_passes_done) passes done, $(drill_stat 's["counters"]["writebacks"]') blocks written back"
+    drill_verify_hhc || return 1
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null &&
+        drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 300 || return 1
+    [ "$(drill_stat "s['counters']['backing_errors']")" = "$e0" ] ||
+        { drill_log "backing errors $e0 -> $(drill_stat 's["counters"]["backing_errors"]') though the RAID stayed online"; return 1; }
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: a member of the server's raid1 (two HDD models) removed under load with write-backs in flight;" \
+        "the RAID went on degraded (1/2), no backing error, passes and write-back went on, and after flush_all" \
+        "the surviving member alone holds the newest pass (fresh iSCSI session)"
+}
+
 # Both hosts lost: server and host killed at once, both restarted; hhc0
 # comes back warm over a new iSCSI session and the newest pass verifies.
 drill_whole_host_loss() {
@@ -354,7 +396,7 @@ drill_check_can_fail() {
     drill_log "checked: under wb the cache's loss loses the flushed pass, and the RAID check catches it"
 }
 
-DRILLS="drill_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_server_hang drill_whole_host_loss"
+DRILLS="drill_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_server_hang drill_raid_member_death drill_whole_host_loss"
 
 # Runs one drill on a rig of its own; prints PASS or FAIL.
 drill_run() { # drill
