@@ -330,35 +330,41 @@ print('%s %d/%d' % (r['state'], r['num_base_bdevs_discovered'], r['num_base_bdev
 
 # A member disk of the server's RAID dies under load: the RAID is SPDK's
 # raid1 over two HDD models (RIG_RAID_LEVEL=raid1, rig_lib.sh); one model
-# bdev is deleted (hot-remove, a dead disk) while write-backs run. The RAID
-# goes on degraded: no backing error, passes and write-back go on, and
-# after flush_all the surviving member alone holds the newest pass.
+# bdev is deleted (hot-remove, a dead disk) just after a flush_all starts.
+# Background write-back is held off (threshold 100 %, no idle write-back),
+# so the flush_all and the last one write thousands of blocks (idle
+# write-back once emptied the cache between two passes). The RAID goes on
+# degraded: no backing error, passes and write-back go on and reach it,
+# and the surviving member alone holds the newest pass.
 drill_raid_member_death() {
-    local e0 wb0 state
-    RIG_RAID_LEVEL=$DRILL_RAID_LEVEL rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
+    local e0 r0 state
+    RIG_RAID_LEVEL=$DRILL_RAID_LEVEL RIG_HHC_ARGS='"dirty_threshold":100,"idle_after_ms":600000' rig_up hhc &&
+        drill_load_start && drill_wait_passes 2 || return 1
     state=$(drill_raid_state)
     [ "$state" = "online 2/2" ] || { drill_log "$RIG_RAID is $state before the fault, not online 2/2"; return 1; }
     e0=$(drill_stat 's["counters"]["backing_errors"]')
-    drill_wait_stat 's["gauges"]["dirty_blocks"] >= 512' 60 || return 1
-    drill_log "$RIG_RAID ($DRILL_RAID_LEVEL) is $state; dirty blocks $(drill_stat 's["gauges"]["dirty_blocks"]')"
-    # Write-backs in flight when the member goes.
-    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null || return 1
-    rig_rpc server bdev_hhc_model_delete "${RIG_RAID}_m1" >/dev/null || return 1
-    wb0=$(drill_stat 's["counters"]["writebacks"]')
-    drill_log "member ${RIG_RAID}_m1 removed (a dead disk) with a flush_all running: $RIG_RAID is $(drill_raid_state)"
-    [ "$(drill_raid_state)" = "online 1/2" ] || { drill_log "$RIG_RAID did not go on degraded"; return 1; }
-    drill_wait_passes 2 && drill_wait_stat "s['counters']['writebacks'] > $wb0" 120 || return 1
+    drill_log "dirty blocks $(drill_stat 's["gauges"]["dirty_blocks"]'); flush_all, then ${RIG_RAID}_m1 removed"
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null && rig_rpc server bdev_hhc_model_delete "${RIG_RAID}_m1" >/dev/null ||
+        return 1
+    drill_log "member ${RIG_RAID}_m1 of $RIG_RAID ($DRILL_RAID_LEVEL) removed (a dead disk); by then the flush_all had" \
+        "$(drill_stat '"%d blocks to go (in progress: %s)" % (s["flush_all_blocks_remaining"], s["flush_all_in_progress"])')"
+    state=$(drill_raid_state)
+    [ "$state" = "online 1/2" ] || { drill_log "$RIG_RAID did not go on degraded: $state"; return 1; }
+    r0=$(drill_raid_writes)
+    drill_wait_stat 'not s["flush_all_in_progress"]' 300 && drill_wait_passes 2 || return 1
     drill_load_stop
-    drill_log "degraded: $(drill_passes_done) passes done, $(drill_stat 's["counters"]["writebacks"]') blocks written back"
+    drill_log "degraded: $(drill_passes_done) passes done"
     drill_verify_hhc || return 1
     rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null &&
         drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 300 || return 1
     [ "$(drill_stat "s['counters']['backing_errors']")" = "$e0" ] ||
         { drill_log "backing errors $e0 -> $(drill_stat 's["counters"]["backing_errors"]') though the RAID stayed online"; return 1; }
+    [ "$(drill_raid_writes)" -gt "$r0" ] || { drill_log "no write reached $RIG_RAID after the member died"; return 1; }
+    drill_log "after the member died $RIG_RAID took $(($(drill_raid_writes) - r0)) writes; no backing error"
     host_kill
     drill_verify_raid || return 1
-    drill_log "checked: a member of the server's raid1 (two HDD models) removed under load with write-backs in flight;" \
-        "the RAID went on degraded (1/2), no backing error, passes and write-back went on, and after flush_all" \
+    drill_log "checked: a member of the server's raid1 (two HDD models) removed under load as a flush_all began;" \
+        "the RAID went on degraded (1/2), no backing error, passes and write-back went on and reached it, and" \
         "the surviving member alone holds the newest pass (fresh iSCSI session)"
 }
 
