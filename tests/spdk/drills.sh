@@ -21,6 +21,10 @@ DRILLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DRILL_SEED0=${DRILL_SEED0:-1000}
 DRILL_REGION_MB=${DRILL_REGION_MB:-8}
 DRILL_POWER_LOSSES=${DRILL_POWER_LOSSES:-20}
+DRILL_HANG_TIMEOUT_S=${DRILL_HANG_TIMEOUT_S:-5}   # bdev_iscsi timeout_sec in drill_server_hang
+DRILL_HANG_S=${DRILL_HANG_S:-20}                 # how long the server stays stopped
+DRILL_HANG_RESUME_S=${DRILL_HANG_RESUME_S:-30}   # how long write-back may take to resume after SIGCONT
+DRILL_RAID_LEVEL=${DRILL_RAID_LEVEL:-raid1}       # drill_raid_member_death's RAID (raid0 must fail it)
 DRILL_PASSES_FILE=$RIG_WORK/passes.done
 DRILL_LOOP_PID=
 
@@ -37,10 +41,12 @@ drill_pass_args() { # k
 drill_pass_loop() {
     local k
     k=$(drill_next_pass)
-    while :; do
+    while [ ! -e "$RIG_WORK/load.stop" ]; do
         # shellcheck disable=SC2046
         nvmf_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --do_verify=0 --fsync=32 --end_fsync=1 \
             >>"$RIG_WORK/passes.log" 2>&1 || return 0
+        # fio stopped by SIGTERM can exit 0: that pass is not done.
+        [ ! -e "$RIG_WORK/load.stop" ] || return 0
         echo "$k" >>"$DRILL_PASSES_FILE"
         k=$((k + 1))
     done
@@ -57,8 +63,14 @@ drill_load_start() {
 
 drill_load_stop() {
     [ -n "$DRILL_LOOP_PID" ] || return 0
-    pkill -P "$DRILL_LOOP_PID" 2>/dev/null
+    touch "$RIG_WORK/load.stop"
+    # Again while it lives: a fio started just after the first pkill.
+    while kill -0 "$DRILL_LOOP_PID" 2>/dev/null; do
+        pkill -P "$DRILL_LOOP_PID" 2>/dev/null
+        sleep 0.2
+    done
     wait "$DRILL_LOOP_PID" 2>/dev/null
+    rm -f "$RIG_WORK/load.stop"
     DRILL_LOOP_PID=
 }
 
@@ -134,6 +146,12 @@ JSON
         >"$RIG_WORK/verify-raid.log" 2>&1 ||
         { drill_log "pass $k does not verify on the RAID alone"; tail -20 "$RIG_WORK/verify-raid.log"; return 1; }
     drill_log "pass $k verifies on the RAID alone (fresh iSCSI session)"
+}
+
+# Writes the server's RAID bdev has completed (bdev_get_iostat).
+drill_raid_writes() {
+    RIG_SOCK=$RIG_SERVER_SOCK rig_call bdev_get_iostat "{\"name\":\"$RIG_RAID\"}" |
+        python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["bdevs"][0]["num_write_ops"])'
 }
 
 # ---- the drills ----
@@ -228,6 +246,128 @@ drill_server_restart() {
         "resumed, the newest pass verifies through hhc0 and, after flush_all, on the RAID alone"
 }
 
+# A hung storage server: SIGSTOP keeps its TCP connections up, so nothing
+# reconnects and bdev_iscsi fails each command after timeout_sec. HHC must
+# count the errors and keep every failed write-back dirty (nothing counts
+# as written back while the server is stopped), serve writes, flushes and
+# the flushed data from the cache, and write back again after SIGCONT.
+drill_server_hang() {
+    local t0 e0 we0 fe0 wb0 r0 held resumed
+    RIG_ISCSI_TIMEOUT=$DRILL_HANG_TIMEOUT_S rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
+    e0=$(drill_stat 's["counters"]["backing_errors"]')
+    we0=$(drill_stat 's["counters"]["writeback_errors"]')
+    fe0=$(drill_stat 's["counters"]["flush_all_errors"]')
+    server_freeze || return 1
+    t0=$SECONDS
+    # Write-backs the server finished just before it stopped may still land.
+    sleep 1
+    wb0=$(drill_stat 's["counters"]["writebacks"]')
+    drill_log "server stopped (SIGSTOP); bdev_iscsi timeout_sec $DRILL_HANG_TIMEOUT_S, held $DRILL_HANG_S s;" \
+        "dirty blocks $(drill_stat 's["gauges"]["dirty_blocks"]'), written back so far $wb0"
+    # Every dirty block queued for write-back: each can only time out now.
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null || return 1
+    drill_wait_stat "s['counters']['backing_errors'] > $e0 and s['counters']['writeback_errors'] > $we0" \
+        $((DRILL_HANG_TIMEOUT_S * 3)) || { drill_log "no backing error within 3 x timeout_sec of the hang"; return 1; }
+    drill_log "backing errors after $((SECONDS - t0)) s of hang"
+    drill_wait_passes 1 "$DRILL_HANG_S" || { drill_log "no pass completed while the server hung"; return 1; }
+    drill_load_stop
+    drill_log "passes go on while the server hangs: $(drill_passes_done) done"
+    drill_verify_hhc || return 1
+    held=$((SECONDS - t0))
+    [ "$held" -ge "$DRILL_HANG_S" ] || sleep $((DRILL_HANG_S - held))
+    [ "$(awk '{print $3}' "/proc/$(rig_pid server)/stat" 2>/dev/null)" = T ] ||
+        { drill_log "the server did not stay stopped"; return 1; }
+    drill_stats >"$RIG_WORK/hang-stats.json"
+    drill_log "after $((SECONDS - t0)) s of hang: $(drill_stat '"backing_errors %d, writeback_errors %d, flush_all_errors %d, writebacks %d, dirty blocks %d, flush_all in progress %s" % (s["counters"]["backing_errors"], s["counters"]["writeback_errors"], s["counters"]["flush_all_errors"], s["counters"]["writebacks"], s["gauges"]["dirty_blocks"], s["flush_all_in_progress"])')"
+    [ "$(drill_stat "s['counters']['writebacks'] == $wb0 and s['gauges']['dirty_blocks'] > 0")" = True ] ||
+        { drill_log "blocks counted as written back (or none left dirty) while the server was stopped"; return 1; }
+    server_thaw || return 1
+    drill_log "server resumed (SIGCONT) after $((SECONDS - t0)) s"
+    we0=$(drill_stat 's["counters"]["writeback_errors"]')
+    r0=$(drill_raid_writes)
+    drill_load_start
+    if drill_wait_stat "s['counters']['writebacks'] > $wb0" "$DRILL_HANG_RESUME_S" 2>/dev/null >/dev/null; then
+        drill_log "write-back resumed on the same iSCSI session ($(drill_stat 's["counters"]["writebacks"]') blocks)"
+        resumed="write-back resumed on the same session"
+    else
+        # libiscsi numbered commands it never sent (they waited beyond the
+        # target's window and timed out): the target waits for those CmdSNs
+        # forever, so nothing more reaches the RAID on this session.
+        [ "$(drill_raid_writes)" = "$r0" ] && [ "$(drill_stat "s['counters']['writeback_errors'] > $we0")" = True ] ||
+            { drill_log "write-back did not resume, and not for a dead iSCSI session"; drill_stats | cut -c1-900; return 1; }
+        drill_log "### write-back did not resume in $DRILL_HANG_RESUME_S s after SIGCONT: $RIG_RAID got no write while hhc0" \
+            "counted $(($(drill_stat 's["counters"]["writeback_errors"]') - we0)) more failed write-backs; the iSCSI session is" \
+            "dead (server: $(grep -c 'iscsi_update_cmdsn' "$RIG_SERVER_LOG") CmdSN errors). Restarting the server for a new session"
+        server_stop && server_start >/dev/null || return 1
+        drill_wait_stat "s['counters']['writebacks'] > $wb0" 120 || return 1
+        drill_log "write-back resumed after the server restart ($(drill_stat 's["counters"]["writebacks"]') blocks)"
+        resumed="the iSCSI session was dead (write-back resumed only after a server restart)"
+    fi
+    drill_wait_passes 1 && drill_load_stop || return 1
+    drill_verify_hhc || return 1
+    drill_wait_stat 'not s["flush_all_in_progress"]' 300 || return 1
+    drill_log "the flush_all of the hang ended with $(($(drill_stat 's["counters"]["flush_all_errors"]') - fe0)) failed blocks"
+    e0=$(drill_stat 's["counters"]["backing_errors"]')
+    fe0=$(drill_stat 's["counters"]["flush_all_errors"]')
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null &&
+        drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 300 || return 1
+    [ "$(drill_stat "s['counters']['flush_all_errors'] == $fe0")" = True ] ||
+        { drill_log "flush_all after the hang failed: backing errors $e0 -> $(drill_stat 's["counters"]["backing_errors"]')"; return 1; }
+    drill_log "flush_all after the hang: every dirty block written back, backing_errors $e0 -> $(drill_stat 's["counters"]["backing_errors"]')"
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: the iSCSI server stopped (SIGSTOP) ${DRILL_HANG_S} s under load, past timeout_sec ${DRILL_HANG_TIMEOUT_S}:" \
+        "write-backs failed with backing errors and stayed dirty (none counted done), passes and flushes went on, the newest" \
+        "pass read back from the cache; after SIGCONT $resumed; after flush_all the RAID alone holds the newest pass"
+}
+
+# The server's RAID as bdev_raid_get_bdevs reports it: "state discovered/total".
+drill_raid_state() {
+    RIG_SOCK=$RIG_SERVER_SOCK rig_call bdev_raid_get_bdevs '{"category":"all"}' | python3 -c "import json, sys
+r = {b['name']: b for b in json.loads(sys.stdin.readline())}['$RIG_RAID']
+print('%s %d/%d' % (r['state'], r['num_base_bdevs_discovered'], r['num_base_bdevs']))"
+}
+
+# A member disk of the server's RAID dies under load: the RAID is SPDK's
+# raid1 over two HDD models (RIG_RAID_LEVEL=raid1, rig_lib.sh); one model
+# bdev is deleted (hot-remove, a dead disk) just after a flush_all starts.
+# Background write-back is held off (threshold 100 %, no idle write-back),
+# so the flush_all and the last one write thousands of blocks (idle
+# write-back once emptied the cache between two passes). The RAID goes on
+# degraded: no backing error, passes and write-back go on and reach it,
+# and the surviving member alone holds the newest pass.
+drill_raid_member_death() {
+    local e0 r0 state
+    RIG_RAID_LEVEL=$DRILL_RAID_LEVEL RIG_HHC_ARGS='"dirty_threshold":100,"idle_after_ms":600000' rig_up hhc &&
+        drill_load_start && drill_wait_passes 2 || return 1
+    state=$(drill_raid_state)
+    [ "$state" = "online 2/2" ] || { drill_log "$RIG_RAID is $state before the fault, not online 2/2"; return 1; }
+    e0=$(drill_stat 's["counters"]["backing_errors"]')
+    drill_log "dirty blocks $(drill_stat 's["gauges"]["dirty_blocks"]'); flush_all, then ${RIG_RAID}_m1 removed"
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null && rig_rpc server bdev_hhc_model_delete "${RIG_RAID}_m1" >/dev/null ||
+        return 1
+    drill_log "member ${RIG_RAID}_m1 of $RIG_RAID ($DRILL_RAID_LEVEL) removed (a dead disk); by then the flush_all had" \
+        "$(drill_stat '"%d blocks to go (in progress: %s)" % (s["flush_all_blocks_remaining"], s["flush_all_in_progress"])')"
+    state=$(drill_raid_state)
+    [ "$state" = "online 1/2" ] || { drill_log "$RIG_RAID did not go on degraded: $state"; return 1; }
+    r0=$(drill_raid_writes)
+    drill_wait_stat 'not s["flush_all_in_progress"]' 300 && drill_wait_passes 2 || return 1
+    drill_load_stop
+    drill_log "degraded: $(drill_passes_done) passes done"
+    drill_verify_hhc || return 1
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null &&
+        drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 300 || return 1
+    [ "$(drill_stat "s['counters']['backing_errors']")" = "$e0" ] ||
+        { drill_log "backing errors $e0 -> $(drill_stat 's["counters"]["backing_errors"]') though the RAID stayed online"; return 1; }
+    [ "$(drill_raid_writes)" -gt "$r0" ] || { drill_log "no write reached $RIG_RAID after the member died"; return 1; }
+    drill_log "after the member died $RIG_RAID took $(($(drill_raid_writes) - r0)) writes; no backing error"
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: a member of the server's raid1 (two HDD models) removed under load as a flush_all began;" \
+        "the RAID went on degraded (1/2), no backing error, passes and write-back went on and reached it, and" \
+        "the surviving member alone holds the newest pass (fresh iSCSI session)"
+}
+
 # Both hosts lost: server and host killed at once, both restarted; hhc0
 # comes back warm over a new iSCSI session and the newest pass verifies.
 drill_whole_host_loss() {
@@ -262,7 +402,7 @@ drill_check_can_fail() {
     drill_log "checked: under wb the cache's loss loses the flushed pass, and the RAID check catches it"
 }
 
-DRILLS="drill_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_whole_host_loss"
+DRILLS="drill_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_server_hang drill_raid_member_death drill_whole_host_loss"
 
 # Runs one drill on a rig of its own; prints PASS or FAIL.
 drill_run() { # drill

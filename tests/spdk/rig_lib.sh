@@ -69,6 +69,7 @@ rig_defaults() {
     RIG_HDDS=${RIG_HDDS:-1}                 # log mirrors, 1 or 2
     RIG_EXPORTS=${RIG_EXPORTS:-"vhost nvmf"}    # the host's exports of hhc0
     RIG_RAID_MB=${RIG_RAID_MB:-256}         # the server's RAID = hhc0's size
+    RIG_RAID_LEVEL=${RIG_RAID_LEVEL:-raid5-model}   # or raid1: SPDK's raid1 over two HDD models (server_make_raid)
     RIG_SSD_MB=${RIG_SSD_MB:-64}
     RIG_HDD_MB=${RIG_HDD_MB:-256}
     RIG_SEGMENT_SIZE=${RIG_SEGMENT_SIZE:-262144}
@@ -291,7 +292,7 @@ server_start() {
         -r "$RIG_SERVER_SOCK" --disable-cpumask-locks
     rig_wait_rpc server "$RIG_SERVER_SOCK" "$RIG_SERVER_LOG" || return 1
     local RIG_SOCK=$RIG_SERVER_SOCK
-    if ! { rig_aio raid0_base "$RIG_WORK/raid0.img" "$RIG_RAID_MB" 512 && make_raid "$RIG_RAID" raid0_base; }; then
+    if ! server_make_raid; then
         rig_log "server: the RAID could not be built"
         return 1
     fi
@@ -300,6 +301,28 @@ server_start() {
             iscsi_create_target_node "{\"name\":\"${RIG_TARGET_IQN#iqn.2016-06.io.spdk:}\",\"alias_name\":\"HHC rig RAID\",\"luns\":[{\"bdev_name\":\"$RIG_RAID\",\"lun_id\":0}],\"pg_ig_maps\":[{\"pg_tag\":1,\"ig_tag\":2}],\"queue_depth\":128,\"disable_chap\":true}" \
             >/dev/null || { rig_log "server: building the RAID and its iSCSI export failed"; return 1; }
     rig_log "server: $RIG_RAID (${RIG_RAID_MB} MiB) exported as $RIG_ISCSI_URL"
+}
+# The server's RAID (RIG_SOCK is the server's): by default the RAID5
+# timing model over one aio file; RIG_RAID_LEVEL=raid1 is SPDK's raid1 over
+# two HDD models, each over its own aio file (raid0_m0, raid0_m1), so a
+# member can die (drill_raid_member_death; other bdev_raid levels, e.g.
+# raid0, show that drill failing). raid1 without a superblock: a
+# restart assembles both members again, a dead one's stale file included,
+# so a server restart after a member died is not supported.
+server_make_raid() {
+    local i members= strip=64
+    [ "$RIG_RAID_LEVEL" != raid1 ] || strip=0   # raid1 has no strips
+    if [ "$RIG_RAID_LEVEL" = raid5-model ]; then
+        rig_aio raid0_base "$RIG_WORK/raid0.img" "$RIG_RAID_MB" 512 && make_raid "$RIG_RAID" raid0_base
+        return
+    fi
+    for i in 0 1; do
+        rig_aio "${RIG_RAID}_m${i}_base" "$RIG_WORK/${RIG_RAID}_m$i.img" "$RIG_RAID_MB" 512 &&
+            make_hdd "${RIG_RAID}_m$i" "${RIG_RAID}_m${i}_base" || return 1
+        members=$members${members:+,}\"${RIG_RAID}_m$i\"
+    done
+    rig_call bdev_raid_create "{\"name\":\"$RIG_RAID\",\"raid_level\":\"$RIG_RAID_LEVEL\",\"base_bdevs\":[$members],\"strip_size_kb\":$strip}" \
+        >/dev/null && echo "$RIG_RAID raid $RIG_RAID_LEVEL $members" >>"$RIG_WORK/devices"
 }
 server_stop() { rig_stop server TERM; }
 server_kill() { rig_stop server KILL; }
@@ -468,7 +491,7 @@ rig_save_env() {
     mkdir -p "$RIG_WORK"
     {
         local v
-        for v in RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
+        for v in RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_RAID_LEVEL RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
             RIG_HHC_ARGS RIG_NVME_OPTS RIG_ISCSI_TIMEOUT RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
             RIG_CLIENT_MEM_MB RIG_FIO_MEM_MB RIG_HUGE; do
             printf '%s=%q\n' "$v" "${!v:-}"

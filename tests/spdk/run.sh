@@ -1250,6 +1250,10 @@ main() {
     check "fault drill: HDD death under load, new mirror attached and re-synced, SSD and old mirror die, replay from it" \
         rig_drill drill_hdd_death
     check "fault drill: iSCSI server killed and restarted under load; write-back resumes, nothing lost" rig_drill drill_server_restart
+    check "fault drill: iSCSI server hung (SIGSTOP) past timeout_sec under load; errors, nothing lost, write-back resumes" \
+        rig_drill drill_server_hang
+    check "fault drill: a member of the server's raid1 removed under load; degraded, no errors, the RAID alone verifies" \
+        rig_drill drill_raid_member_death
     check "fault drill: server and host killed together; warm over a new iSCSI session, flushed pass verifies" \
         rig_drill drill_whole_host_loss
     echo "$PASSED passed, $FAILED failed"
