@@ -43,6 +43,7 @@ struct hhc_dev_io {
 	struct iovec *iovs;
 	struct iovec inline_iovs[HHC_INLINE_IOVS];
 	struct spdk_bdev_io_wait_entry wait;
+	/* The pool's free list, or a lane's commands taken but not started. */
 	struct hhc_dev_io *next_free;
 };
 

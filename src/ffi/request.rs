@@ -232,20 +232,18 @@ impl Channel {
             // SAFETY: the lane is this thread's and lives as long as the channel.
             unsafe { sys::hhc_glue_lane_start(self.lane) };
         }
-        let mut completed = 0;
-        while let Some(finished) = self.finished_here.pop() {
-            self.in_flight.set(self.in_flight.get() - 1);
-            // SAFETY: the request was submitted on this thread and is completed once.
-            unsafe { sys::hhc_glue_io_complete(finished.io, finished.status) };
-            completed += 1;
-        }
-        completed
+        self.complete_all(|| self.finished_here.pop())
     }
 
     /// Completes what other threads finished for this channel.
     pub fn poll_completions(&self) -> usize {
+        self.complete_all(|| self.completions.pop())
+    }
+
+    /// Completes, on this channel's thread, each request `next` hands out.
+    fn complete_all(&self, mut next: impl FnMut() -> Option<Finished>) -> usize {
         let mut completed = 0;
-        while let Some(finished) = self.completions.pop() {
+        while let Some(finished) = next() {
             self.in_flight.set(self.in_flight.get() - 1);
             // SAFETY: the request was submitted on this thread and is completed once.
             unsafe { sys::hhc_glue_io_complete(finished.io, finished.status) };
