@@ -96,6 +96,10 @@ impl Engine {
     /// are done with (`Passes::done_through`).
     pub(super) fn enqueue_all_dirty(&mut self, waiter: bool) -> u64 {
         let pass = if waiter { self.writeback.passes.begin() } else { PASS_NONE };
+        self.enqueue_all_dirty_for(pass)
+    }
+
+    fn enqueue_all_dirty_for(&mut self, pass: u64) -> u64 {
         self.stats.blocks_visited += self.cache.blocks_count() as u64;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
@@ -114,13 +118,7 @@ impl Engine {
         if pass == PASS_NONE {
             return self.enqueue_all_dirty(true);
         }
-        self.stats.blocks_visited += self.cache.blocks_count() as u64;
-        for block in 0..self.cache.blocks_count() {
-            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
-                self.queue_writeback(self.cache.lba(block), pass);
-            }
-        }
-        pass
+        self.enqueue_all_dirty_for(pass)
     }
 
     /// Queues `lba` (dirty) for write-back, counting for `pass` unless it
