@@ -181,6 +181,12 @@ pub trait Machine: IoMachine {
     }
     /// Clean stop: no new requests; `Stopped` once everything is durable.
     fn shutdown(&mut self, now: Nanos);
+    /// The requests and completions handed in until `end_batch` form one
+    /// batch: a machine may defer what it does after each input to the
+    /// batch's end (the engine's background work). Default: no batching.
+    fn begin_batch(&mut self) {}
+    /// Ends the batch; whatever was deferred runs now.
+    fn end_batch(&mut self, _now: Nanos) {}
     /// The next finished bdev request.
     fn poll_completion(&mut self) -> Option<RequestCompletion>;
     /// When `handle_timer` is wanted next, if at all. A driver re-reads it

@@ -53,6 +53,8 @@ const OPS_PER_SEED: u64 = 300;
 const SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 48 } else { 500 };
 const LONG_OPS_PER_SEED: u64 = 1000;
 const LONG_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 8 } else { 150 };
+/// Seeds per policy of the sweep with batched inputs.
+const BATCHED_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 16 } else { 200 };
 /// A mutation must be caught within this many seeds.
 const MUTATION_SEEDS: u64 = 64;
 /// Stale-mirror-healthy needs a seed with `mirror-returns` whose returned
@@ -76,7 +78,7 @@ fn sweep_with(policy: Policy, seeds: u64, ops: u64) -> (Figures, FaultKinds) {
     let mut figures = Figures::default();
     let mut seen = FaultKinds::default();
     for seed in 0..seeds {
-        let spec = RunSpec { seed, ops, policy, mutation: Mutation::None };
+        let spec = RunSpec { seed, ops, policy, mutation: Mutation::None, input_batch: 1 };
         let outcome = sim::run_seed(&factory, spec);
         if let Some(violation) = outcome.violation {
             panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));
@@ -158,26 +160,53 @@ fn sweep_write_back_ordered() {
     sweep(Policy::WriteBackOrdered);
 }
 
+/// Requests and completions in batches, as the SPDK module hands them to
+/// the engine (a poller pass's at a time, `Engine::begin_batch`): the
+/// background work then runs once per batch, and every invariant must hold
+/// all the same. Batch sizes 2, 4, 8 and 32 by turns.
+#[test]
+fn batched_inputs_sweep_every_policy() {
+    let factory = sim::engine_factory();
+    for policy in Policy::ALL {
+        let mut figures = Figures::default();
+        for seed in 0..BATCHED_SEEDS_PER_POLICY {
+            let input_batch = [2, 4, 8, 32][seed as usize % 4];
+            let spec = RunSpec { seed, ops: OPS_PER_SEED, policy, mutation: Mutation::None, input_batch };
+            let outcome = sim::run_seed(&factory, spec);
+            if let Some(violation) = outcome.violation {
+                panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));
+            }
+            figures.add(&outcome.figures);
+        }
+        assert!(figures.batched_inputs > figures.requests, "{policy}: few inputs came in batches ({} of {} requests)", figures.batched_inputs, figures.requests);
+        assert!(figures.blocks_checked > 0 && figures.power_losses > 0);
+    }
+}
+
 /// Returns the first seed on which the correct engine passes and the
 /// mutated one fails, with the report. Seeds the correct engine already
 /// fails prove nothing about the mutation, so they are skipped.
-fn first_catch(mutation: Mutation, policy: Policy) -> Option<(u64, String)> {
+fn first_catch(mutation: Mutation, policy: Policy, input_batch: u32) -> Option<(u64, String)> {
     let factory = sim::engine_factory();
     (0..MUTATION_SEEDS).find_map(|seed| {
-        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: OPS_PER_SEED, policy, mutation });
+        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: OPS_PER_SEED, policy, mutation, input_batch });
         let report = mutated.violation?.to_string();
-        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: OPS_PER_SEED, policy, mutation: Mutation::None });
+        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: OPS_PER_SEED, policy, mutation: Mutation::None, input_batch });
         baseline.violation.is_none().then_some((seed, report))
     })
 }
 
 fn assert_caught(mutation: Mutation, policy: Policy) {
+    assert_caught_batched(mutation, policy, 1);
+}
+
+fn assert_caught_batched(mutation: Mutation, policy: Policy, input_batch: u32) {
     // Without the feature the engine refuses the mutated configuration,
     // which the oracle would count as a catch: a check that cannot fail.
     if !hhc::config::MUTATIONS_BUILT {
         panic!("the tests run without the `mutations` feature (see Cargo.toml)");
     }
-    match first_catch(mutation, policy) {
+    match first_catch(mutation, policy, input_batch) {
         Some((seed, report)) => eprintln!("{mutation:?} under {policy} caught by seed {seed}: {report}"),
         None => panic!("{mutation:?} under {policy} survived {MUTATION_SEEDS} seeds: the oracle cannot see it"),
     }
@@ -186,6 +215,12 @@ fn assert_caught(mutation: Mutation, policy: Policy) {
 #[test]
 fn mutation_flush_skips_log_is_caught() {
     assert_caught(Mutation::FlushSkipsLog, Policy::Hhc);
+}
+
+/// The oracle sees a broken engine through batched inputs too.
+#[test]
+fn mutation_flush_skips_log_is_caught_in_batches() {
+    assert_caught_batched(Mutation::FlushSkipsLog, Policy::Hhc, 8);
 }
 
 #[test]
@@ -215,9 +250,9 @@ fn mutation_stale_mirror_healthy_is_caught() {
     let factory = sim::engine_factory();
     let (mutation, policy) = (Mutation::StaleMirrorHealthy, Policy::Hhc);
     let caught = (0..STALE_MUTATION_SEEDS).find_map(|seed| {
-        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation });
+        let mutated = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation, input_batch: 1 });
         let report = mutated.violation?.to_string();
-        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation: Mutation::None });
+        let baseline = sim::run_seed(&factory, RunSpec { seed, ops: LONG_OPS_PER_SEED, policy, mutation: Mutation::None, input_batch: 1 });
         baseline.violation.is_none().then_some((seed, report))
     });
     match caught {
@@ -230,7 +265,7 @@ fn mutation_stale_mirror_healthy_is_caught() {
 #[test]
 fn a_seed_reproduces_its_run_exactly() {
     let factory = sim::engine_factory();
-    let spec = RunSpec { seed: 7, ops: OPS_PER_SEED, policy: Policy::Hhc, mutation: Mutation::None };
+    let spec = RunSpec { seed: 7, ops: OPS_PER_SEED, policy: Policy::Hhc, mutation: Mutation::None, input_batch: 1 };
     let first = sim::run_seed(&factory, spec);
     let second = sim::run_seed(&factory, spec);
     assert_eq!(first.figures, second.figures);
@@ -287,7 +322,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
 fn regression_seeds_pass() {
     let factory = sim::engine_factory();
     for &(policy, seed, ops) in REGRESSION_SEEDS {
-        let spec = RunSpec { seed, ops, policy, mutation: Mutation::None };
+        let spec = RunSpec { seed, ops, policy, mutation: Mutation::None, input_batch: 1 };
         let outcome = sim::run_seed(&factory, spec);
         if let Some(violation) = outcome.violation {
             panic!("{violation}\n  reproduce: {}", reproduce_command(&spec));

@@ -242,6 +242,14 @@ impl CacheIndex {
             lba_map::prefetch_address(&self.blocks[block as usize]);
         }
     }
+
+    /// Starts loading `block`'s entry (a command on it is about to complete).
+    pub fn prefetch_entry(&self, block: u32) {
+        if let Some(entry) = self.blocks.get(block as usize) {
+            lba_map::prefetch_address(entry);
+        }
+    }
+
     pub fn lba(&self, block: u32) -> u32 {
         self.blocks[block as usize].lba
     }

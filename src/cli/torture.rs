@@ -23,6 +23,10 @@ pub struct Args {
     /// Write policy under test: passthrough, wt, wb, wb-flush, wb-ordered, hhc.
     #[arg(long, default_value = "hhc")]
     policy: Policy,
+    /// Requests and completions handed to the engine as one batch at most,
+    /// as the SPDK module's poller passes do (1: each on its own).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    input_batch: u32,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
@@ -68,7 +72,7 @@ pub fn run(args: Args) -> CliResult {
     let mut figures = Figures::default();
     let mut failures: Vec<SeedOutcome> = Vec::new();
     for seed in first_seed..first_seed.saturating_add(seeds_count) {
-        let spec = RunSpec { seed, ops: args.ops, policy: args.policy, mutation: args.mutation };
+        let spec = RunSpec { seed, ops: args.ops, policy: args.policy, mutation: args.mutation, input_batch: args.input_batch };
         let outcome = sim::run_seed(&factory, spec);
         figures.add(&outcome.figures);
         if outcome.violation.is_some() {

@@ -40,6 +40,12 @@ impl Machine for Engine {
     fn shutdown(&mut self, now: Nanos) {
         Engine::shutdown(self, now)
     }
+    fn begin_batch(&mut self) {
+        Engine::begin_batch(self)
+    }
+    fn end_batch(&mut self, now: Nanos) {
+        Engine::end_batch(self, now)
+    }
     fn poll_completion(&mut self) -> Option<RequestCompletion> {
         Engine::poll_completion(self)
     }

@@ -36,6 +36,9 @@ pub struct Figures {
     pub cutoff_writes: u64,
     /// Log blocks left unwritten after barrier parts (`Stats::log_gap_blocks`).
     pub log_gap_blocks: u64,
+    /// Requests and completions that reached the target inside a batch,
+    /// after its first (`RunSpec::input_batch`).
+    pub batched_inputs: u64,
     pub corruptions_injected: u64,
     /// Corrupt log copies the cache-loss recovery recognised and skipped.
     pub corruptions_detected: u64,
@@ -50,7 +53,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        let pairs: [(&mut u64, u64); 18] = [
+        let pairs: [(&mut u64, u64); 19] = [
             (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
@@ -64,6 +67,7 @@ impl Figures {
             (&mut self.mirror_returns, other.mirror_returns),
             (&mut self.cutoff_writes, other.cutoff_writes),
             (&mut self.log_gap_blocks, other.log_gap_blocks),
+            (&mut self.batched_inputs, other.batched_inputs),
             (&mut self.corruptions_injected, other.corruptions_injected),
             (&mut self.corruptions_detected, other.corruptions_detected),
             (&mut self.recoveries, other.recoveries),
@@ -76,7 +80,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 18] {
+    pub fn named(&self) -> [(&'static str, u64); 19] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -90,6 +94,7 @@ impl Figures {
             ("mirror_returns", self.mirror_returns),
             ("cutoff_writes", self.cutoff_writes),
             ("log_gap_blocks", self.log_gap_blocks),
+            ("batched_inputs", self.batched_inputs),
             ("corruptions_injected", self.corruptions_injected),
             ("corruptions_detected", self.corruptions_detected),
             ("corruptions_read_back", self.corruptions_read_back),
@@ -102,7 +107,8 @@ impl Figures {
 
 /// The command line that reruns exactly one seed.
 pub fn reproduce_command(spec: &RunSpec) -> String {
-    format!("hhc torture --seed {} --ops {} --policy {}", spec.seed, spec.ops, spec.policy)
+    let batch = if spec.input_batch > 1 { format!(" --input-batch {}", spec.input_batch) } else { String::new() };
+    format!("hhc torture --seed {} --ops {} --policy {}{batch}", spec.seed, spec.ops, spec.policy)
 }
 
 pub const MUTATION_NAMES: [&str; 6] =

@@ -31,6 +31,10 @@ pub struct RunSpec {
     pub ops: u64,
     pub policy: Policy,
     pub mutation: Mutation,
+    /// Requests and completions that reach the target as one batch at most
+    /// (`Machine::begin_batch`), as a poller pass hands them to the engine
+    /// under SPDK; 1: each on its own.
+    pub input_batch: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -149,6 +153,11 @@ struct Outstanding {
     origin: Origin,
     write: Option<WriteId>,
     read_tick: Tick,
+}
+
+/// What reaches the target as a request or a completion (a batch's inputs).
+fn batchable(event: &Event) -> bool {
+    matches!(event, Event::IoDone(_) | Event::Wake(_))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,6 +389,9 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             (_, _) if !self.events.is_empty() => {
                 let (at, event) = self.events.pop().unwrap();
                 self.now = self.now.max(at);
+                if self.spec.input_batch > 1 && batchable(&event) && self.target.is_some() {
+                    return self.dispatch_batch(event);
+                }
                 self.dispatch(event)
             }
             _ if self.requests.is_empty() => {
@@ -387,6 +399,32 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             }
             _ => Err(self.stalled()),
         }
+    }
+
+    /// `first` and the requests and completions after it, up to the spec's
+    /// batch size, as one batch: none past another kind of event or a timer
+    /// due first (the engine's timer runs outside a pass's batch).
+    fn dispatch_batch(&mut self, first: Event) -> Result<(), Violation> {
+        self.target_mut().begin_batch();
+        let mut result = self.dispatch(first);
+        let mut count = 1;
+        while result.is_ok() && count < self.spec.input_batch {
+            let Some((at, next)) = self.events.peek() else { break };
+            let timer_first = self.target.as_ref().and_then(|t| t.poll_timeout()).is_some_and(|t| t <= at);
+            if !batchable(next) || timer_first {
+                break;
+            }
+            let (at, event) = self.events.pop().unwrap();
+            self.now = self.now.max(at);
+            result = self.dispatch(event);
+            count += 1;
+            self.figures.batched_inputs += 1;
+        }
+        let now = self.now;
+        if let Some(target) = self.target.as_mut() {
+            target.end_batch(now);
+        }
+        result
     }
 
     fn dispatch(&mut self, event: Event) -> Result<(), Violation> {

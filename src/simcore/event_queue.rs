@@ -54,6 +54,11 @@ impl<E> EventQueue<E> {
         self.heap.pop().map(|Reverse(entry)| (entry.at, entry.event))
     }
 
+    /// The next event and its time, left in the queue.
+    pub fn peek(&self) -> Option<(Nanos, &E)> {
+        self.heap.peek().map(|Reverse(entry)| (entry.at, &entry.event))
+    }
+
     pub fn peek_time(&self) -> Option<Nanos> {
         self.heap.peek().map(|Reverse(entry)| entry.at)
     }

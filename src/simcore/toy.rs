@@ -200,7 +200,7 @@ mod tests {
 
     fn spec(seed: u64) -> RunSpec {
         // The toy ignores the policy, but the runner's recovery paths depend on it.
-        RunSpec { seed, ops: 300, policy: Policy::ALL[seed as usize % Policy::ALL.len()], mutation: Mutation::None }
+        RunSpec { seed, ops: 300, policy: Policy::ALL[seed as usize % Policy::ALL.len()], mutation: Mutation::None, input_batch: 1 }
     }
 
     #[test]
