@@ -197,7 +197,6 @@ void hhc_glue_node_unregister(struct hhc_glue_node *node);
 void hhc_glue_node_destruct_done(struct hhc_glue_node *node);
 
 /* The data buffers of an upper-layer I/O (valid until it completes). */
-const struct iovec *hhc_glue_io_iovs(struct hhc_glue_io *io, int *iovs_count);
 /* Completes an upper-layer I/O: 0, -ENOMEM (the bdev layer retries) or
  * another negative errno. Must run on the thread that submitted it. */
 void hhc_glue_io_complete(struct hhc_glue_io *io, int status);
@@ -277,8 +276,9 @@ int hhc_rs_channel_update(void *rs_channel, void *iter);
 void hhc_rs_node_channels_updated(void *rs_node);
 
 /* bdev fn table. */
+/* iovs: the request's buffers (NULL for FLUSH and RESET), valid until it completes. */
 void hhc_rs_node_submit(void *rs_node, void *rs_channel, struct hhc_glue_io *io, enum hhc_glue_io_kind kind,
-			uint64_t lba, uint64_t blocks_count);
+			uint64_t lba, uint64_t blocks_count, const struct iovec *iovs, int iovs_count);
 /* Returns 1 when the destruct finishes later through hhc_glue_node_destruct_done. */
 int hhc_rs_node_destruct(void *rs_node);
 void hhc_rs_node_dump_info(void *rs_node, struct hhc_glue_json *json);

@@ -47,8 +47,10 @@ node_submit_with_buf(struct spdk_io_channel *ch, struct spdk_bdev_io *bdev_io, b
 		spdk_bdev_io_complete(bdev_io, SPDK_BDEV_IO_STATUS_NOMEM);
 		return;
 	}
+	/* The buffers go along from here, where bdev_io is in the CPU cache. */
 	hhc_rs_node_submit(node->rs_node, channel->rs_channel, (struct hhc_glue_io *)bdev_io, kind,
-			   bdev_io->u.bdev.offset_blocks, bdev_io->u.bdev.num_blocks);
+			   bdev_io->u.bdev.offset_blocks, bdev_io->u.bdev.num_blocks,
+			   bdev_io->u.bdev.iovs, bdev_io->u.bdev.iovcnt);
 }
 
 static void
@@ -67,13 +69,13 @@ node_submit_request(struct spdk_io_channel *ch, struct spdk_bdev_io *bdev_io)
 		return;
 	case SPDK_BDEV_IO_TYPE_FLUSH:
 		hhc_rs_node_submit(node->rs_node, channel->rs_channel, (struct hhc_glue_io *)bdev_io,
-				   HHC_GLUE_IO_FLUSH, bdev_io->u.bdev.offset_blocks, bdev_io->u.bdev.num_blocks);
+				   HHC_GLUE_IO_FLUSH, bdev_io->u.bdev.offset_blocks, bdev_io->u.bdev.num_blocks, NULL, 0);
 		return;
 	case SPDK_BDEV_IO_TYPE_RESET:
 		/* The bdev layer has frozen every channel; Rust completes the
 		 * reset once the I/O still in the engine is done. */
 		hhc_rs_node_submit(node->rs_node, channel->rs_channel, (struct hhc_glue_io *)bdev_io,
-				   HHC_GLUE_IO_RESET, 0, 0);
+				   HHC_GLUE_IO_RESET, 0, 0, NULL, 0);
 		return;
 	default:
 		spdk_bdev_io_complete(bdev_io, SPDK_BDEV_IO_STATUS_FAILED);
@@ -273,15 +275,6 @@ hhc_glue_node_destruct_done(struct hhc_glue_node *node)
 {
 	spdk_bdev_destruct_done(&node->bdev, 0);
 	spdk_io_device_unregister(node, node_free_cb);
-}
-
-const struct iovec *
-hhc_glue_io_iovs(struct hhc_glue_io *io, int *iovs_count)
-{
-	struct spdk_bdev_io *bdev_io = (struct spdk_bdev_io *)io;
-
-	*iovs_count = bdev_io->u.bdev.iovcnt;
-	return bdev_io->u.bdev.iovs;
 }
 
 void

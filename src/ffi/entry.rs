@@ -6,8 +6,9 @@ use super::base::BaseCtx;
 use super::lifecycle;
 use super::node::{Core, Node};
 use super::registry;
-use super::request::{Channel, LaneDone, SubmitKind, Submission};
+use super::request::{Channel, LaneDone, RequestIovs, SubmitKind, Submission};
 use super::sys;
+use libc::iovec;
 use std::ffi::{c_int, c_void};
 
 /// # Safety
@@ -42,7 +43,8 @@ pub unsafe extern "C" fn hhc_rs_base_removed(rs_base: *mut c_void) {
 
 /// # Safety
 /// `rs_node` is a registered node, `rs_channel` the calling thread's channel
-/// of it and `io` a bdev I/O submitted on that channel.
+/// of it and `io` a bdev I/O submitted on that channel, whose buffers are
+/// `iovs` (NULL for FLUSH and RESET) until it completes.
 #[no_mangle]
 pub unsafe extern "C" fn hhc_rs_node_submit(
     rs_node: *mut c_void,
@@ -51,11 +53,14 @@ pub unsafe extern "C" fn hhc_rs_node_submit(
     kind: sys::hhc_glue_io_kind,
     lba: u64,
     blocks_count: u64,
+    iovs: *const iovec,
+    iovs_count: c_int,
 ) {
     // SAFETY: the channel context belongs to the calling thread and lives
     // while its requests are outstanding.
     let channel = unsafe { &*(rs_channel as *const Channel) };
-    let submission = Submission { io, channel, kind: SubmitKind::from_glue(kind), lba, blocks_count };
+    let iovs = RequestIovs::new(iovs, iovs_count);
+    let submission = Submission { io, channel, iovs, kind: SubmitKind::from_glue(kind), lba, blocks_count };
     let result = if channel.on_owner {
         // SAFETY: the node is alive while bdev I/O flows.
         unsafe { &*(rs_node as *const Node) }.submit_on_owner(channel, submission)

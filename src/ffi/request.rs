@@ -52,9 +52,42 @@ impl SubmitKind {
 pub struct Submission {
     pub io: *mut sys::hhc_glue_io,
     pub channel: *const Channel,
+    /// Its buffers (none for FLUSH and RESET), as the bdev layer keeps them
+    /// until it completes: taken along from the submission, where C reads
+    /// them from a bdev_io still in the CPU cache.
+    pub iovs: RequestIovs,
     pub kind: SubmitKind,
     pub lba: u64,
     pub blocks_count: u64,
+}
+
+/// An outstanding request's iovec array, as C handed it in.
+#[derive(Clone, Copy)]
+pub struct RequestIovs {
+    iovs: *const iovec,
+    count: u32,
+}
+
+impl RequestIovs {
+    pub fn new(iovs: *const iovec, count: i32) -> RequestIovs {
+        match u32::try_from(count) {
+            Ok(count) if !iovs.is_null() => RequestIovs { iovs, count },
+            _ => RequestIovs { iovs: std::ptr::null(), count: 0 },
+        }
+    }
+
+    /// The buffers.
+    ///
+    /// # Safety
+    /// The request is outstanding; the slice must not be used after it completes.
+    pub unsafe fn get<'a>(self) -> &'a [iovec] {
+        if self.count == 0 {
+            return &[];
+        }
+        // SAFETY: the bdev layer keeps a request's iovec array valid until it
+        // completes, which the caller promises is later.
+        unsafe { std::slice::from_raw_parts(self.iovs, self.count as usize) }
+    }
 }
 
 // SAFETY: the pointers are only dereferenced on the owner thread (the I/O's
@@ -292,25 +325,9 @@ pub unsafe fn finish_request(io: *mut sys::hhc_glue_io, channel: *const Channel,
     assert!(pushed.is_ok(), "completion queue sized for CHANNEL_IN_FLIGHT_MAX overflowed");
 }
 
-/// The buffers of an outstanding request.
-///
-/// # Safety
-/// `io` is outstanding; the slice must not be used after it completes.
-pub unsafe fn request_iovs<'a>(io: *mut sys::hhc_glue_io) -> &'a [iovec] {
-    let mut count = 0;
-    // SAFETY: io is outstanding, so the bdev layer keeps its iovec array
-    // valid until we complete it, which the caller promises is later.
-    unsafe {
-        let iovs = sys::hhc_glue_io_iovs(io, &mut count);
-        if iovs.is_null() || count <= 0 {
-            return &[];
-        }
-        std::slice::from_raw_parts(iovs, count as usize)
-    }
-}
-
 struct RequestSlot {
     io: *mut sys::hhc_glue_io,
+    iovs: RequestIovs,
     channel: *const Channel,
     /// Device commands still using this request's buffer.
     device_ios: u32,
@@ -357,6 +374,7 @@ impl Requests {
         let is_flush = submission.kind == SubmitKind::Engine(RequestKind::Flush);
         self.slots.insert(RequestSlot {
             io: submission.io,
+            iovs: submission.iovs,
             channel: submission.channel,
             device_ios: 0,
             status: None,
@@ -374,7 +392,7 @@ impl Requests {
         let slot = self.slot(key);
         // SAFETY: the request is live (not completed), so its io is outstanding;
         // out is used for the device command, which ends before the request does.
-        let complete = sub_range(unsafe { request_iovs(slot.io) }, offset_bytes, len_bytes, out);
+        let complete = sub_range(unsafe { slot.iovs.get() }, offset_bytes, len_bytes, out);
         slot.device_ios += 1;
         complete
     }
