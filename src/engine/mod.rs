@@ -440,8 +440,8 @@ impl Engine {
     /// The requests and completions handed in until `end_batch` come as
     /// one batch (a poller pass's): the background work, which otherwise
     /// runs after each of them, runs once after the last. A driver that
-    /// has several inputs at hand saves the background work's fixed cost
-    /// per input (most of what it costs a read hit). Other inputs (timer,
+    /// has several inputs at hand saves its fixed cost per input, which a
+    /// read hit paid twice with nothing for it to do. Other inputs (timer,
     /// device removal, operator calls) still run it at once.
     pub fn begin_batch(&mut self) {
         self.batch_open = true;

@@ -36,8 +36,8 @@ pub struct Figures {
     pub cutoff_writes: u64,
     /// Log blocks left unwritten after barrier parts (`Stats::log_gap_blocks`).
     pub log_gap_blocks: u64,
-    /// Requests and completions that reached the target inside a batch,
-    /// after its first (`RunSpec::input_batch`).
+    /// Events handed in inside a batch after its first (completions, and
+    /// requesters' wake-ups, which may submit a request; `RunSpec::input_batch`).
     pub batched_inputs: u64,
     pub corruptions_injected: u64,
     /// Corrupt log copies the cache-loss recovery recognised and skipped.
