@@ -197,7 +197,15 @@ impl Engine {
         // not count) must not wait for the device to go idle.
         let starved = self.cache.free_count() == 0 && !self.waiting.is_empty();
         let threshold = self.cache.blocks_count() as u64 * self.config.dirty_threshold_percent as u64 / 100;
-        let over = starved || self.cache.dirty_count() as u64 > threshold;
+        // Eviction keeps free blocks at their low watermark from clean ones
+        // (keep_free_blocks). With a threshold near 100 % and writes beyond
+        // the cache, dirty blocks leave too few: then each write waited for
+        // a write-back, its commit and its flush whenever the free blocks
+        // ran out (wb@100, 1 GiB of random writes over a 256 MiB cache: 17 k
+        // IOPS, p99 32 ms, against 177 k at 30 %). Write-back makes clean
+        // blocks ahead of the writes instead.
+        let clean_short = self.cache.blocks_count() - self.cache.dirty_count() < 2 * self.free_blocks_low_watermark();
+        let over = starved || clean_short || self.cache.dirty_count() as u64 > threshold;
         let log_tight = self.log_active() && self.old_log_entries_live();
         // Requests still outstanding (slow backing reads, say) mean the
         // device is busy even when none arrived lately: idle-speed write-back
