@@ -97,6 +97,7 @@ struct hhc_glue_create_params {
 	uint32_t block_size;
 	uint32_t segment_size;
 	uint32_t buffer_count;
+	uint32_t barrier_gap;
 	struct hhc_glue_options options;
 };
 

@@ -46,6 +46,7 @@ struct rpc_create {
 	uint32_t block_size;
 	uint32_t segment_size;
 	uint32_t buffer_count;
+	uint32_t barrier_gap;
 	uint32_t dirty_threshold;
 	uint32_t writeback_parallelism;
 	uint32_t idle_after_ms;
@@ -72,6 +73,7 @@ static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
 	{"block_size", offsetof(struct rpc_create, block_size), spdk_json_decode_uint32, true},
 	{"segment_size", offsetof(struct rpc_create, segment_size), spdk_json_decode_uint32, true},
 	{"buffer_count", offsetof(struct rpc_create, buffer_count), spdk_json_decode_uint32, true},
+	{"barrier_gap", offsetof(struct rpc_create, barrier_gap), spdk_json_decode_uint32, true},
 	{"dirty_threshold", offsetof(struct rpc_create, dirty_threshold), spdk_json_decode_uint32, true},
 	{"writeback_parallelism", offsetof(struct rpc_create, writeback_parallelism), spdk_json_decode_uint32, true},
 	{"idle_after_ms", offsetof(struct rpc_create, idle_after_ms), spdk_json_decode_uint32, true},
@@ -102,6 +104,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 		.block_size = HHC_GLUE_UNSET,
 		.segment_size = HHC_GLUE_UNSET,
 		.buffer_count = HHC_GLUE_UNSET,
+		.barrier_gap = HHC_GLUE_UNSET,
 		.dirty_threshold = HHC_GLUE_UNSET,
 		.writeback_parallelism = HHC_GLUE_UNSET,
 		.idle_after_ms = HHC_GLUE_UNSET,
@@ -116,7 +119,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 						 "invalid parameters: need name, backing (strings); optional cache "
 						 "(string; only policy passthrough without logs goes without one), logs "
 						 "(array of at most 8 bdev names), policy, cpumask (strings), block_size, "
-						 "segment_size, buffer_count, dirty_threshold, writeback_parallelism, "
+						 "segment_size, buffer_count, barrier_gap, dirty_threshold, writeback_parallelism, "
 						 "idle_after_ms, seq_cutoff_threshold (unsigned integers), "
 						 "seq_cutoff_policy (string); no other keys");
 		rpc_create_free(&req);
@@ -134,6 +137,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	p.block_size = req.block_size;
 	p.segment_size = req.segment_size;
 	p.buffer_count = req.buffer_count;
+	p.barrier_gap = req.barrier_gap;
 	p.options.dirty_threshold = req.dirty_threshold;
 	p.options.writeback_parallelism = req.writeback_parallelism;
 	p.options.idle_after_ms = req.idle_after_ms;

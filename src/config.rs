@@ -336,6 +336,11 @@ pub const BACKING_STRIPE_BYTES_MAX: u32 = 1 << 20;
 /// and then stops leaving gaps.
 pub const BARRIER_GAP_BYTES_DEFAULT: u32 = 128 << 10;
 
+/// Largest gap after a barrier part: a gap that leaves no room for another
+/// part ends the segment instead (log/mod.rs, `seal`), so one beyond the
+/// largest segment could never mean more than that.
+pub const BARRIER_GAP_BYTES_MAX: u32 = crate::format::SEGMENT_MAX_BYTES;
+
 /// Log buffers by default (`log_buffers_count` 0). A buffer is busy until
 /// its segment is on every mirror, so the pool bounds the log's bandwidth:
 /// with 4, an HDD log took 48 MB/s and the writes beyond it went unlogged,
@@ -466,8 +471,11 @@ impl Config {
                 "backing stripe of {stripe} bytes must be a multiple of the block size {bs} and at most {BACKING_STRIPE_BYTES_MAX}"
             )));
         }
-        if !self.barrier_gap_bytes.is_multiple_of(bs) {
-            return Err(ConfigError::invalid(format!("barrier_gap {} bytes must be a multiple of block_size {bs}", self.barrier_gap_bytes)));
+        if !self.barrier_gap_bytes.is_multiple_of(bs) || self.barrier_gap_bytes > BARRIER_GAP_BYTES_MAX {
+            return Err(ConfigError::invalid(format!(
+                "barrier_gap {} bytes must be a multiple of block_size {bs} and at most {BARRIER_GAP_BYTES_MAX}",
+                self.barrier_gap_bytes
+            )));
         }
         if self.owner_record.len() > crate::format::OWNER_BYTES_MAX {
             return Err(ConfigError::invalid(format!(

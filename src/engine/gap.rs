@@ -128,6 +128,12 @@ impl BarrierGaps {
         self.last_durable = Some((timed.point, now));
     }
 
+    /// The smoothed waits (packed, after a gap) and turnaround the choice
+    /// goes by, for the stats: None until measured.
+    pub(super) fn estimates_ns(&self) -> [Option<Nanos>; 3] {
+        [self.packed_wait_ns, self.gapped_wait_ns, self.turnaround_ns]
+    }
+
     /// The log started over: its parts so far say nothing of the next ones'
     /// places (the waits and the turnaround still hold).
     pub(super) fn forget_parts(&mut self) {
@@ -183,6 +189,18 @@ mod tests {
         let packed = chosen[10..].iter().filter(|&&g| g == 0).count();
         assert!(chosen[2..].iter().filter(|&&g| g == 32).count() > 150, "{chosen:?}");
         assert!((4..=8).contains(&packed), "one in {GAP_PROBE_EVERY} packed: {packed} of 190");
+    }
+
+    /// The stats show the estimates the choice went by.
+    #[test]
+    fn the_estimates_are_the_waits_and_the_turnaround_seen() {
+        let mut gaps = BarrierGaps::default();
+        assert_eq!(gaps.estimates_ns(), [None, None, None]);
+        run(&mut gaps, 200, |after_gap| if after_gap { MS } else { 8 * MS }, MS / 2);
+        let [packed, gapped, turnaround] = gaps.estimates_ns().map(Option::unwrap);
+        // Smoothed: the last probe moved the packed wait only part of the way.
+        assert!((4 * MS..=8 * MS).contains(&packed) && (MS..2 * MS).contains(&gapped), "{packed} {gapped}");
+        assert_eq!(turnaround, MS / 2);
     }
 
     #[test]

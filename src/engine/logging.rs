@@ -47,7 +47,7 @@ pub(super) struct LogWork {
     /// so a flush need not wait for the move (at most one segment's worth).
     pub relog_queue: std::collections::VecDeque<(u32, u32)>,
     /// Whether to leave a gap after a barrier part (gap.rs).
-    gaps: super::gap::BarrierGaps,
+    pub(super) gaps: super::gap::BarrierGaps,
 }
 
 impl LogWork {

@@ -88,6 +88,13 @@ pub struct Stats {
     pub seq_cutoff_policy: u64,
     pub dirty_threshold_percent: u64,
     pub writeback_parallelism: u64,
+    /// What the barrier-gap choice (engine/gap.rs) goes by, smoothed, in
+    /// microseconds (0 until measured): a barrier part's wait from sealed to
+    /// durable right after a packed barrier part and right after a gap, and
+    /// the host's turnaround from a barrier part durable to the next sealed.
+    pub gap_packed_wait_us: u64,
+    pub gap_gapped_wait_us: u64,
+    pub gap_turnaround_us: u64,
 }
 
 impl Stats {
@@ -134,7 +141,7 @@ impl Stats {
     }
 
     /// The gauges (values now, not running totals) by name.
-    pub fn gauges(&self) -> [(&'static str, u64); 15] {
+    pub fn gauges(&self) -> [(&'static str, u64); 18] {
         [
             ("dirty_blocks", self.dirty_blocks),
             ("unlogged_dirty_blocks", self.unlogged_dirty_blocks),
@@ -151,6 +158,9 @@ impl Stats {
             ("seq_cutoff_policy", self.seq_cutoff_policy),
             ("dirty_threshold_percent", self.dirty_threshold_percent),
             ("writeback_parallelism", self.writeback_parallelism),
+            ("gap_packed_wait_us", self.gap_packed_wait_us),
+            ("gap_gapped_wait_us", self.gap_gapped_wait_us),
+            ("gap_turnaround_us", self.gap_turnaround_us),
         ]
     }
 
@@ -223,6 +233,8 @@ impl Engine {
         stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();
         stats.dirty_threshold_percent = self.config.dirty_threshold_percent as u64;
         stats.writeback_parallelism = self.config.writeback_parallelism as u64;
+        let [packed, gapped, turnaround] = self.logging.gaps.estimates_ns().map(|ns| ns.unwrap_or(0) / 1000);
+        (stats.gap_packed_wait_us, stats.gap_gapped_wait_us, stats.gap_turnaround_us) = (packed, gapped, turnaround);
         stats
     }
 

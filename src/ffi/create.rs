@@ -34,7 +34,8 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
         given(raw.buffer_count),
         decode_options(&raw.options)?,
     )?
-    .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?;
+    .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?
+    .with_barrier_gap(given(raw.barrier_gap));
     Ok(params)
 }
 

@@ -23,6 +23,7 @@ impl Core {
             .string("state", self.phase.name())
             .number("block_size", self.config.block_size as u64)
             .number("backing_stripe_bytes", self.config.backing_stripe_bytes as u64)
+            .number("barrier_gap_bytes", self.config.barrier_gap_bytes as u64)
             .raw("backing", &base(self.bases.backing()))
             .raw("cache", &self.bases.cache().map_or_else(|| "null".to_string(), base))
             .raw("logs", &json::array(self.bases.logs().iter().map(base)));

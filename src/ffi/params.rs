@@ -31,6 +31,10 @@ pub struct CreateParams {
     pub block_size: Option<u32>,
     pub segment_size: Option<u32>,
     pub buffer_count: Option<u32>,
+    /// Bytes of log left after a barrier part (`Config::barrier_gap_bytes`;
+    /// 0: never a gap). Not a layout: each part records its own gap, so a
+    /// re-open may change it; the owner record and `save_config` keep it.
+    pub barrier_gap: Option<u32>,
     /// The options `bdev_hhc_set_options` changes later.
     pub options: OptionParams,
 }
@@ -168,6 +172,7 @@ impl CreateParams {
             block_size,
             segment_size,
             buffer_count,
+            barrier_gap: None,
             options,
         };
         params.check_names()?;
@@ -186,6 +191,12 @@ impl CreateParams {
             }
         }
         Ok(CreateParams { cpumask: cpumask.map(str::to_string), ..self })
+    }
+
+    /// With the gap after barrier parts; `config` checks it against the
+    /// block size, as every number that depends on another.
+    pub fn with_barrier_gap(self, barrier_gap: Option<u32>) -> CreateParams {
+        CreateParams { barrier_gap, ..self }
     }
 
     /// No cache bdev: a passthrough straight to the backing bdev.
@@ -255,6 +266,7 @@ impl CreateParams {
             backing_device_bytes: backing.bytes(),
             backing_stripe_bytes: backing.stripe_bytes(block_size),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
+            barrier_gap_bytes: self.barrier_gap.unwrap_or(defaults.barrier_gap_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
             backing_has_flush: backing.supports_flush,
             // Too long to keep (very long names): the bdev is not examinable.
@@ -340,6 +352,7 @@ impl CreateParams {
             fields.get("seq_cutoff_policy").copied(),
         )
         .map_err(|e| e.prefixed("owner record: "))?;
+        let barrier_gap = number("barrier_gap")?;
         let logs = text_of("logs")?;
         let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
         CreateParams::new(
@@ -354,12 +367,17 @@ impl CreateParams {
             options,
         )
         .and_then(|params| params.with_cpumask(fields.get("cpumask").copied()))
-        .map(Some)
+        .map(|params| Some(params.with_barrier_gap(barrier_gap)))
         .map_err(|e| e.prefixed("owner record: "))
     }
 
-    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 3] {
-        [("block_size", self.block_size), ("segment_size", self.segment_size), ("buffer_count", self.buffer_count)]
+    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 4] {
+        [
+            ("block_size", self.block_size),
+            ("segment_size", self.segment_size),
+            ("buffer_count", self.buffer_count),
+            ("barrier_gap", self.barrier_gap),
+        ]
     }
 
     /// The `params` object of a `bdev_hhc_create` call that recreates this bdev.
@@ -520,6 +538,25 @@ mod tests {
         assert!(p.config(facts(1024), facts(64), &[facts(64)]).unwrap_err().message.contains("block_size 0 must be"));
     }
 
+    /// The gap reaches the engine as given (0: never), the default when left
+    /// out; one that is not whole blocks, or beyond the largest segment, is
+    /// refused naming it.
+    #[test]
+    fn the_barrier_gap_reaches_the_config_and_bad_ones_are_refused() {
+        let gap = |bytes| params("hhc", &["hdd0"]).unwrap().with_barrier_gap(bytes).config(facts(1024), facts(64), &[facts(64)]);
+        assert_eq!(gap(None).unwrap().barrier_gap_bytes, crate::config::BARRIER_GAP_BYTES_DEFAULT);
+        assert_eq!(gap(Some(0)).unwrap().barrier_gap_bytes, 0);
+        assert_eq!(gap(Some(1 << 20)).unwrap().barrier_gap_bytes, 1 << 20);
+        assert_eq!(gap(Some(crate::config::BARRIER_GAP_BYTES_MAX)).unwrap().barrier_gap_bytes, 64 << 20);
+        for bad in [512, 4096 + 1, 6144, (64 << 20) + 4096, u32::MAX - 4095] {
+            let error = gap(Some(bad)).expect_err("a bad gap").message;
+            assert!(error.starts_with(&format!("barrier_gap {bad} bytes must be a multiple of block_size 4096")), "{error}");
+        }
+        let bigger_blocks = CreateParams { block_size: Some(8192), ..params("hhc", &["hdd0"]).unwrap() };
+        let error = bigger_blocks.with_barrier_gap(Some(4096)).config(facts(1024), facts(64), &[facts(64)]).unwrap_err().message;
+        assert!(error.contains("barrier_gap 4096 bytes must be a multiple of block_size 8192"), "{error}");
+    }
+
     #[test]
     fn write_back_aligns_to_the_backing_bdevs_boundary_when_it_can() {
         let p = params("hhc", &["hdd0"]).unwrap();
@@ -536,8 +573,9 @@ mod tests {
     #[test]
     fn owner_record_round_trips_and_rejects_foreign_records() {
         let options = OptionParams::new(Some(100), Some(16), Some(20), Some(1 << 20), Some("always")).unwrap();
-        let p = CreateParams { options, ..params("hhc", &["hdd0", "hdd1"]).unwrap() };
+        let p = CreateParams { options, ..params("hhc", &["hdd0", "hdd1"]).unwrap() }.with_barrier_gap(Some(0));
         let record = p.owner_record();
+        assert!(String::from_utf8(record.clone()).unwrap().contains("\nbarrier_gap=0\n"), "0 (never) is kept, not left out");
         assert!(record.len() <= OWNER_BYTES_MAX);
         assert_eq!(CreateParams::from_owner_record(&record), Ok(Some(p.clone())));
         assert_eq!(CreateParams::from_owner_record(b""), Ok(None));
@@ -594,11 +632,12 @@ mod tests {
         let long = format!("logs={}", "x".repeat(300));
         let mut not_utf8 = good.clone().into_bytes();
         not_utf8.extend_from_slice(b"x=\xff\n");
-        let cases: [(Vec<u8>, &str); 6] = [
+        let cases: [(Vec<u8>, &str); 7] = [
             (good.replace("name=hhc0", "name=hh\0c0").into(), "name: bdev name \"hh\\0c0\" holds the control character"),
             (good.replace("backing=back", "backing=ba\u{1b}ck").into(), "backing: bdev name"),
             (good.replace("logs=hdd0", &long).into(), "logs: a bdev name of 300 bytes"),
             (good.replace("policy=hhc", "policy=hhc\nblock_size=4k").into(), "block_size=\"4k\" is not a number"),
+            (good.replace("policy=hhc", "policy=hhc\nbarrier_gap=-1").into(), "barrier_gap=\"-1\" is not a number"),
             (good.replace("policy=hhc", "policy").into(), "is not key=value"),
             (not_utf8, "not UTF-8"),
         ];
@@ -650,6 +689,9 @@ mod tests {
     fn json_round_trips_the_create_call() {
         let p = CreateParams { segment_size: Some(1 << 19), ..params("wb-flush", &["h\"0"]).unwrap() };
         let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert!(value.get("barrier_gap").is_none(), "left out, the default stays the engine's");
+        let gapped: serde_json::Value = serde_json::from_str(&p.clone().with_barrier_gap(Some(1 << 20)).to_json()).unwrap();
+        assert_eq!(gapped["barrier_gap"], 1 << 20);
         assert_eq!(value["policy"], "wb-flush");
         assert_eq!(value["logs"][0], "h\"0");
         assert_eq!(value["segment_size"], 1 << 19);

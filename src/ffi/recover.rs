@@ -83,7 +83,8 @@ impl Core {
         let policy = Some(policy.name());
         let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
         // Started on this thread, the record's owner (`hhc_rs_recover`).
-        made.and_then(|made| made.with_cpumask(p.cpumask.as_deref()))
+        let barrier_gap = if mode == Mode::Passthrough { None } else { p.barrier_gap };
+        made.and_then(|made| made.with_cpumask(p.cpumask.as_deref())).map(|made| made.with_barrier_gap(barrier_gap))
     }
 
     fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {

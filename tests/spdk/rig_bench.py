@@ -4,11 +4,13 @@ and policy (tests/spdk/rig_bench.sh writes the inputs).
 
     python3 rig_bench.py table RESULTS_DIR    # the Markdown table on stdout
     python3 rig_bench.py point FIO_JSON       # one point's figures, one line
+    python3 rig_bench.py log RESULTS_DIR      # the log's figures: hhc0, its HDD model, the simulator's engine
 
 A gap above 20 % between the rig and the simulator is marked; docs/results.md
 explains each one.
 """
 
+import base64
 import glob
 import json
 import os
@@ -85,9 +87,119 @@ def table(results_dir):
     return "\n".join(rows)
 
 
+def find(value, key):
+    """The first value of `key` anywhere in a JSON value, or None."""
+    if isinstance(value, dict):
+        if key in value:
+            return value[key]
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = find(item, key)
+            if found is not None:
+                return found
+    return None
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def sim_counters(path, policy):
+    """The engine's counters and gauges of `simulate --verbose` (stderr) for
+    one policy's point: the line after the point's progress line."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    for line, following in zip(lines, lines[1:]):
+        if f" threads {policy}: " in line:
+            return dict(kv.split("=", 1) for kv in following.split() if "=" in kv)
+    return {}
+
+
+def histogram_p50_us(data):
+    """The median of an SPDK bdev histogram (`bdev_get_histogram`), in us,
+    from its buckets as SPDK's scripts/histogram.py reads them; 0 if empty."""
+    if not data or "histogram" not in data:
+        return 0.0
+    raw = base64.b64decode(data["histogram"])
+    granularity, low, high = data["granularity"], data["min_range"], data["max_range"]
+    buckets = []
+    for i in range(high - low):
+        for j in range(1 << granularity):
+            index = ((i << granularity) + j) * 8
+            count = int.from_bytes(raw[index:index + 8], "little")
+            if i > 0:
+                end = (1 << (i + granularity + low - 1)) + ((j + 1) << (i + low - 1))
+            else:
+                end = (j + 1) << low
+            buckets.append((end, count))
+    total = sum(c for _, c in buckets)
+    so_far = 0
+    for end, count in buckets:
+        so_far += count
+        if total and so_far * 2 >= total:
+            return end * 1e6 / data["tsc_rate"]
+    return 0.0
+
+
+def log_table(results_dir):
+    """Per point: the FLUSH as fio, hhc0 and the simulator saw it; the log
+    space left in gaps per part; what the engine's gap choice goes by
+    (engine/gap.rs: packed and gapped waits, the host's turnaround), in the
+    rig and in the simulator; the HDD model's charge per command."""
+    header = ("| transport | workload | policy | rig IOPS | sim IOPS | rig/sim | flush p50 ms fio / hhc0 / sim "
+              "| gap KiB per part rig / sim | packed wait ms rig / sim | gapped wait ms rig / sim "
+              "| turnaround ms rig / sim | hdd0 ms per command | bdev layer flush p50 ms |")
+    rows = [header, "|" + "---|" * (header.count("|") - 1)]
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.fio.json"))):
+        stem = os.path.basename(path)[: -len(".fio.json")]
+        transport, workload, policy = stem.split("-", 2)
+        rig = fio_figures(path)
+        sim = sim_points(os.path.join(results_dir, f"{workload}.sim.json")).get(policy, {})
+        stats = load_json(os.path.join(results_dir, f"{stem}.stats.json")) or {}
+        hdd = load_json(os.path.join(results_dir, f"{stem}.hdd0.json")) or {}
+        counters = sim_counters(os.path.join(results_dir, f"{workload}.sim.log"), policy)
+
+        def rig_n(key):
+            return float(find(stats, key) or 0)
+
+        def sim_n(key):
+            return float(counters.get(key, 0))
+
+        def per_part(n):
+            gap, parts = n("log_gap_blocks"), n("log_parts_written")
+            return gap * 4 / parts if parts else 0.0
+
+        def ms(n, key):
+            return n(key) / 1000.0
+
+        flush = find(stats, "flush_latency_us") or {}
+        rows.append(
+            f"| {transport} | {workload} | {policy} | {fmt(rig['iops'])} | {fmt(sim.get('iops', 0.0))} "
+            f"| {ratio(rig['iops'], sim.get('iops', 0.0)):.2f} "
+            f"| {rig['flush_us_p50'] / 1000:.1f} / {flush.get('p50', 0) / 1000:.1f} / {sim.get('flush_us_p50', 0.0) / 1000:.1f} "
+            f"| {per_part(rig_n):.0f} / {per_part(sim_n):.0f} "
+            f"| {ms(rig_n, 'gap_packed_wait_us'):.1f} / {ms(sim_n, 'gap_packed_wait_us'):.1f} "
+            f"| {ms(rig_n, 'gap_gapped_wait_us'):.1f} / {ms(sim_n, 'gap_gapped_wait_us'):.1f} "
+            f"| {ms(rig_n, 'gap_turnaround_us'):.1f} / {ms(sim_n, 'gap_turnaround_us'):.1f} "
+            f"| {float(hdd.get('model_latency_avg_us', 0)) / 1000:.1f} ({hdd.get('commands', 0)}) "
+            f"| {histogram_p50_us(load_json(os.path.join(results_dir, f'{stem}.flush-hist.json'))) / 1000:.1f} |"
+        )
+    return "\n".join(rows)
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "table":
         print(table(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "log":
+        print(log_table(sys.argv[2]))
     elif len(sys.argv) == 3 and sys.argv[1] == "point":
         f = fio_figures(sys.argv[2])
         print(" ".join(f"{k}={fmt(v) if isinstance(v, float) else v}" for k, v in f.items()))

@@ -9,6 +9,7 @@
 #
 #   bash tests/spdk/rig_bench.sh            # ~30 min on 2 cores
 #   TRANSPORTS=nvmf WORKLOADS=varmail POLICIES="wb-flush hhc" DURATION_S=20 bash tests/spdk/rig_bench.sh
+#   BARRIER_GAP=524288 RIG_SEGMENT_SIZE=4194304 WORKLOADS=varmail POLICIES=hhc bash tests/spdk/rig_bench.sh
 #
 # Each point is a fresh rig (new device files): warm-up reads of the file
 # area through hhc0 (as the simulator's prefill), SETTLE_S of the replay
@@ -35,6 +36,19 @@ SCALE=${SCALE:-0.01}
 PROFILE=${PROFILE:-$BENCH_DIR/rig.profile}
 RESULTS=${RESULTS:-$(mktemp -d /tmp/hhc-rig-bench.XXXXXX)}
 mkdir -p "$RESULTS"
+# hhc0's gap after a barrier part in bytes (bdev_hhc_create barrier_gap;
+# empty: the module's default). It and the rig's segment size go to the
+# simulator too, so that the prediction is for the engine the rig runs.
+BARRIER_GAP=${BARRIER_GAP:-}
+if [ -n "$BARRIER_GAP" ]; then
+    RIG_HHC_ARGS="\"barrier_gap\":$BARRIER_GAP${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
+    export RIG_HHC_ARGS
+fi
+{
+    cat "$PROFILE"
+    echo "engine.segment_kib = $((RIG_SEGMENT_SIZE / 1024))"
+    [ -z "$BARRIER_GAP" ] || echo "engine.barrier_gap_kib = $((BARRIER_GAP / 1024))"
+} >"$RESULTS/rig.profile"
 
 bench_log() { echo "[rig-bench] $*" >&2; }
 
@@ -106,6 +120,9 @@ point() { # transport workload policy trace-dir
     [ "$transport" = nvmf ] || bdev=$RIG_VHOST_BDEV
     rig_down >/dev/null 2>&1
     rig_up "$policy" >"$RESULTS/$transport-$workload-$policy.rig.log" 2>&1 || { bench_log "rig_up $policy failed"; return 1; }
+    # FLUSH latency as the host's bdev layer sees hhc0's (from the export's
+    # submission), next to fio's and hhc0's own.
+    rig_rpc host bdev_enable_histogram -e -o flush "$RIG_HHC" >/dev/null 2>&1 || bench_log "no FLUSH histogram of $RIG_HHC"
     if [ "$policy" != passthrough ]; then
         client_fio "$transport" --name=warm --rw=read --bs=128k --iodepth=8 --offset="$area_offset" --size="$area_bytes" \
             >"$RESULTS/$transport-$workload-$policy.warm.log" 2>&1 || { bench_log "warm-up failed"; return 1; }
@@ -116,6 +133,8 @@ point() { # transport workload policy trace-dir
         $(replay_jobs "$trace") >"$RESULTS/$transport-$workload-$policy.fio.log" 2>&1 ||
         { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; return 1; }
     rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats.json" 2>/dev/null
+    rig_rpc host bdev_hhc_model_get_stats -b hdd0 >"$RESULTS/$transport-$workload-$policy.hdd0.json" 2>/dev/null
+    rig_rpc host bdev_get_histogram "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.flush-hist.json" 2>/dev/null
     bench_log "$transport $workload $policy: $(python3 "$BENCH_DIR/rig_bench.py" point "$RESULTS/$transport-$workload-$policy.fio.json")"
 }
 
@@ -126,8 +145,8 @@ for workload in $WORKLOADS; do
     "$HHC" trace --workload "$workload" --threads "$THREADS" --scale "$SCALE" --ops-per-thread 200000 \
         --filename "$RIG_HHC" --out-dir "$trace" >/dev/null || exit 1
     "$HHC" simulate --experiment custom --job "$workload" --threads "$THREADS" --scale "$SCALE" --fsync flush \
-        --cache-mib "$RIG_SSD_MB" --log-mib "$RIG_HDD_MB" --profile "$PROFILE" --policies "${POLICIES// /,}" \
-        --settle-s "$SETTLE_S" --duration-s "$DURATION_S" --json --out-dir "$RESULTS/sim-$workload" \
+        --cache-mib "$RIG_SSD_MB" --log-mib "$RIG_HDD_MB" --profile "$RESULTS/rig.profile" --policies "${POLICIES// /,}" \
+        --settle-s "$SETTLE_S" --duration-s "$DURATION_S" --json --verbose --out-dir "$RESULTS/sim-$workload" \
         >"$RESULTS/$workload.sim.json" 2>"$RESULTS/$workload.sim.log" || exit 1
     for transport in $TRANSPORTS; do
         for policy in $POLICIES; do
@@ -137,5 +156,6 @@ for workload in $WORKLOADS; do
 done
 rig_down >/dev/null 2>&1
 python3 "$BENCH_DIR/rig_bench.py" table "$RESULTS" | tee "$RESULTS/table.md"
+python3 "$BENCH_DIR/rig_bench.py" log "$RESULTS" | tee "$RESULTS/log.md"
 bench_log "results in $RESULTS ($failed points failed)"
 [ "$failed" = 0 ]

@@ -212,6 +212,10 @@ impl View<'_> {
         self.counter_row("segments written", "log_segments_written");
         self.counter_row("parts written", "log_parts_written");
         self.counter_row("  gap blocks after barriers", "log_gap_blocks");
+        // What the gap choice goes by (engine/gap.rs), 0 until measured.
+        self.gauge_row("  barrier wait packed us", "gap_packed_wait_us");
+        self.gauge_row("  barrier wait after a gap us", "gap_gapped_wait_us");
+        self.gauge_row("  host turnaround us", "gap_turnaround_us");
         self.counter_row("blocks copied", "log_blocks_copied");
         self.counter_row("  read back from the cache", "log_blocks_from_cache");
         self.counter_row("writes waited unheld", "writes_waited_unheld");
