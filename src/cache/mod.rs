@@ -122,6 +122,8 @@ pub struct CacheIndex {
     map: LbaMap,
     free_head: u32,
     free_count: u32,
+    /// Blocks in state Evicting.
+    evicting_count: u32,
     dirty_count: u32,
     /// Mapped blocks that are dirty and whose value is not in the log, and
     /// their number: the log finds what to log again without visiting
@@ -155,6 +157,7 @@ impl CacheIndex {
             map: LbaMap::new(blocks_count),
             free_head: NO_BLOCK,
             free_count: 0,
+            evicting_count: 0,
             dirty_count: 0,
             unlogged_dirty: BlockSet::new(blocks_count),
             unlogged_dirty_count: 0,
@@ -173,6 +176,20 @@ impl CacheIndex {
     }
     pub fn free_count(&self) -> u32 {
         self.free_count
+    }
+    /// Clean blocks evicted whose durable entry awaits the commit that
+    /// frees them: free blocks on their way.
+    pub fn evicting_count(&self) -> u32 {
+        self.evicting_count
+    }
+
+    /// Every change of a block's state goes through here (it keeps
+    /// `evicting_count`).
+    fn set_state(&mut self, block: u32, state: BlockState) {
+        let entry = &mut self.blocks[block as usize];
+        let was_evicting = entry.state == BlockState::Evicting;
+        entry.state = state;
+        self.evicting_count = self.evicting_count + u32::from(state == BlockState::Evicting) - u32::from(was_evicting);
     }
     pub fn dirty_count(&self) -> u32 {
         self.dirty_count
@@ -303,7 +320,7 @@ impl CacheIndex {
     fn push_free(&mut self, block: u32) {
         let b = block as usize;
         debug_assert!(self.blocks[b].flags & flag::DIRTY == 0, "block {block} freed dirty");
-        self.blocks[b].state = BlockState::Free;
+        self.set_state(b as u32, BlockState::Free);
         self.blocks[b].flags = 0;
         self.blocks[b].through = Through::None;
         self.blocks[b].lba = LBA_NONE;
@@ -362,7 +379,7 @@ impl CacheIndex {
     fn map_into(&mut self, block: u32, lba: u32, previous: Option<u32>, dirty: bool) {
         let b = block as usize;
         self.blocks[b].lba = lba;
-        self.blocks[b].state = BlockState::Mapped;
+        self.set_state(b as u32, BlockState::Mapped);
         self.blocks[b].flags = flag::BUSY | flag::REFERENCED;
         self.blocks[b].log_loc = LOC_NONE;
         self.blocks[b].version = self.newest_superseded_version(lba).map_or(0, |newest| newest.wrapping_add(1));
@@ -425,7 +442,7 @@ impl CacheIndex {
             return;
         };
         self.release_superseded(old);
-        self.blocks[old as usize].state = BlockState::Mapped;
+        self.set_state(old, BlockState::Mapped);
         self.blocks[old as usize].log_loc = loc;
         if logged {
             self.blocks[old as usize].flags |= flag::LOGGED;
@@ -436,7 +453,7 @@ impl CacheIndex {
     /// Takes a block out of the map and frees it once nothing is in flight.
     fn drop_block(&mut self, block: u32) {
         self.map.remove(self.lba(block), block, &*self.blocks);
-        self.blocks[block as usize].state = BlockState::Dropped;
+        self.set_state(block, BlockState::Dropped);
         self.free_if_dropped(block);
     }
 
@@ -451,7 +468,7 @@ impl CacheIndex {
     }
 
     fn add_superseded(&mut self, block: u32) {
-        self.blocks[block as usize].state = BlockState::Superseded;
+        self.set_state(block, BlockState::Superseded);
         self.superseded.insert(block);
     }
 
@@ -459,7 +476,7 @@ impl CacheIndex {
     /// until a commit invalidates it (it stays in the map under its LBA, so
     /// a new block of that LBA gets a newer version).
     fn evict_committed(&mut self, block: u32) {
-        self.blocks[block as usize].state = BlockState::Evicting;
+        self.set_state(block, BlockState::Evicting);
         self.superseded.insert(block);
     }
 
@@ -480,12 +497,15 @@ impl CacheIndex {
     /// their older entries must not become what a later restart finds, so
     /// each is evicted and handed to `invalidate` for the next commit.
     pub fn discard_orphaned_superseded(&mut self, mut invalidate: impl FnMut(u32)) {
-        for block in self.superseded.iter() {
-            let orphaned = self.lookup(self.blocks[block as usize].lba).is_none();
-            if orphaned && self.blocks[block as usize].state == BlockState::Superseded {
-                self.blocks[block as usize].state = BlockState::Evicting;
-                invalidate(block);
-            }
+        // Start-up only: the list keeps the loop off the borrowed set.
+        let orphans: Vec<u32> = self
+            .superseded
+            .iter()
+            .filter(|&block| self.state(block) == BlockState::Superseded && self.lookup(self.lba(block)).is_none())
+            .collect();
+        for block in orphans {
+            self.set_state(block, BlockState::Evicting);
+            invalidate(block);
         }
     }
 
@@ -686,7 +706,7 @@ impl CacheIndex {
         self.blocks[b].through = if entry.through { Through::Pending } else { Through::None };
         match self.lookup(entry.lba) {
             None => {
-                self.blocks[b].state = BlockState::Mapped;
+                self.set_state(b as u32, BlockState::Mapped);
                 self.map.insert(entry.lba, block, &*self.blocks);
                 self.set_dirty_flag(block, entry.dirty);
             }
@@ -697,7 +717,7 @@ impl CacheIndex {
             Some(other) => {
                 self.set_dirty_flag(other, false);
                 self.add_superseded(other);
-                self.blocks[b].state = BlockState::Mapped;
+                self.set_state(b as u32, BlockState::Mapped);
                 self.map.insert(entry.lba, block, &*self.blocks);
                 self.set_dirty_flag(block, entry.dirty);
             }
