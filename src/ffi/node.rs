@@ -348,8 +348,29 @@ impl Core {
     /// Starts the queued requests, a batch at a time: the cache lookups of
     /// a batch are prefetched in two stages first, so that each waits for
     /// memory once per batch rather than twice per request.
-    fn take_submissions(&mut self, mut next: impl FnMut() -> Option<Submission>) -> bool {
-        let mut batch = std::mem::take(&mut self.batch);
+    fn take_submissions(&mut self, next: impl FnMut() -> Option<Submission>) -> bool {
+        let prefetch = |engine: &Engine, batch: &[Submission]| {
+            for stage in [PrefetchStage::First, PrefetchStage::Second] {
+                for submission in batch.iter().filter(|s| s.kind != SubmitKind::Reset) {
+                    engine.prefetch_lookup(submission.lba, stage);
+                }
+            }
+        };
+        self.take_in_batches(|core| &mut core.batch, next, prefetch, Core::start_request)
+    }
+
+    /// Takes what `next` hands out, up to SUBMISSION_BATCH at a time, into
+    /// the scratch vector `scratch` names (kept for its capacity): the
+    /// engine sees each batch of more than one through `prefetch` before
+    /// `handle` takes its items.
+    fn take_in_batches<T>(
+        &mut self,
+        scratch: fn(&mut Core) -> &mut Vec<T>,
+        mut next: impl FnMut() -> Option<T>,
+        prefetch: impl Fn(&Engine, &[T]),
+        mut handle: impl FnMut(&mut Core, T),
+    ) -> bool {
+        let mut batch = std::mem::take(scratch(self));
         let mut any = false;
         loop {
             batch.extend(std::iter::from_fn(&mut next).take(SUBMISSION_BATCH));
@@ -358,17 +379,13 @@ impl Core {
             }
             any = true;
             if let Some(engine) = self.engine.as_ref().filter(|_| batch.len() > 1) {
-                for stage in [PrefetchStage::First, PrefetchStage::Second] {
-                    for submission in batch.iter().filter(|s| s.kind != SubmitKind::Reset) {
-                        engine.prefetch_lookup(submission.lba, stage);
-                    }
-                }
+                prefetch(engine, &batch);
             }
-            for submission in batch.drain(..) {
-                self.start_request(submission);
+            for item in batch.drain(..) {
+                handle(self, item);
             }
         }
-        self.batch = batch;
+        *scratch(self) = batch;
         any
     }
 
@@ -390,26 +407,13 @@ impl Core {
     /// Hands the lane's completions to the engine, a batch at a time, the
     /// cache entries they read prefetched together first (the copies of
     /// the batch's commands have pushed them out of the CPU cache).
-    fn take_lane_done(&mut self, mut next: impl FnMut() -> Option<LaneDone>) -> bool {
-        let mut batch = std::mem::take(&mut self.lane_batch);
-        let mut any = false;
-        loop {
-            batch.extend(std::iter::from_fn(&mut next).take(SUBMISSION_BATCH));
-            if batch.is_empty() {
-                break;
+    fn take_lane_done(&mut self, next: impl FnMut() -> Option<LaneDone>) -> bool {
+        let prefetch = |engine: &Engine, batch: &[LaneDone]| {
+            for done in batch {
+                engine.prefetch_completion(done.tag & u32::MAX as u64);
             }
-            any = true;
-            if let Some(engine) = self.engine.as_ref().filter(|_| batch.len() > 1) {
-                for done in &batch {
-                    engine.prefetch_completion(done.tag & u32::MAX as u64);
-                }
-            }
-            for done in batch.drain(..) {
-                self.lane_io_done(done);
-            }
-        }
-        self.lane_batch = batch;
-        any
+        };
+        self.take_in_batches(|core| &mut core.lane_batch, next, prefetch, Core::lane_io_done)
     }
 
     fn fire_timer(&mut self) {
