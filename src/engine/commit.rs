@@ -26,6 +26,12 @@ use std::collections::VecDeque;
 /// Eviction refills the free blocks to this many low watermarks at a time.
 const EVICTION_BATCH_WATERMARKS: u32 = 4;
 
+/// Under this many free blocks a commit starts to free the evicted ones,
+/// and eviction refills them (`Engine::keep_free_blocks`).
+pub(super) fn free_blocks_low_watermark(blocks_count: u32) -> u32 {
+    (blocks_count / 64).max(8)
+}
+
 /// A commit covers every page dirty when it started, in rounds of at most
 /// `META_POOL_PAGES` pages (each round: encode, FLUSH, write, FLUSH).
 /// Its queues are the `Commit`'s own, sized at creation and reused.
@@ -278,7 +284,13 @@ impl Engine {
     }
 
     pub(super) fn free_blocks_low_watermark(&self) -> u32 {
-        (self.cache.blocks_count() / 64).max(8)
+        free_blocks_low_watermark(self.cache.blocks_count())
+    }
+
+    /// The free blocks eviction refills to once they fall under the low
+    /// watermark (`keep_free_blocks`).
+    pub(super) fn eviction_target(&self) -> u32 {
+        EVICTION_BATCH_WATERMARKS * self.free_blocks_low_watermark()
     }
 
     /// Evicts ahead so writes and fills find free blocks, several low
@@ -296,7 +308,7 @@ impl Engine {
         if coming >= low {
             return;
         }
-        self.evict_blocks(EVICTION_BATCH_WATERMARKS * low - coming);
+        self.evict_blocks(self.eviction_target() - coming);
     }
 
     /// Evicts up to `wanted` clean blocks; committed ones are freed by the

@@ -92,9 +92,9 @@ impl Engine {
 
     /// The cache has no room left but what eviction keeps free
     /// (`keep_free_blocks` holds the free blocks between the low watermark
-    /// and twice it once the cache has filled).
+    /// and the eviction target once the cache has filled).
     fn cache_is_full(&self) -> bool {
-        self.cache.free_count() < 2 * self.free_blocks_low_watermark()
+        self.cache.free_count() <= self.eviction_target()
     }
 
     /// Whether a cut-off write of these blocks may go to the backing device

@@ -514,6 +514,7 @@ impl Engine {
         }
         self.config.set_options(options);
         self.writeback.pacer.set_full(options.writeback_parallelism);
+        self.writeback.set_threshold(self.cache.blocks_count(), options.dirty_threshold_percent);
         self.run_background();
         Ok(())
     }

@@ -7,6 +7,7 @@
 //! (revokes.rs) — only once the backing write is durable (DESIGN.md §2,
 //! invariant 4).
 
+use super::commit::free_blocks_low_watermark;
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
 use super::{Engine, FailKind, FailReason, Op};
@@ -108,6 +109,9 @@ pub(super) struct Writeback {
     pub backing: BackingFlusher,
     /// Depth while requests arrive (pacing.rs).
     pub pacer: WritebackPacer,
+    /// Write-back keeps up with the writes (at the pacer's depth) from this
+    /// many dirty blocks on (`over_from`).
+    over_from: u32,
     /// The commit a switch to wt or passthrough waits for once nothing is
     /// dirty: until then the metadata may still record blocks dirty.
     pub switch_commit: Option<u64>,
@@ -152,6 +156,7 @@ impl Writeback {
             lbas_in_flight: LbasInFlight::new(writeback_lbas_max, config.request_blocks_max, blocks_count),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
+            over_from: over_from(blocks_count, config.dirty_threshold_percent),
             switch_commit: None,
             through_gate: 0,
         }
@@ -160,6 +165,11 @@ impl Writeback {
     /// Whether `lba` is the first of a backing stripe (never, without stripes).
     fn stripe_starts_at(&self, lba: u32) -> bool {
         self.stripe_blocks != 0 && lba.is_multiple_of(self.stripe_blocks)
+    }
+
+    /// The dirty threshold changed (`Engine::set_options`).
+    pub fn set_threshold(&mut self, blocks_count: u32, dirty_threshold_percent: u8) {
+        self.over_from = over_from(blocks_count, dirty_threshold_percent);
     }
 
     /// Write-backs the staging pool holds at once: the parallelism the
@@ -176,6 +186,21 @@ impl Writeback {
         assert!(self.awaiting_flush.len() < self.awaiting_max as usize, "block {block}: more write-backs awaiting a FLUSH than {}", self.awaiting_max);
         self.awaiting_flush.push_back((block, ticket, pass));
     }
+}
+
+/// The dirty blocks from which write-back keeps up with the writes: more
+/// than the threshold's share of the cache, or so many that fewer than
+/// twice the free-block low watermark are left clean. Eviction keeps free
+/// blocks from clean ones (`keep_free_blocks`); with a threshold near 100 %
+/// and writes beyond the cache, dirty blocks left too few, and each write
+/// waited for a write-back, its commit and its flush whenever the free
+/// blocks ran out (wb@100, 1 GiB of random writes over a 256 MiB cache:
+/// 17 k IOPS, p99 32 ms, against 177 k at 30 %). Computed once: it is
+/// looked at after every input.
+fn over_from(blocks_count: u32, dirty_threshold_percent: u8) -> u32 {
+    let over_threshold = (blocks_count as u64 * dirty_threshold_percent as u64 / 100) as u32 + 1;
+    let clean_short = (blocks_count + 1).saturating_sub(2 * free_blocks_low_watermark(blocks_count));
+    over_threshold.min(clean_short)
 }
 
 impl Engine {
@@ -196,16 +221,7 @@ impl Engine {
         // blocks, and wb-ordered's retained ones, which the threshold does
         // not count) must not wait for the device to go idle.
         let starved = self.cache.free_count() == 0 && !self.waiting.is_empty();
-        let threshold = self.cache.blocks_count() as u64 * self.config.dirty_threshold_percent as u64 / 100;
-        // Eviction keeps free blocks at their low watermark from clean ones
-        // (keep_free_blocks). With a threshold near 100 % and writes beyond
-        // the cache, dirty blocks leave too few: then each write waited for
-        // a write-back, its commit and its flush whenever the free blocks
-        // ran out (wb@100, 1 GiB of random writes over a 256 MiB cache: 17 k
-        // IOPS, p99 32 ms, against 177 k at 30 %). Write-back makes clean
-        // blocks ahead of the writes instead.
-        let clean_short = self.cache.blocks_count() - self.cache.dirty_count() < 2 * self.free_blocks_low_watermark();
-        let over = starved || clean_short || self.cache.dirty_count() as u64 > threshold;
+        let over = starved || self.cache.dirty_count() >= self.writeback.over_from;
         let log_tight = self.log_active() && self.old_log_entries_live();
         // Requests still outstanding (slow backing reads, say) mean the
         // device is busy even when none arrived lately: idle-speed write-back
@@ -593,5 +609,26 @@ impl Engine {
             self.cache.unpin(block);
         }
         self.writeback_resolved(pass, lba, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{free_blocks_low_watermark, over_from};
+
+    /// `over_from` is the two tests it replaces, at every dirty count.
+    #[test]
+    fn over_from_is_over_the_threshold_or_short_of_clean_blocks() {
+        for blocks in [1u32, 7, 8, 15, 16, 17, 100, 511, 512, 513, 4096, 65_536, 262_144] {
+            for percent in [1u8, 29, 30, 50, 97, 99, 100] {
+                let from = over_from(blocks, percent);
+                for dirty in 0..=blocks.min(5000).max(blocks.saturating_sub(5000)) {
+                    let dirty = if blocks > 5000 && dirty > 2500 { blocks - (dirty - 2500) } else { dirty };
+                    let over_threshold = dirty as u64 > blocks as u64 * percent as u64 / 100;
+                    let clean_short = blocks - dirty < 2 * free_blocks_low_watermark(blocks);
+                    assert_eq!(dirty >= from, over_threshold || clean_short, "{blocks} blocks, {percent} %, {dirty} dirty");
+                }
+            }
+        }
     }
 }
