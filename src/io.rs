@@ -205,6 +205,12 @@ pub trait Machine: IoMachine {
     fn describe_stall(&self, _lba: u64) -> String {
         String::new()
     }
+    /// The machine's kept counts against what they count, for the torture
+    /// simulator between phases (may visit every block); Ok for a target
+    /// that keeps none.
+    fn check_counts(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Provides engine-owned I/O memory. Under SPDK it returns DMA-safe buffers;

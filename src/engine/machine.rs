@@ -59,6 +59,9 @@ impl Machine for Engine {
         Some(Engine::mirror_states(self))
     }
 
+    fn check_counts(&self) -> Result<(), String> {
+        self.cache.check_counts()
+    }
     fn describe_stall(&self, lba: u64) -> String {
         format!("{}\n{}\n{}", self.describe_pending(), self.describe_lba(lba), self.describe_blocks())
     }

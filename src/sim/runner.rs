@@ -265,11 +265,13 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         if self.ended {
             return Ok(());
         }
+        self.check_counts("after the workload")?;
         let idle_ns = self.prng.between(0, 2_000_000_000);
         self.idle_for_ns(idle_ns)?;
         if self.ended {
             return Ok(());
         }
+        self.check_counts("after the idle time")?;
         self.final_restart()
     }
 
@@ -288,6 +290,16 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         } else {
             self.shutdown_cleanly()?;
             self.recover_after_power_loss("restart after a clean shutdown")
+        }
+    }
+
+    /// The running target's kept counts agree with its blocks (those that
+    /// decide eviction and write-back: no request sees a drift until the
+    /// cache stalls).
+    fn check_counts(&self, phase: &str) -> Result<(), Violation> {
+        match self.target.as_ref().map(|target| target.check_counts()) {
+            Some(Err(found)) => Err(self.violation("engine counts", None, "counts that match the blocks", &found, phase)),
+            _ => Ok(()),
         }
     }
 
