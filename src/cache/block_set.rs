@@ -6,13 +6,19 @@ pub struct BlockSet {
     words: Box<[u64]>,
     /// Bit `w` set: `words[w]` is not zero.
     summary: Box<[u64]>,
+    len: u32,
 }
 
 impl BlockSet {
     pub fn new(blocks_count: u32) -> Self {
         let words = (blocks_count as usize).div_ceil(64);
-        BlockSet { words: vec![0; words].into_boxed_slice(), summary: vec![0; words.div_ceil(64)].into_boxed_slice() }
+        BlockSet { words: vec![0; words].into_boxed_slice(), summary: vec![0; words.div_ceil(64)].into_boxed_slice(), len: 0 }
     }
+
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
 
     pub fn contains(&self, block: u32) -> bool {
         self.words[block as usize / 64] & (1 << (block % 64)) != 0
@@ -24,6 +30,7 @@ impl BlockSet {
         if self.words[w] & bit == 0 {
             self.words[w] |= bit;
             self.summary[w / 64] |= 1 << (w % 64);
+            self.len += 1;
         }
     }
 
@@ -32,6 +39,7 @@ impl BlockSet {
         let bit = 1 << (block % 64);
         if self.words[w] & bit != 0 {
             self.words[w] &= !bit;
+            self.len -= 1;
             if self.words[w] == 0 {
                 self.summary[w / 64] &= !(1 << (w % 64));
             }

@@ -124,6 +124,10 @@ pub struct CacheIndex {
     free_count: u32,
     /// Blocks in state Evicting.
     evicting_count: u32,
+    /// Mapped blocks that are not dirty: eviction's candidates. In a mostly
+    /// dirty cache the CLOCK visits only these instead of every block
+    /// (`evict`).
+    clean: BlockSet,
     dirty_count: u32,
     /// Mapped blocks that are dirty and whose value is not in the log, and
     /// their number: the log finds what to log again without visiting
@@ -158,6 +162,7 @@ impl CacheIndex {
             free_head: NO_BLOCK,
             free_count: 0,
             evicting_count: 0,
+            clean: BlockSet::new(blocks_count),
             dirty_count: 0,
             unlogged_dirty: BlockSet::new(blocks_count),
             unlogged_dirty_count: 0,
@@ -184,12 +189,19 @@ impl CacheIndex {
     }
 
     /// Every change of a block's state goes through here (it keeps
-    /// `evicting_count`), but for a free block's mapping (`map_into`).
+    /// `evicting_count` and `clean`), but for a free block's mapping
+    /// (`map_into`).
     fn set_state(&mut self, block: u32, state: BlockState) {
         let entry = &mut self.blocks[block as usize];
         let was_evicting = entry.state == BlockState::Evicting;
         entry.state = state;
+        let clean = state == BlockState::Mapped && entry.flags & flag::DIRTY == 0;
         self.evicting_count = self.evicting_count + u32::from(state == BlockState::Evicting) - u32::from(was_evicting);
+        if clean {
+            self.clean.insert(block);
+        } else {
+            self.clean.remove(block);
+        }
     }
     pub fn dirty_count(&self) -> u32 {
         self.dirty_count
@@ -205,7 +217,12 @@ impl CacheIndex {
             ("free", self.free_count, count(&|b| b.state == BlockState::Free)),
             ("evicting", self.evicting_count, count(&|b| b.state == BlockState::Evicting)),
             ("dirty", self.dirty_count, count(&|b| b.flags & flag::DIRTY != 0)),
+            ("clean mapped", self.clean.len(), count(&|b| b.state == BlockState::Mapped && b.flags & flag::DIRTY == 0)),
         ];
+        let clean = |block: u32| self.state(block) == BlockState::Mapped && !self.has(block, flag::DIRTY);
+        if let Some(block) = (0..self.blocks_count()).find(|&block| clean(block) != self.clean.contains(block)) {
+            return Err(format!("block {block} clean {} but in the clean set {}", clean(block), self.clean.contains(block)));
+        }
         match counted.iter().find(|(_, kept, found)| kept != found) {
             Some((name, kept, found)) => Err(format!("{kept} {name} blocks counted, {found} found")),
             None => Ok(()),
@@ -334,6 +351,9 @@ impl CacheIndex {
         self.free_if_dropped(block)
     }
 
+    // Kept out of line: inlined, it made `free_if_dropped`'s common path
+    // (the block is not dropped, after every write) 11 instructions longer.
+    #[inline(never)]
     fn push_free(&mut self, block: u32) {
         let b = block as usize;
         debug_assert!(self.blocks[b].flags & flag::DIRTY == 0, "block {block} freed dirty");
@@ -367,9 +387,23 @@ impl CacheIndex {
     }
 
     fn set_dirty_flag(&mut self, block: u32, dirty: bool) {
+        if !self.flip_dirty_flag(block, dirty) || self.state(block) != BlockState::Mapped {
+            return;
+        }
+        if dirty {
+            self.clean.remove(block);
+        } else {
+            self.clean.insert(block);
+        }
+    }
+
+    /// The DIRTY flag and its counts, but not `clean`; false if the flag
+    /// was already so.
+    #[inline]
+    fn flip_dirty_flag(&mut self, block: u32, dirty: bool) -> bool {
         let was = self.has(block, flag::DIRTY);
         if was == dirty {
-            return;
+            return false;
         }
         let through = self.blocks[block as usize].through != Through::None;
         if dirty {
@@ -381,6 +415,7 @@ impl CacheIndex {
             self.dirty_count -= 1;
             self.dirty_through_count -= u32::from(through);
         }
+        true
     }
 
     /// Takes a free block for `lba` and makes it the LBA's current block
@@ -396,7 +431,7 @@ impl CacheIndex {
     fn map_into(&mut self, block: u32, lba: u32, previous: Option<u32>, dirty: bool) {
         let b = block as usize;
         self.blocks[b].lba = lba;
-        // Free to Mapped leaves `evicting_count` as it is (`set_state` costs
+        // Free to Mapped leaves `evicting_count` as it is (`set_state` cost
         // 13 instructions a write more than this).
         debug_assert_eq!(self.blocks[b].state, BlockState::Free);
         self.blocks[b].state = BlockState::Mapped;
@@ -412,7 +447,11 @@ impl CacheIndex {
             self.supersede(old);
         }
         self.map.insert(lba, block, &*self.blocks);
-        self.set_dirty_flag(block, dirty);
+        // A free block was in no set: it joins `clean` only if it stays clean.
+        self.flip_dirty_flag(block, dirty);
+        if !dirty {
+            self.clean.insert(block);
+        }
     }
 
     /// The old block stays until it can no longer be what a restart must
@@ -421,6 +460,8 @@ impl CacheIndex {
     /// invalidates it.
     fn supersede(&mut self, old: u32) {
         let was_dirty = self.has(old, flag::DIRTY);
+        // Superseded first: clearing DIRTY then leaves `clean` alone.
+        self.add_superseded(old);
         self.set_dirty_flag(old, false);
         self.blocks[old as usize].flags &= !flag::LOGGED;
         self.blocks[old as usize].log_loc = LOC_NONE;
@@ -431,7 +472,6 @@ impl CacheIndex {
                 self.blocks[old as usize].flags &= !flag::DURABLE_DIRTY;
             }
         }
-        self.add_superseded(old);
     }
 
     /// The write into `old`'s successor completed: an `old` that never
@@ -648,21 +688,29 @@ impl CacheIndex {
     }
 
     /// Clean-first CLOCK: finds up to `wanted` clean, idle blocks and evicts
-    /// them. Uncommitted ones are free at once (the count is returned);
+    /// them. Uncommitted ones are free at once (the first count returned);
     /// committed ones go to `awaiting_commit` until a commit invalidates them.
-    pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> u32 {
+    /// The second count is the blocks visited.
+    pub fn evict(&mut self, wanted: u32, awaiting_commit: &mut Vec<u32>) -> (u32, u32) {
         let n = self.blocks_count();
         let mut freed = 0;
-        // Two sweeps at most (the first clears reference bits), and a bounded
-        // share of a large cache per call: a mostly dirty cache must not cost
-        // a full scan on every request.
-        let budget = (2 * n).min(EVICTION_SCAN_PER_BLOCK * wanted.min(64) + 1024);
-        for _ in 0..budget {
+        // Two sweeps of the clean blocks at most (the first clears reference
+        // bits), and a bounded share of a large cache per call: a cache of
+        // clean blocks busy or pinned must not cost a full sweep on every
+        // request.
+        let budget = (2 * self.clean.len()).min(EVICTION_SCAN_PER_BLOCK * wanted.min(64) + 1024);
+        let mut visited = 0;
+        while visited < budget {
             if freed + awaiting_commit.len() as u32 >= wanted {
                 break;
             }
-            let block = self.clock_hand;
-            self.clock_hand = (self.clock_hand + 1) % n;
+            // The hand moves over clean mapped blocks only: dirty, free and
+            // superseded ones are never evicted.
+            let Some(block) = self.clean.next_from(self.clock_hand).or_else(|| self.clean.next_from(0)) else {
+                break;
+            };
+            visited += 1;
+            self.clock_hand = (block + 1) % n;
             if !self.evictable(block) {
                 continue;
             }
@@ -678,7 +726,7 @@ impl CacheIndex {
                 freed += u32::from(self.state(block) == BlockState::Free);
             }
         }
-        freed
+        (freed, visited)
     }
 
     fn evictable(&self, block: u32) -> bool {
@@ -825,7 +873,7 @@ mod tests {
             }
         }
         let mut pending = Vec::new();
-        let freed = index.evict(16, &mut pending);
+        let (freed, _) = index.evict(16, &mut pending);
         assert_eq!((freed, pending.len()), (2, 0));
         assert!(index.lookup(0).is_some() && index.lookup(1).is_some());
         assert!(index.lookup(2).is_none() && index.lookup(3).is_none());

@@ -203,6 +203,7 @@ pub struct Engine {
     /// cache, and keeps what it grows to.
     misses: LbaTable<(u32, bool)>,
     eviction_scratch: Vec<u32>,
+    eviction_backoff: commit::EvictionBackoff,
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
     /// One per waiting request: sized for `requests_max` at creation.
@@ -316,6 +317,7 @@ impl Engine {
             flush_all_errors: 0,
             misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
             eviction_scratch: Vec::with_capacity(256),
+            eviction_backoff: commit::EvictionBackoff::default(),
             through_blocked: Vec::with_capacity(config.requests_max as usize),
             restart_flush: false,
             restart_flush_failures: 0,

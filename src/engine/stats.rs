@@ -49,9 +49,9 @@ pub struct Stats {
     /// Mirrors a warm start found stale (present, but outside the newest
     /// log superblock's in-sync mask) and re-synced.
     pub stale_mirrors_resynced: u64,
-    /// Cache blocks visited by background scans and commit encoding: engine
-    /// work that grows with the cache rather than with requests (drivers
-    /// that model CPU time charge it).
+    /// Cache blocks visited by background scans, eviction and commit
+    /// encoding: engine work that grows with the cache rather than with
+    /// requests (drivers that model CPU time charge it).
     pub blocks_visited: u64,
     /// Requests of streams the sequential cutoff sent past the cache: reads
     /// whose misses were not filled, writes that went to the backing device
