@@ -186,6 +186,10 @@ impl DeviceModel for Raid5Iscsi {
             IoKind::Flush => now + us(self.params.request_latency_us + self.params.flush_us),
         }
     }
+
+    fn member_commands_count(&self) -> Option<u64> {
+        Some(self.disk_commands_count())
+    }
 }
 
 #[cfg(test)]
