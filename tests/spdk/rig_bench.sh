@@ -160,6 +160,10 @@ point() { # transport workload policy trace-dir
     rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats.json" 2>/dev/null
     rig_rpc host bdev_hhc_model_get_stats -b hdd0 >"$RESULTS/$transport-$workload-$policy.hdd0.json" 2>/dev/null
     rig_rpc server bdev_hhc_model_get_stats -b "$RIG_RAID" >"$RESULTS/$transport-$workload-$policy.raid0.json" 2>/dev/null
+    # The backing's latency as the host's iSCSI initiator and the server's
+    # bdev layer saw it (the iSCSI path is the difference).
+    rig_rpc host bdev_get_iostat -b "$RIG_BACKING" >"$RESULTS/$transport-$workload-$policy.iscsi0-iostat.json" 2>/dev/null
+    rig_rpc server bdev_get_iostat -b "$RIG_RAID" >"$RESULTS/$transport-$workload-$policy.raid0-iostat.json" 2>/dev/null
     rig_rpc host bdev_get_histogram "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.flush-hist.json" 2>/dev/null
     bench_log "$transport $workload $policy: $(python3 "$BENCH_DIR/rig_bench.py" point "$RESULTS/$transport-$workload-$policy.fio.json")"
 }
