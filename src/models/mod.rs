@@ -21,6 +21,12 @@ pub trait DeviceModel {
     /// Accepts a command at `now` (commands arrive in time order) and returns
     /// its completion time (>= now).
     fn submit(&mut self, now: Nanos, kind: IoKind, offset_bytes: u64, len_bytes: u64) -> Nanos;
+
+    /// Commands issued to member disks so far, for an array (a RAID5 small
+    /// write is four); None for a single device.
+    fn member_commands_count(&self) -> Option<u64> {
+        None
+    }
 }
 
 pub(crate) fn us(value: f64) -> Nanos {

@@ -133,6 +133,12 @@ pub struct RunFigures {
     pub writeback_writes_count: u64,
     /// Share of the measured time the backing array's member disks were busy.
     pub backing_disk_busy_fraction: f64,
+    /// Backing commands (read, write, flush) and what the array charged them
+    /// (completion - submission), as the rig's `bdev_hhc_model_get_stats`.
+    pub backing_commands: [u64; 3],
+    pub backing_charged_ns: [u64; 3],
+    /// Member disk commands those took (a RAID5 small write: four).
+    pub backing_member_commands: u64,
     /// The target's counters, changed over the measured window.
     pub target_counters: Vec<(&'static str, u64)>,
 }
@@ -164,6 +170,22 @@ impl RunFigures {
     /// `log_wraps`); 0 for a target without a log.
     pub fn log_wraps(&self) -> f64 {
         self.counter("log_segments_written") as f64 / self.counter("log_segments_total").max(1) as f64
+    }
+
+    /// "reads R x C ms, writes ..., member disk commands per write" of the
+    /// backing array over the measured window.
+    pub fn backing_summary(&self) -> String {
+        let kinds = ["reads", "writes", "flushes"];
+        let mut parts: Vec<String> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let charged_ms = self.backing_charged_ns[i] as f64 / 1e6 / self.backing_commands[i].max(1) as f64;
+                format!("{name} {} x {charged_ms:.2} ms", self.backing_commands[i])
+            })
+            .collect();
+        parts.push(format!("member disk commands {}", self.backing_member_commands));
+        parts.join(", ")
     }
 
     pub fn dirty_fraction(&self) -> f64 {
@@ -284,6 +306,7 @@ impl<T: Machine> Simulation<T> {
         let commits_before = self.journal.commits_count();
         let stats_before = self.target.stats();
         let disk_busy_before = self.backing.disk_busy_ns();
+        let member_commands_before = self.backing.disk_commands_count();
         self.events.schedule(self.now, Event::DirtySample);
         let measure_end = self.now + spec.measure_ns;
         self.run_while(|_| true, measure_end)?;
@@ -292,6 +315,7 @@ impl<T: Machine> Simulation<T> {
         let disks = self.backing.disks_count().max(1) as f64;
         self.figures.backing_disk_busy_fraction =
             (self.backing.disk_busy_ns() - disk_busy_before) as f64 / disks / spec.measure_ns as f64;
+        self.figures.backing_member_commands = self.backing.disk_commands_count() - member_commands_before;
         self.figures.prefill_s = prefill_s;
         self.figures.journal_commits_count = self.journal.commits_count() - commits_before;
         self.measuring = false;
@@ -422,7 +446,19 @@ impl<T: Machine> Simulation<T> {
                 let mirrors = self.log_hdds.len();
                 self.log_hdds[mirror as usize % mirrors].submit(self.now, io.kind, io.offset_bytes, io.len_bytes)
             }
-            DeviceRole::Backing => self.backing.submit(self.now, io.kind, io.offset_bytes, io.len_bytes),
+            DeviceRole::Backing => {
+                let done = self.backing.submit(self.now, io.kind, io.offset_bytes, io.len_bytes);
+                if self.measuring {
+                    let kind = match io.kind {
+                        IoKind::Read => 0,
+                        IoKind::Write => 1,
+                        IoKind::Flush => 2,
+                    };
+                    self.figures.backing_commands[kind] += 1;
+                    self.figures.backing_charged_ns[kind] += done - self.now;
+                }
+                done
+            }
         };
         self.count_device_bytes(&io);
         self.in_flight.insert(io.id, io);

@@ -14,6 +14,7 @@ import base64
 import glob
 import json
 import os
+import re
 import sys
 
 GAP = 0.20
@@ -78,8 +79,11 @@ def table(results_dir):
         sim = sim_points(os.path.join(results_dir, f"{workload}.sim.json")).get(policy, {})
         sim_iops = sim.get("iops", 0.0)
         r = ratio(rig["iops"], sim_iops)
+        stem = os.path.basename(path)[: -len(".fio.json")]
+        warm = warm_up(os.path.join(results_dir, f"{stem}.stats.json"),
+                       os.path.join(results_dir, f"{workload}.sim.log"), policy)
         rows.append(
-            f"| {transport} | {workload} | {policy} | {fmt(rig['iops'])} | {fmt(sim_iops)} | {r:.2f}{mark(r)} "
+            f"| {transport} | {workload} | {policy} | {fmt(rig['iops'])} | {fmt(sim_iops)} | {r:.2f}{mark(r)}{warm} "
             f"| {fmt(rig['lat_us_mean'])} | {fmt(sim.get('latency_us_mean', 0.0))} "
             f"| {rig['flush_us_p50'] / 1000:.1f} / {rig['flush_us_p99'] / 1000:.1f} "
             f"| {sim.get('flush_us_p50', 0.0) / 1000:.1f} / {sim.get('flush_us_p99', 0.0) / 1000:.1f} |"
@@ -123,6 +127,39 @@ def sim_counters(path, policy):
     return {}
 
 
+def warm_up(stats_path, sim_log_path, policy):
+    """A note when the simulator's cache filled (no free block at the end)
+    and the rig's never did (no eviction): the rig measured a warm-up the
+    simulator was past, as WB-Ordered on varmail in 25 s (docs/results.md)."""
+    stats = load_json(stats_path)
+    counters = sim_counters(sim_log_path, policy)
+    if not stats or "free_blocks" not in counters:
+        return ""
+    if int(counters["free_blocks"]) == 0 and int(find(stats, "evictions") or 0) == 0:
+        return " (rig cache never full: warm-up)"
+    return ""
+
+
+def sim_backing_write_ms(path, policy):
+    """The simulator's mean charge per backing write, from the `backing:`
+    line of `simulate --verbose` for one policy's point; 0 if none."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0.0
+    found = False
+    for line in lines:
+        if f" threads {policy}: " in line:
+            found = True
+        elif found and line.strip().startswith("backing:"):
+            match = re.search(r"writes \d+ x ([0-9.]+) ms", line)
+            return float(match.group(1)) if match else 0.0
+        elif found and not line.startswith(" "):
+            break
+    return 0.0
+
+
 def histogram_p50_us(data):
     """The median of an SPDK bdev histogram (`bdev_get_histogram`), in us,
     from its buckets as SPDK's scripts/histogram.py reads them; 0 if empty."""
@@ -153,10 +190,13 @@ def log_table(results_dir):
     """Per point: the FLUSH as fio, hhc0 and the simulator saw it; the log
     space left in gaps per part; what the engine's gap choice goes by
     (engine/gap.rs: packed and gapped waits, the host's turnaround), in the
-    rig and in the simulator; the HDD model's charge per command."""
+    rig and in the simulator; the HDD model's charge per command; free cache
+    blocks at the end (0: the cache filled, a point past its warm-up) and
+    the RAID5 model's charge per write, in the rig and in the simulator."""
     header = ("| transport | workload | policy | rig IOPS | sim IOPS | rig/sim | flush p50 ms fio / hhc0 / sim "
               "| gap KiB per part rig / sim | packed wait ms rig / sim | gapped wait ms rig / sim "
-              "| turnaround ms rig / sim | hdd0 ms per command | bdev layer flush p50 ms |")
+              "| turnaround ms rig / sim | hdd0 ms per command | bdev layer flush p50 ms "
+              "| free blocks at end rig / sim | raid0 ms per write rig / sim |")
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     for path in sorted(glob.glob(os.path.join(results_dir, "*.fio.json"))):
         stem = os.path.basename(path)[: -len(".fio.json")]
@@ -165,6 +205,7 @@ def log_table(results_dir):
         sim = sim_points(os.path.join(results_dir, f"{workload}.sim.json")).get(policy, {})
         stats = load_json(os.path.join(results_dir, f"{stem}.stats.json")) or {}
         hdd = load_json(os.path.join(results_dir, f"{stem}.hdd0.json")) or {}
+        raid = load_json(os.path.join(results_dir, f"{stem}.raid0.json")) or {}
         counters = sim_counters(os.path.join(results_dir, f"{workload}.sim.log"), policy)
 
         def rig_n(key):
@@ -190,7 +231,10 @@ def log_table(results_dir):
             f"| {ms(rig_n, 'gap_gapped_wait_us'):.1f} / {ms(sim_n, 'gap_gapped_wait_us'):.1f} "
             f"| {ms(rig_n, 'gap_turnaround_us'):.1f} / {ms(sim_n, 'gap_turnaround_us'):.1f} "
             f"| {float(hdd.get('model_latency_avg_us', 0)) / 1000:.1f} ({hdd.get('commands', 0)}) "
-            f"| {histogram_p50_us(load_json(os.path.join(results_dir, f'{stem}.flush-hist.json'))) / 1000:.1f} |"
+            f"| {histogram_p50_us(load_json(os.path.join(results_dir, f'{stem}.flush-hist.json'))) / 1000:.1f} "
+            f"| {rig_n('free_blocks'):.0f} / {sim_n('free_blocks'):.0f} "
+            f"| {float(raid.get('write_model_latency_avg_us', 0)) / 1000:.1f} / "
+            f"{sim_backing_write_ms(os.path.join(results_dir, f'{workload}.sim.log'), policy):.1f} |"
         )
     return "\n".join(rows)
 

@@ -11,6 +11,8 @@
 #   TRANSPORTS=nvmf WORKLOADS=varmail POLICIES="wb-flush hhc" DURATION_S=20 bash tests/spdk/rig_bench.sh
 #   BARRIER_GAP=524288 RIG_SEGMENT_SIZE=4194304 WORKLOADS=varmail POLICIES=hhc bash tests/spdk/rig_bench.sh
 #
+#   STATS_EVERY_S=4 SETTLE_S=40 DURATION_S=40 WORKLOADS=varmail POLICIES=wb-ordered bash tests/spdk/rig_bench.sh
+#
 # Each point is a fresh rig (new device files): warm-up reads of the file
 # area through hhc0 (as the simulator's prefill), SETTLE_S of the replay
 # not measured (fio's ramp_time), then DURATION_S measured.
@@ -40,6 +42,9 @@ mkdir -p "$RESULTS"
 # empty: the module's default). It and the rig's segment size go to the
 # simulator too, so that the prediction is for the engine the rig runs.
 BARRIER_GAP=${BARRIER_GAP:-}
+# Seconds between samples of hhc0's counters during the replay (to
+# <point>.stats-series.jsonl: free and dirty blocks over time); empty: none.
+STATS_EVERY_S=${STATS_EVERY_S:-}
 if [ -n "$BARRIER_GAP" ]; then
     RIG_HHC_ARGS="\"barrier_gap\":$BARRIER_GAP${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
     export RIG_HHC_ARGS
@@ -112,6 +117,20 @@ EOF
     esac
 }
 
+# hhc0's counters every STATS_EVERY_S seconds, one JSON object a line
+# with the seconds since the start, until killed.
+sample_stats() { # out-file
+    local start=$SECONDS
+    while sleep "$STATS_EVERY_S"; do
+        printf '{"t_s":%d,"stats":%s}\n' $((SECONDS - start)) \
+            "$(rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" 2>/dev/null | tr -d '\n ')" >>"$1"
+    done
+}
+
+stop_sampler() { # pid (empty: none)
+    [ -z "$1" ] || { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+}
+
 point() { # transport workload policy trace-dir
     local transport=$1 workload=$2 policy=$3 trace=$4 area_offset area_bytes bdev
     area_offset=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["file_area_offset_bytes"])' "$trace/trace.json")
@@ -127,13 +146,24 @@ point() { # transport workload policy trace-dir
         client_fio "$transport" --name=warm --rw=read --bs=128k --iodepth=8 --offset="$area_offset" --size="$area_bytes" \
             >"$RESULTS/$transport-$workload-$policy.warm.log" 2>&1 || { bench_log "warm-up failed"; return 1; }
     fi
+    local sampler=
+    if [ -n "$STATS_EVERY_S" ]; then
+        sample_stats "$RESULTS/$transport-$workload-$policy.stats-series.jsonl" &
+        sampler=$!
+    fi
     # shellcheck disable=SC2046
     client_fio "$transport" --replay_redirect="$bdev" --replay_no_stall=1 --iodepth=1 --group_reporting=1 \
         --ramp_time="$SETTLE_S" --runtime="$DURATION_S" --output-format=json --output="$RESULTS/$transport-$workload-$policy.fio.json" \
         $(replay_jobs "$trace") >"$RESULTS/$transport-$workload-$policy.fio.log" 2>&1 ||
-        { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; return 1; }
+        { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; stop_sampler "$sampler"; return 1; }
+    stop_sampler "$sampler"
     rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats.json" 2>/dev/null
     rig_rpc host bdev_hhc_model_get_stats -b hdd0 >"$RESULTS/$transport-$workload-$policy.hdd0.json" 2>/dev/null
+    rig_rpc server bdev_hhc_model_get_stats -b "$RIG_RAID" >"$RESULTS/$transport-$workload-$policy.raid0.json" 2>/dev/null
+    # The backing's latency as the host's iSCSI initiator and the server's
+    # bdev layer saw it (the iSCSI path is the difference).
+    rig_rpc host bdev_get_iostat -b "$RIG_BACKING" >"$RESULTS/$transport-$workload-$policy.iscsi0-iostat.json" 2>/dev/null
+    rig_rpc server bdev_get_iostat -b "$RIG_RAID" >"$RESULTS/$transport-$workload-$policy.raid0-iostat.json" 2>/dev/null
     rig_rpc host bdev_get_histogram "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.flush-hist.json" 2>/dev/null
     bench_log "$transport $workload $policy: $(python3 "$BENCH_DIR/rig_bench.py" point "$RESULTS/$transport-$workload-$policy.fio.json")"
 }

@@ -64,8 +64,9 @@ struct Stats {
     flushes: u64,
     /// Time the model had at least one command in service.
     busy_ns: Nanos,
-    /// Sum over commands of (model completion - submission).
-    model_latency_ns: u128,
+    /// Sum over commands of (model completion - submission), per kind
+    /// (read, write, flush).
+    model_latency_ns: [u128; 3],
     completed: u64,
     /// Sum of (upward completion - submission), of completed commands.
     latency_ns: u128,
@@ -118,12 +119,8 @@ impl ModelDevice {
         state.stats.busy_ns += done.saturating_sub(now.max(state.busy_until));
         state.busy_until = state.busy_until.max(done);
         let stats = &mut state.stats;
-        match kind {
-            IoKind::Read => stats.reads += 1,
-            IoKind::Write => stats.writes += 1,
-            IoKind::Flush => stats.flushes += 1,
-        }
-        stats.model_latency_ns += u128::from(done - now);
+        *stats.count_mut(kind) += 1;
+        stats.model_latency_ns[kind_index(kind)] += u128::from(done - now);
         stats.queue_depth += 1;
         stats.queue_depth_max = stats.queue_depth_max.max(stats.queue_depth);
         (now, done)
@@ -148,7 +145,8 @@ impl ModelDevice {
         let s = &state.stats;
         let commands = s.reads + s.writes + s.flushes;
         let mean_us = |total: u128, count: u64| if count == 0 { 0 } else { (total / u128::from(count) / 1_000) as u64 };
-        JsonObject::new()
+        let charged = |kind| mean_us(s.model_latency_ns[kind_index(kind)], s.count(kind));
+        let json = JsonObject::new()
             .string("name", name)
             .string("model", &self.kind)
             .number("commands", commands)
@@ -156,14 +154,46 @@ impl ModelDevice {
             .number("writes", s.writes)
             .number("flushes", s.flushes)
             .number("busy_ns", s.busy_ns)
-            .number("model_latency_avg_us", mean_us(s.model_latency_ns, commands))
+            .number("model_latency_avg_us", mean_us(s.model_latency_ns.iter().sum(), commands))
+            .number("read_model_latency_avg_us", charged(IoKind::Read))
+            .number("write_model_latency_avg_us", charged(IoKind::Write))
+            .number("flush_model_latency_avg_us", charged(IoKind::Flush))
             .number("completed", s.completed)
             .number("latency_avg_us", mean_us(s.latency_ns, s.completed))
             .number("delay_added_avg_us", mean_us(s.delay_added_ns, s.completed))
             .number("delay_added_max_us", s.delay_added_max_ns / 1_000)
             .number("queue_depth", s.queue_depth)
-            .number("queue_depth_max", s.queue_depth_max)
-            .finish()
+            .number("queue_depth_max", s.queue_depth_max);
+        match state.model.member_commands_count() {
+            Some(count) => json.number("member_commands", count).finish(),
+            None => json.finish(),
+        }
+    }
+}
+
+fn kind_index(kind: IoKind) -> usize {
+    match kind {
+        IoKind::Read => 0,
+        IoKind::Write => 1,
+        IoKind::Flush => 2,
+    }
+}
+
+impl Stats {
+    fn count(&self, kind: IoKind) -> u64 {
+        match kind {
+            IoKind::Read => self.reads,
+            IoKind::Write => self.writes,
+            IoKind::Flush => self.flushes,
+        }
+    }
+
+    fn count_mut(&mut self, kind: IoKind) -> &mut u64 {
+        match kind {
+            IoKind::Read => &mut self.reads,
+            IoKind::Write => &mut self.writes,
+            IoKind::Flush => &mut self.flushes,
+        }
     }
 }
 
@@ -203,5 +233,20 @@ mod tests {
         // A FLUSH on the HDD (write cache off) costs the command overhead.
         let (at, done) = device.submit(|| second, IoKind::Flush, 0, 0);
         assert_eq!(done - at, 50_000);
+        let stats = device.stats_json("m");
+        assert!(stats.contains("\"flush_model_latency_avg_us\":50,"), "{stats}");
+        assert!(stats.contains(&format!("\"read_model_latency_avg_us\":{},", (first - now + second - now) / 2_000)), "{stats}");
+        assert!(!stats.contains("member_commands"), "{stats}");
+    }
+
+    #[test]
+    fn raid5_stats_count_member_disk_commands_and_charge_per_kind() {
+        let device = ModelDevice::new("raid5", &[("link_mb_s".into(), 0.0), ("request_latency_us".into(), 0.0)]).unwrap();
+        // A 16 KiB write inside one chunk: read-modify-write, 2 reads + 2 writes.
+        let (now, done) = device.submit(|| 1_000_000, IoKind::Write, 1 << 20, 16384);
+        let stats = device.stats_json("r");
+        assert!(stats.contains("\"member_commands\":4"), "{stats}");
+        assert!(stats.contains(&format!("\"write_model_latency_avg_us\":{},", (done - now) / 1_000)), "{stats}");
+        assert!(stats.contains("\"read_model_latency_avg_us\":0,"), "{stats}");
     }
 }
