@@ -19,7 +19,6 @@ impl BlockSet {
         self.len
     }
 
-
     pub fn contains(&self, block: u32) -> bool {
         self.words[block as usize / 64] & (1 << (block % 64)) != 0
     }

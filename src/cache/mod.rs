@@ -207,10 +207,11 @@ impl CacheIndex {
         self.dirty_count
     }
 
-    /// The kept counts of free, evicting and dirty blocks against a count of
-    /// the blocks themselves: the engine decides from the counts alone (when
-    /// to evict, to write back), so a count that drifts goes unseen by the
-    /// oracle until the cache stalls. Visits every block: for tests.
+    /// The kept counts of free, evicting and dirty blocks, and the set of
+    /// clean ones, against the blocks themselves: the engine decides from
+    /// them alone (when and what to evict, when to write back), so a drift
+    /// goes unseen by the oracle until the cache stalls. Visits every
+    /// block: for tests.
     pub fn check_counts(&self) -> Result<(), String> {
         let count = |keep: &dyn Fn(&Block) -> bool| self.blocks.iter().filter(|b| keep(b)).count() as u32;
         let counted = [

@@ -622,8 +622,9 @@ mod tests {
         for blocks in [1u32, 7, 8, 15, 16, 17, 100, 511, 512, 513, 4096, 65_536, 262_144] {
             for percent in [1u8, 29, 30, 50, 97, 99, 100] {
                 let from = over_from(blocks, percent);
-                for dirty in 0..=blocks.min(5000).max(blocks.saturating_sub(5000)) {
-                    let dirty = if blocks > 5000 && dirty > 2500 { blocks - (dirty - 2500) } else { dirty };
+                // Both ends of a large cache, and around the limit.
+                let ends = (0..=blocks.min(2500)).chain(blocks.saturating_sub(2500)..=blocks);
+                for dirty in ends.chain(from.saturating_sub(3)..=(from + 3).min(blocks)) {
                     let over_threshold = dirty as u64 > blocks as u64 * percent as u64 / 100;
                     let clean_short = blocks - dirty < 2 * free_blocks_low_watermark(blocks);
                     assert_eq!(dirty >= from, over_threshold || clean_short, "{blocks} blocks, {percent} %, {dirty} dirty");
