@@ -58,7 +58,13 @@ check() { # name command...
     local name=$1
     shift
     if [ -n "${ONLY:-}" ] && ! [[ "$*" =~ $ONLY ]]; then log "SKIP $name (ONLY=$ONLY)"; return 0; fi
-    if "$@" >"$WORK/step.log" 2>&1; then pass "$name"; else fail "$name"; tail -25 "$WORK/step.log"; fi
+    local started=$SECONDS
+    if "$@" >"$WORK/step.log" 2>&1; then
+        pass "$name ($((SECONDS - started)) s)"
+    else
+        fail "$name ($((SECONDS - started)) s)"
+        tail -25 "$WORK/step.log"
+    fi
 }
 
 # Files for aio bdevs survive restarts: backing 64 MiB, cache 32 MiB, log
@@ -1268,7 +1274,7 @@ main() {
     fi
     check "fault drill: server and host killed together; warm over a new iSCSI session, flushed pass verifies" \
         rig_drill drill_whole_host_loss
-    echo "$PASSED passed, $FAILED failed"
+    echo "$PASSED passed, $FAILED failed in $SECONDS s"
     [ "$FAILED" -eq 0 ]
 }
 
