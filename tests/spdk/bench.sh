@@ -6,7 +6,8 @@
 #   targets   bdev_passthru over the backing malloc; HHC in each policy
 #             (passthrough wt wb wb-flush wb-ordered hhc; POLICY@N sets a
 #             dirty threshold of N %, e.g. wb@100: write-back only when idle
-#             or short of blocks, as OCF's default cleaner); SPDK's OCF vbdev
+#             or short of blocks, as OCF's default cleaner; POLICY%D a
+#             write-back depth of D, e.g. wb@100%16); SPDK's OCF vbdev
 #             in cache modes wt and wb (cache = the "SSD" malloc, core = the
 #             backing malloc) where the install has it
 #   workloads randread   bdevperf, 4 KiB, QD, after a sequential read pass
@@ -43,7 +44,10 @@
 # BEFORE_OUT (unset): a directory holding another build's module, e.g. of
 # an earlier commit; a target written before/POLICY (before/wb) runs that
 # module, so a before/after pair shares one run and its devices,
-# KEEP_WORK=1 keeps the scratch directory (logs, raw results).
+# KEEP_WORK=1 keeps the scratch directory (logs, raw results),
+# PERF=1 records each measured bdevperf run with `perf record -g` into
+# that directory (perf-TARGET-WORKLOAD.data; set KEEP_WORK too) and prints
+# its top symbols.
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -143,11 +147,12 @@ bdev_json() { # target
             # No sequential cut-off: the warm-up pass must be inserted.
             create='{"method":"bdev_ocf_create","params":{"name":"bench0","mode":"'${t#ocf-}'","cache_bdev_name":"ssd","core_bdev_name":"back"}},
  {"method":"bdev_ocf_set_seqcutoff","params":{"name":"bench0","policy":"never"}}' ;;
-        *@*)
-            # policy@N: dirty threshold N %.
-            create='{"method":"bdev_hhc_create","params":{"name":"bench0","backing":"back","cache":"ssd","logs":["hdd0"],"policy":"'${t%@*}'","segment_size":'$SEGMENT_SIZE',"dirty_threshold":'${t#*@}'}}' ;;
         *)
-            create='{"method":"bdev_hhc_create","params":{"name":"bench0","backing":"back","cache":"ssd","logs":["hdd0"],"policy":"'$t'","segment_size":'$SEGMENT_SIZE'}}' ;;
+            # policy[@N][%D]: dirty threshold N %, write-back depth D.
+            local policy=${t%%[@%]*} options=""
+            [[ $t != *@* ]] || options+=',"dirty_threshold":'$(sed 's/.*@\([0-9]*\).*/\1/' <<<"$t")
+            [[ $t != *%* ]] || options+=',"writeback_parallelism":'${t##*%}
+            create='{"method":"bdev_hhc_create","params":{"name":"bench0","backing":"back","cache":"ssd","logs":["hdd0"],"policy":"'$policy'","segment_size":'$SEGMENT_SIZE$options'}}' ;;
     esac
     cat <<EOF
 {"subsystems":[{"subsystem":"bdev","config":[
@@ -216,6 +221,7 @@ bench_bdevperf() { # target
         -T bench0 -z -l -q "$QD" -o "$BS" -w randread -t "$BENCH_TIME" -r "$sock" $BDEVPERF_CORES >"$bplog" 2>&1 &
     pid=$!
     PIDS+=("$pid")
+    BP_PID=$pid
     if ! $LIB wait "$sock" 120; then
         log "bdevperf for $label did not come up:"
         tail -15 "$bplog" >&2
@@ -262,7 +268,9 @@ bp_run() { # workload title target sock kind bplog
     time=$BENCH_TIME
     while :; do
         log "$label: $w ${time} s"
+        perf_start "$label" "$w" "$time"
         rec=$(bp_test "$sock" "$kind" "$bplog" "$w" "$BS" "$time") || { skip "$w" "$title" "$label" "run failed"; return; }
+        perf_report
         more=$(longer_time "$rec" "$time")
         [ -n "$more" ] || break
         log "$label: $w: $(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["wraps"])' "$rec") log wraps in ${time} s; again for ${more} s"
@@ -270,6 +278,23 @@ bp_run() { # workload title target sock kind bplog
     done
     note_short "$rec"
     record "$w" "$title" "$label" "$rec"
+}
+
+# PERF=1: a profile of bdevperf ($BP_PID) over the measured run.
+perf_start() { # label workload time
+    PERF_DATA=""
+    [ -n "${PERF:-}" ] || return 0
+    PERF_DATA=$WORK/perf-${1//[:\/]/-}-$2.data
+    timeout $(($3 + 30)) perf record -q -g -F 997 -p "$BP_PID" -o "$PERF_DATA" -- sleep "$3" >/dev/null 2>&1 &
+    PERF_PID=$!
+}
+
+perf_report() {
+    [ -n "$PERF_DATA" ] || return 0
+    wait "$PERF_PID"
+    log "perf: $PERF_DATA, top symbols (self):"
+    perf report -i "$PERF_DATA" --no-children --percent-limit 1 --stdio -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -25 >&2
 }
 
 # Adds a note to the record in $rec when the log wrapped too few times.
