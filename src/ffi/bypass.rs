@@ -73,6 +73,9 @@ struct Wanted {
     route: Option<Route>,
     /// Lane slots whose bdev was removed: their channels go back.
     dropped: [bool; LANE_SLOTS],
+    /// Each channel answers only once its bypassed requests are back, route
+    /// or not (a RESET waits for them).
+    drain: bool,
 }
 
 /// The node's side: what channels take, and every channel's counters.
@@ -91,8 +94,8 @@ impl Bypass {
 
     /// What channels take at the owner's next iteration over them (and new
     /// channels from now on).
-    pub fn set_wanted(&self, route: Option<Route>, dropped: [bool; LANE_SLOTS]) {
-        *self.wanted.lock().unwrap_or_else(|p| p.into_inner()) = Wanted { route, dropped };
+    pub fn set_wanted(&self, route: Option<Route>, dropped: [bool; LANE_SLOTS], drain: bool) {
+        *self.wanted.lock().unwrap_or_else(|p| p.into_inner()) = Wanted { route, dropped, drain };
     }
 
     fn sum(&self, index: usize) -> u64 {
@@ -214,8 +217,9 @@ impl ChannelBypass {
 
     /// Takes what the node wants now (`iter`: the owner's iteration over
     /// the channels): its route, and the lane's channels to removed bdevs
-    /// given back. True: answered; false: the route was taken away with
-    /// requests out, the answer follows when the last is back.
+    /// given back. True: answered; false: the route was taken away (or a
+    /// drain asked for) with requests out, the answer follows when the last
+    /// is back.
     pub fn update(&self, bypass: &Bypass, lane: *mut sys::hhc_glue_lane, iter: *mut c_void) -> bool {
         debug_assert!(self.waiter.get().is_null(), "one update at a time");
         let wanted = bypass.wanted();
@@ -224,7 +228,7 @@ impl ChannelBypass {
             // SAFETY: the lane is this channel's, on its thread.
             unsafe { sys::hhc_glue_lane_drop(lane, slot as u32) };
         }
-        if self.route.get().is_none() && self.out.get() > 0 {
+        if (self.route.get().is_none() || wanted.drain) && self.out.get() > 0 {
             self.waiter.set(iter);
             return false;
         }

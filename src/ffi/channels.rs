@@ -8,6 +8,19 @@ use super::node::{Core, Phase};
 use super::sys;
 use crate::engine::Engine;
 
+/// A RESET and the requests sent past the engine: it completes only once
+/// every channel has answered that none of its own is out (the bdev layer
+/// lets no new request start while a reset is in progress).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ResetDrain {
+    #[default]
+    None,
+    /// Asked for; the next iteration over the channels drains them.
+    Wanted,
+    /// That iteration is under way.
+    Running,
+}
+
 /// Where the owner is with the channels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ChannelsState {
@@ -27,9 +40,13 @@ impl Core {
     pub(super) fn update_channels(&mut self) {
         if self.channels_state == ChannelsState::Settled && !self.glue.is_null() && !self.unregister_sent {
             let wanted = self.bypass_wanted();
-            if wanted != self.bypass_on || self.lanes_to_drop {
+            let drain = self.reset_drain == ResetDrain::Wanted;
+            if wanted != self.bypass_on || self.lanes_to_drop || drain {
                 let route = wanted.then(|| Route::new(self.bases.backing().glue(), self.config.block_size));
-                self.node().shared.bypass.set_wanted(route, self.dropped_lane_slots());
+                self.node().shared.bypass.set_wanted(route, self.dropped_lane_slots(), drain);
+                if drain {
+                    self.reset_drain = ResetDrain::Running;
+                }
                 if wanted != self.bypass_on {
                     let how = if wanted { "straight to the backing bdev" } else { "through the engine" };
                     log::info!("{}: requests go {how}", self.params.name);
@@ -41,6 +58,12 @@ impl Core {
                 // ended while the iteration runs (channels_updating).
                 unsafe { sys::hhc_glue_node_update_channels(self.glue) };
             }
+        }
+        if self.reset_drain == ResetDrain::Wanted && (self.glue.is_null() || self.unregister_sent) {
+            // No iteration can start on a bdev going away: its channels
+            // drain as they go.
+            self.reset_drain = ResetDrain::None;
+            self.requests.release_resets();
         }
         self.start_wanted_policy();
     }
@@ -62,8 +85,21 @@ impl Core {
     /// The iteration of `update_channels` completed on every channel.
     pub(super) fn channels_updated(&mut self) {
         self.channels_state = ChannelsState::Settled;
+        if self.reset_drain == ResetDrain::Running {
+            self.reset_drain = ResetDrain::None;
+            self.requests.release_resets();
+        }
         if std::mem::take(&mut self.destruct_waits) {
             self.begin_destruct();
+        }
+    }
+
+    /// A RESET came while requests may be out past the engine: it is held
+    /// until an iteration over the channels has seen each of them back.
+    pub(super) fn drain_bypass_for_reset(&mut self) {
+        self.requests.hold_resets();
+        if self.reset_drain == ResetDrain::None {
+            self.reset_drain = ResetDrain::Wanted;
         }
     }
 

@@ -343,6 +343,8 @@ pub struct Requests {
     slots: Slab<RequestSlot>,
     /// RESETs waiting for the table to drain.
     resets: Vec<Submission>,
+    /// ... and for the requests out past the engine (channels.rs).
+    resets_held: bool,
     /// From the node taking a flush to the engine completing it.
     pub flush_latency: Histogram,
     /// The thread inside the node now (set at every entry).
@@ -357,6 +359,7 @@ impl Requests {
         Requests {
             slots: Slab::with_capacity(capacity),
             resets: Vec::new(),
+            resets_held: false,
             flush_latency: Histogram::default(),
             current: Thread::current(),
         }
@@ -437,13 +440,24 @@ impl Requests {
         self.finish_resets();
     }
 
+    /// RESETs wait for the channels as well as for the table.
+    pub fn hold_resets(&mut self) {
+        self.resets_held = true;
+    }
+
+    /// The channels have no request out past the engine.
+    pub fn release_resets(&mut self) {
+        self.resets_held = false;
+        self.finish_resets();
+    }
+
     /// Requests the engine holds now.
     pub fn live(&self) -> usize {
         self.slots.len()
     }
 
     fn finish_resets(&mut self) {
-        if !self.slots.is_empty() {
+        if !self.slots.is_empty() || self.resets_held {
             return;
         }
         for reset in std::mem::take(&mut self.resets) {

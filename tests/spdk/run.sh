@@ -114,18 +114,33 @@ bdevperf_verify() { # json
 # bdevperf's reset workload: verify I/O at queue depth 16 and a RESET after
 # 10 s, which must drain the I/O in flight and succeed (bdevperf fails the
 # run on a failed reset).
-bdevperf_reset() { # json
+bdevperf_reset() { # json [bdevperf options]
+    local json=$1
+    shift
     timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
-        --json "$1" -T hhc0 -q 16 -o 4096 -w reset -t 12 -r "$WORK/bdevperf.sock" || return 1
+        --json "$json" -T hhc0 -q 16 -o 4096 -w reset -t 12 -r "$WORK/bdevperf.sock" "$@" || return 1
 }
 
+# Under hhc, and under passthrough with a job on a second core: requests
+# from a thread other than the owner's go straight to the backing bdev, and
+# the RESET must wait for those too.
 reset_drains() {
-    make_files
-    bdev_json hhc >"$WORK/reset.json"
-    bdevperf_reset "$WORK/reset.json" >"$WORK/reset.log" 2>&1
-    local rc=$?
-    grep -i "reset" "$WORK/reset.log"
-    [ "$rc" -eq 0 ] && grep -q "hhc0: reset: draining [0-9]* requests" "$WORK/reset.log" && ! grep -q "Reset blockdev=hhc0 failed" "$WORK/reset.log"
+    local policy rc
+    for policy in hhc passthrough; do
+        make_files
+        bdev_json $policy >"$WORK/reset.json"
+        if [ $policy = hhc ]; then
+            bdevperf_reset "$WORK/reset.json" >"$WORK/reset.log" 2>&1
+        else
+            bdevperf_reset "$WORK/reset.json" -m 0x3 -C >"$WORK/reset.log" 2>&1
+        fi
+        rc=$?
+        echo "== $policy (rc $rc)"
+        grep -i "reset" "$WORK/reset.log"
+        [ "$rc" -eq 0 ] && grep -q "hhc0: reset: draining [0-9]* requests" "$WORK/reset.log" &&
+            ! grep -q "Reset blockdev=hhc0 failed" "$WORK/reset.log" || return 1
+    done
+    grep -q "hhc0: reset: and the requests sent straight to the backing bdev" "$WORK/reset.log"
 }
 
 # A log of 11 segments and a flush after every write: every flush seals a
@@ -1166,7 +1181,7 @@ main() {
         fail "hhc_tgt start"
     fi
     stop_tgt
-    check "bdevperf -w reset: a RESET drains the I/O in flight and succeeds" reset_drains
+    check "bdevperf -w reset: a RESET drains the I/O in flight, the engine's and the bypassed, and succeeds" reset_drains
     check "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
     make_files
     nvmf_json >"$WORK/nvmf.json"
