@@ -45,7 +45,7 @@
 # an earlier commit; a target written before/POLICY (before/wb) runs that
 # module, so a before/after pair shares one run and its devices,
 # KEEP_WORK=1 keeps the scratch directory (logs, raw results),
-# PERF=1 records each measured bdevperf run with `perf record -g` into
+# PERF=1 records each measured bdevperf run with `perf record -e cpu-clock -g` into
 # that directory (perf-TARGET-WORKLOAD.data; set KEEP_WORK too) and prints
 # its top symbols.
 set -u -o pipefail
@@ -285,7 +285,10 @@ perf_start() { # label workload time
     PERF_DATA=""
     [ -n "${PERF:-}" ] || return 0
     PERF_DATA=$WORK/perf-${1//[:\/]/-}-$2.data
-    timeout $(($3 + 30)) perf record -q -g -F 997 -p "$BP_PID" -o "$PERF_DATA" -- sleep "$3" >/dev/null 2>&1 &
+    # $BP_PID is the timeout wrapping bdevperf.
+    local bdevperf
+    bdevperf=$(pgrep -n -P "$BP_PID" || echo "$BP_PID")
+    timeout $(($3 + 30)) perf record -q -e cpu-clock -g -F 997 -p "$bdevperf" -o "$PERF_DATA" -- sleep "$3" >/dev/null 2>&1 &
     PERF_PID=$!
 }
 
