@@ -278,7 +278,7 @@ impl CacheIndex {
 
     /// The current block of `lba`.
     pub fn lookup(&self, lba: u32) -> Option<u32> {
-        self.map.find(lba, &*self.blocks, |block| self.blocks[block as usize].state == BlockState::Mapped)
+        self.map.find(lba, |block| self.blocks[block as usize].state == BlockState::Mapped)
     }
 
     /// Starts loading what a lookup of `lba` reads first (its map slot).
@@ -513,7 +513,7 @@ impl CacheIndex {
 
     /// Takes a block out of the map and frees it once nothing is in flight.
     fn drop_block(&mut self, block: u32) {
-        self.map.remove(self.lba(block), block, &*self.blocks);
+        self.map.remove(self.lba(block), block);
         self.set_state(block, BlockState::Dropped);
         self.free_if_dropped(block);
     }
@@ -572,7 +572,7 @@ impl CacheIndex {
 
     /// The superseded and evicted blocks of `lba` (a durable entry still valid).
     pub fn superseded_of(&self, lba: u32) -> impl Iterator<Item = u32> + '_ {
-        self.map.blocks_of(lba, &*self.blocks).filter(|&block| self.superseded.contains(block))
+        self.map.blocks_of(lba).filter(|&block| self.superseded.contains(block))
     }
 
     pub fn has_superseded_entries(&self, lba: u32) -> bool {
