@@ -46,7 +46,7 @@
 # module, so a before/after pair shares one run and its devices,
 # KEEP_WORK=1 keeps the scratch directory (logs, raw results),
 # PERF=1 records each measured bdevperf run with `perf record -e cpu-clock -g` into
-# that directory (perf-TARGET-WORKLOAD.data; set KEEP_WORK too) and prints
+# that directory (perf-TARGET-WORKLOAD.data, the last round's; set KEEP_WORK too) and prints
 # its top symbols.
 set -u -o pipefail
 
