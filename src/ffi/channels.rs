@@ -40,12 +40,12 @@ impl Core {
     pub(super) fn update_channels(&mut self) {
         if self.channels_state == ChannelsState::Settled && !self.glue.is_null() && !self.unregister_sent {
             let wanted = self.bypass_wanted();
-            let drain = self.reset_drain == ResetDrain::Wanted;
+            let drain = self.requests.reset_drain == ResetDrain::Wanted;
             if wanted != self.bypass_on || self.lanes_to_drop || drain {
                 let route = wanted.then(|| Route::new(self.bases.backing().glue(), self.config.block_size));
                 self.node().shared.bypass.set_wanted(route, self.dropped_lane_slots(), drain);
                 if drain {
-                    self.reset_drain = ResetDrain::Running;
+                    self.requests.reset_drain = ResetDrain::Running;
                 }
                 if wanted != self.bypass_on {
                     let how = if wanted { "straight to the backing bdev" } else { "through the engine" };
@@ -59,10 +59,9 @@ impl Core {
                 unsafe { sys::hhc_glue_node_update_channels(self.glue) };
             }
         }
-        if self.reset_drain == ResetDrain::Wanted && (self.glue.is_null() || self.unregister_sent) {
+        if self.requests.reset_drain == ResetDrain::Wanted && (self.glue.is_null() || self.unregister_sent) {
             // No iteration can start on a bdev going away: its channels
             // drain as they go.
-            self.reset_drain = ResetDrain::None;
             self.requests.release_resets();
         }
         self.start_wanted_policy();
@@ -85,8 +84,7 @@ impl Core {
     /// The iteration of `update_channels` completed on every channel.
     pub(super) fn channels_updated(&mut self) {
         self.channels_state = ChannelsState::Settled;
-        if self.reset_drain == ResetDrain::Running {
-            self.reset_drain = ResetDrain::None;
+        if self.requests.reset_drain == ResetDrain::Running {
             self.requests.release_resets();
         }
         if std::mem::take(&mut self.destruct_waits) {
@@ -97,9 +95,8 @@ impl Core {
     /// A RESET came while requests may be out past the engine: it is held
     /// until an iteration over the channels has seen each of them back.
     pub(super) fn drain_bypass_for_reset(&mut self) {
-        self.requests.hold_resets();
-        if self.reset_drain == ResetDrain::None {
-            self.reset_drain = ResetDrain::Wanted;
+        if self.requests.reset_drain == ResetDrain::None {
+            self.requests.reset_drain = ResetDrain::Wanted;
         }
     }
 

@@ -9,7 +9,7 @@
 //! (info.rs) are the other methods of `Core`.
 
 use crate::queue::Rewind;
-use super::channels::{ChannelsState, ResetDrain};
+use super::channels::ChannelsState;
 use super::base::{Bases, TAG_PROBE};
 use super::errno::{Error, Refusal};
 use super::iov::IovecData;
@@ -121,8 +121,6 @@ pub struct Core {
     /// A backing or cache bdev was removed: the lanes give their channels
     /// to it back at the next update.
     pub(super) lanes_to_drop: bool,
-    /// A RESET waits for the requests out past the engine (channels.rs).
-    pub(super) reset_drain: ResetDrain,
     /// The bdev layer's destruct came during an update of the channels.
     pub(super) destruct_waits: bool,
     pub(super) params: CreateParams,
@@ -189,7 +187,6 @@ impl Node {
             bypass_on: false,
             channels_state: ChannelsState::Settled,
             lanes_to_drop: false,
-            reset_drain: ResetDrain::None,
             destruct_waits: false,
             requests: Requests::with_capacity(Config::default().requests_max as usize),
             glue: std::ptr::null_mut(),

@@ -12,6 +12,7 @@
 use super::errno::{self, Refusal};
 use super::iov::sub_range;
 use super::bypass::{Bypass, ChannelBypass};
+use super::channels::ResetDrain;
 use super::owner::Thread;
 use crate::histogram::Histogram;
 use super::sys;
@@ -344,7 +345,7 @@ pub struct Requests {
     /// RESETs waiting for the table to drain.
     resets: Vec<Submission>,
     /// ... and for the requests out past the engine (channels.rs).
-    resets_held: bool,
+    pub reset_drain: ResetDrain,
     /// From the node taking a flush to the engine completing it.
     pub flush_latency: Histogram,
     /// The thread inside the node now (set at every entry).
@@ -359,7 +360,7 @@ impl Requests {
         Requests {
             slots: Slab::with_capacity(capacity),
             resets: Vec::new(),
-            resets_held: false,
+            reset_drain: ResetDrain::None,
             flush_latency: Histogram::default(),
             current: Thread::current(),
         }
@@ -440,14 +441,9 @@ impl Requests {
         self.finish_resets();
     }
 
-    /// RESETs wait for the channels as well as for the table.
-    pub fn hold_resets(&mut self) {
-        self.resets_held = true;
-    }
-
     /// The channels have no request out past the engine.
     pub fn release_resets(&mut self) {
-        self.resets_held = false;
+        self.reset_drain = ResetDrain::None;
         self.finish_resets();
     }
 
@@ -457,7 +453,7 @@ impl Requests {
     }
 
     fn finish_resets(&mut self) {
-        if !self.slots.is_empty() || self.resets_held {
+        if !self.slots.is_empty() || self.reset_drain != ResetDrain::None {
             return;
         }
         for reset in std::mem::take(&mut self.resets) {
