@@ -52,11 +52,28 @@ pub(super) fn free_blocks_low_watermark(blocks_count: u32) -> u32 {
 }
 
 /// A commit covers every page dirty when it started, in rounds of at most
-/// `META_POOL_PAGES` pages (each round: encode, FLUSH, write, FLUSH).
-/// Its queues are the `Commit`'s own, sized at creation and reused.
+/// `META_POOL_PAGES` pages (each round: encode, FLUSH, write, FLUSH,
+/// apply). Its queues are the `Commit`'s own, sized at creation and reused.
 struct InFlight {
     writes_pending: u32,
     failed: bool,
+    step: RoundStep,
+}
+
+/// Where the running round is. Encoding and applying go
+/// `Config::commit_step_pages` pages at a time, one step per call into the
+/// engine (the next input's, or a timer's 20 us later), so requests are
+/// served between the steps; back to back while a flush waits
+/// (`take_commit_step`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RoundStep {
+    /// `round[..n]` are encoded; the FLUSH that makes their data durable
+    /// comes after the last.
+    Encoding(usize),
+    /// FLUSH, page writes, FLUSH in flight.
+    Writing,
+    /// The round is durable; `round[..n]` are applied to the cache index.
+    Applying(usize),
 }
 
 pub(super) struct Commit {
@@ -134,6 +151,11 @@ impl Commit {
         self.in_flight.is_none()
     }
 
+    /// The running round has pages to encode or apply (`continue_round`).
+    pub fn has_step_due(&self) -> bool {
+        self.in_flight.as_ref().is_some_and(|f| f.step != RoundStep::Writing)
+    }
+
     pub fn has_dirty_pages(&self) -> bool {
         !self.dirty_pages.is_empty()
     }
@@ -147,7 +169,10 @@ impl Commit {
 
 impl Engine {
     /// Starts a commit when one is wanted: by a flush, by evictions and
-    /// superseded blocks waiting to be freed, or periodically.
+    /// superseded blocks waiting to be freed, or periodically. Its first
+    /// step is taken at once, even after another commit's last in the same
+    /// call (`take_commit_step`): deferred, it cost the timed simulator's
+    /// varmail with a FLUSH per append 3 % of its IOPS.
     pub(super) fn maybe_commit(&mut self) {
         if !self.commit.is_idle() || !self.config.policy.uses_cache() && self.policy_target.is_none() && !self.commit.has_dirty_pages() {
             return;
@@ -158,6 +183,7 @@ impl Engine {
             && (self.is_idle() || self.now.saturating_sub(self.commit.last_commit_at) >= self.config.superblock_interval_ns);
         if requested || (low_free && self.commit.has_dirty_pages()) || periodic {
             self.start_commit();
+            self.take_commit_step();
         }
     }
 
@@ -170,7 +196,7 @@ impl Engine {
         for &page in &commit.remaining {
             commit.page_dirty[page as usize] = false;
         }
-        commit.in_flight = Some(InFlight { writes_pending: 0, failed: false });
+        commit.in_flight = Some(InFlight { writes_pending: 0, failed: false, step: RoundStep::Encoding(0) });
         self.start_commit_round();
     }
 
@@ -188,13 +214,69 @@ impl Engine {
             self.stats.commits += 1;
             return;
         }
-        for slot in 0..self.commit.round.len() {
-            self.encode_page(self.commit.round[slot], slot as u32);
+        // Its first step comes with the next call into the engine (or with
+        // this one's `maybe_commit`, for a commit's first round).
+        self.set_round_step(RoundStep::Encoding(0));
+    }
+
+    /// The running round's next step, if it has one due: first in the
+    /// background work, so that what follows sees the blocks a completed
+    /// commit freed and the flushes waiting for it complete in the same
+    /// call. Besides a new commit's first (`maybe_commit`), one step per
+    /// call into the engine, unless a flush is in progress: flushes wait
+    /// for commits, so then the steps run back to back (with a FLUSH after
+    /// every write, `hhc` lost a sixth of its IOPS to steps in turn).
+    pub(super) fn take_commit_step(&mut self) {
+        while self.commit.has_step_due() {
+            self.continue_round();
+            if self.flushes.is_empty() {
+                break;
+            }
         }
-        if self.mutation() == Mutation::CommitBeforeData {
-            self.write_commit_pages();
-        } else {
-            self.submit(Op::CommitFlush { second: false }, DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None);
+    }
+
+    fn set_round_step(&mut self, step: RoundStep) {
+        self.commit.in_flight.as_mut().expect("no commit").step = step;
+    }
+
+    /// The running round's next step: encodes or applies its next
+    /// `commit_step_pages` pages, and moves on after the last.
+    fn continue_round(&mut self) {
+        let pages = self.commit.round.len();
+        let step_pages = self.config.commit_step_pages as usize;
+        match self.commit.in_flight.as_ref().expect("no commit").step {
+            RoundStep::Encoding(first) => {
+                let end = (first + step_pages).min(pages);
+                for slot in first..end {
+                    self.encode_page(self.commit.round[slot], slot as u32);
+                }
+                if end < pages {
+                    return self.set_round_step(RoundStep::Encoding(end));
+                }
+                self.set_round_step(RoundStep::Writing);
+                // Every mapping encoded is of data written before the step
+                // that encoded it: the FLUSH after the last step covers all.
+                if self.mutation() == Mutation::CommitBeforeData {
+                    self.write_commit_pages();
+                } else {
+                    self.submit(Op::CommitFlush { second: false }, DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None);
+                }
+            }
+            RoundStep::Applying(first) => {
+                let end = (first + step_pages).min(pages);
+                for slot in first..end {
+                    let page = self.commit.round[slot];
+                    self.commit.page_seq[page as usize] += 1;
+                    for block in self.page_blocks(page) {
+                        self.cache.note_committed(block);
+                    }
+                }
+                if end < pages {
+                    return self.set_round_step(RoundStep::Applying(end));
+                }
+                self.finish_commit_round();
+            }
+            RoundStep::Writing => {}
         }
     }
 
@@ -248,7 +330,8 @@ impl Engine {
             IoStatus::DeviceLost => self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost")),
             IoStatus::Error => self.abort_commit(),
             IoStatus::Ok if !second => self.write_commit_pages(),
-            IoStatus::Ok => self.finish_commit_round(),
+            // The background work after this completion takes the first step.
+            IoStatus::Ok => self.set_round_step(RoundStep::Applying(0)),
         }
     }
 
@@ -270,14 +353,8 @@ impl Engine {
         }
     }
 
+    /// Every page of the round is applied.
     fn finish_commit_round(&mut self) {
-        for slot in 0..self.commit.round.len() {
-            let page = self.commit.round[slot];
-            self.commit.page_seq[page as usize] += 1;
-            for block in self.page_blocks(page) {
-                self.cache.note_committed(block);
-            }
-        }
         // Superseded blocks whose newer mapping is now durable can be invalidated.
         for block in self.cache.superseded_blocks() {
             self.stats.blocks_visited += 1;

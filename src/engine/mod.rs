@@ -154,6 +154,13 @@ struct Regions {
 
 pub(crate) const META_POOL_PAGES: u32 = 256;
 
+/// How soon a commit round's next step (commit.rs, `RoundStep`) runs when
+/// no input comes first. Under load the inputs take the steps, one per
+/// SPDK poller pass; a timer due at once as well ran the background work
+/// twice a pass while a commit lasted (`wb`, writes beyond the cache: 4 %
+/// fewer IOPS at 1 us than before steps).
+const COMMIT_STEP_DELAY_NS: Nanos = 20_000;
+
 /// Request id of the engine's own flush after a warm restart; its completion
 /// is not reported.
 const RESTART_FLUSH_ID: crate::io::RequestId = u64::MAX;
@@ -551,7 +558,9 @@ impl Engine {
             || self.commit.wanted()
             || self.log.head_sequence > self.log.durable_head_sequence;
         let tick = self.now + self.tick_ns();
-        busy.then(|| self.throttle_timeout().map_or(tick, |at| at.min(tick)))
+        let timer = busy.then(|| self.throttle_timeout().map_or(tick, |at| at.min(tick)));
+        let commit_step = self.commit.has_step_due().then_some(self.now + COMMIT_STEP_DELAY_NS);
+        timer.into_iter().chain(commit_step).min()
     }
 
     fn tick_ns(&self) -> Nanos {
@@ -628,6 +637,7 @@ impl Engine {
         if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
             return;
         }
+        self.take_commit_step();
         self.observe_log_space();
         self.retry_waiting();
         self.log_unlogged_blocks();

@@ -24,6 +24,9 @@ pub fn config(policy: Policy, seed: u64) -> Config {
         writeback_parallelism: 8,
         idle_after_ns: 5_000_000,
         superblock_interval_ns: 50_000_000,
+        // Two metadata pages: every commit round takes two steps, with
+        // requests and completions between them (engine/commit.rs).
+        commit_step_pages: 1,
         instance_id: 0x1000 + seed,
         ..Config::default()
     }
