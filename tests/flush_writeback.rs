@@ -225,3 +225,36 @@ fn flushes_queueing_again_keep_one_pass_each() {
         assert_eq!(held, Some(1), "lba {lba} on the backing device after the flushes");
     }
 }
+
+/// A wb-flush FLUSH finds the dirty blocks to write back from the set of
+/// them, not by visiting every cache block: with a 512 MiB cache, the
+/// visit of all 131,072 blocks took about 150 us a flush, which bounded a
+/// FLUSH after every write (fio `fsync=1` under SPDK) near 7 k a second.
+#[test]
+fn a_flush_visits_the_dirty_blocks_not_the_whole_cache() {
+    let config = hhc::config::Config {
+        policy: Policy::WriteBackFlush,
+        cache_device_bytes: 64 << 20,
+        backing_device_bytes: 64 << 20,
+        mirrors_count: 0,
+        log_device_bytes: 0,
+        ..hhc::config::Config::default()
+    };
+    let blocks = config.cache_device_bytes / BS as u64;
+    let mut harness = Harness::format(config, 4);
+    for round in 1..=20u64 {
+        for lba in [3 * round, 1_000 + round, 9_000 + 7 * round] {
+            let id = harness.write(lba, block_data(lba, round));
+            harness.run_until_done(id);
+        }
+        let visited = harness.engine.stats().blocks_visited;
+        let id = harness.flush();
+        harness.run_until_done(id);
+        harness.take_result(id).expect("done").0.expect("flush");
+        let per_flush = harness.engine.stats().blocks_visited - visited;
+        // Before the set: 20,734 a flush (16,384 for the flush's own walk).
+        // Left: the background scan's walk for a candidate, up to 4,096
+        // blocks whatever their state, and the commit's page (254).
+        assert!(per_flush < blocks / 2, "flush {round} visited {per_flush} blocks of {blocks} to write back 3");
+    }
+}

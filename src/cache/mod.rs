@@ -128,7 +128,10 @@ pub struct CacheIndex {
     /// dirty cache the CLOCK visits only these instead of every block
     /// (`evict`).
     clean: BlockSet,
-    dirty_count: u32,
+    /// Blocks marked dirty (in any state): a flush that writes everything
+    /// back finds them without visiting every block
+    /// (`Engine::enqueue_all_dirty`; 150 us a flush with a 512 MiB cache).
+    dirty: BlockSet,
     /// Mapped blocks that are dirty and whose value is not in the log, and
     /// their number: the log finds what to log again without visiting
     /// every block.
@@ -163,7 +166,7 @@ impl CacheIndex {
             free_count: 0,
             evicting_count: 0,
             clean: BlockSet::new(blocks_count),
-            dirty_count: 0,
+            dirty: BlockSet::new(blocks_count),
             unlogged_dirty: BlockSet::new(blocks_count),
             unlogged_dirty_count: 0,
             dirty_through_count: 0,
@@ -204,7 +207,7 @@ impl CacheIndex {
         }
     }
     pub fn dirty_count(&self) -> u32 {
-        self.dirty_count
+        self.dirty.len()
     }
 
     /// The kept counts of free, evicting and dirty blocks, and the set of
@@ -217,12 +220,16 @@ impl CacheIndex {
         let counted = [
             ("free", self.free_count, count(&|b| b.state == BlockState::Free)),
             ("evicting", self.evicting_count, count(&|b| b.state == BlockState::Evicting)),
-            ("dirty", self.dirty_count, count(&|b| b.flags & flag::DIRTY != 0)),
+            ("dirty", self.dirty.len(), count(&|b| b.flags & flag::DIRTY != 0)),
             ("clean mapped", self.clean.len(), count(&|b| b.state == BlockState::Mapped && b.flags & flag::DIRTY == 0)),
         ];
         let clean = |block: u32| self.state(block) == BlockState::Mapped && !self.has(block, flag::DIRTY);
         if let Some(block) = (0..self.blocks_count()).find(|&block| clean(block) != self.clean.contains(block)) {
             return Err(format!("block {block} clean {} but in the clean set {}", clean(block), self.clean.contains(block)));
+        }
+        let dirty = |block: u32| self.has(block, flag::DIRTY);
+        if let Some(block) = (0..self.blocks_count()).find(|&block| dirty(block) != self.dirty.contains(block)) {
+            return Err(format!("block {block} dirty {} but in the dirty set {}", dirty(block), self.dirty.contains(block)));
         }
         match counted.iter().find(|(_, kept, found)| kept != found) {
             Some((name, kept, found)) => Err(format!("{kept} {name} blocks counted, {found} found")),
@@ -236,9 +243,13 @@ impl CacheIndex {
     pub fn next_unlogged_dirty(&self, from: u32) -> Option<u32> {
         self.unlogged_dirty.next_from(from).or_else(|| self.unlogged_dirty.next_from(0))
     }
+    /// The first block marked dirty at or after `from` (no wrapping).
+    pub fn next_dirty(&self, from: u32) -> Option<u32> {
+        self.dirty.next_from(from)
+    }
     /// Dirty blocks that only write-back makes clean.
     pub fn write_back_dirty_count(&self) -> u32 {
-        self.dirty_count - self.dirty_through_count
+        self.dirty.len() - self.dirty_through_count
     }
 
     fn unlogged_dirty(&self, block: u32) -> bool {
@@ -409,11 +420,11 @@ impl CacheIndex {
         let through = self.blocks[block as usize].through != Through::None;
         if dirty {
             self.blocks[block as usize].flags |= flag::DIRTY;
-            self.dirty_count += 1;
+            self.dirty.insert(block);
             self.dirty_through_count += u32::from(through);
         } else {
             self.blocks[block as usize].flags &= !flag::DIRTY;
-            self.dirty_count -= 1;
+            self.dirty.remove(block);
             self.dirty_through_count -= u32::from(through);
         }
         true
@@ -809,6 +820,7 @@ impl CacheIndex {
             + self.map.memory_bytes()
             + self.superseded.memory_bytes()
             + self.unlogged_dirty.memory_bytes()
+            + self.dirty.memory_bytes()
     }
 }
 

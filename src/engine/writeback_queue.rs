@@ -100,11 +100,13 @@ impl Engine {
     }
 
     fn enqueue_all_dirty_for(&mut self, pass: u64) -> u64 {
-        self.stats.blocks_visited += self.cache.blocks_count() as u64;
-        for block in 0..self.cache.blocks_count() {
-            if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
+        let mut next = self.cache.next_dirty(0);
+        while let Some(block) = next {
+            self.stats.blocks_visited += 1;
+            if self.cache.state(block) == BlockState::Mapped {
                 self.queue_writeback(self.cache.lba(block), pass);
             }
+            next = self.cache.next_dirty(block + 1);
         }
         pass
     }
