@@ -5,6 +5,7 @@ and policy (tests/spdk/rig_bench.sh writes the inputs).
     python3 rig_bench.py table RESULTS_DIR    # the Markdown table on stdout
     python3 rig_bench.py point FIO_JSON       # one point's figures, one line
     python3 rig_bench.py log RESULTS_DIR      # the log's figures: hhc0, its HDD model, the simulator's engine
+    python3 rig_bench.py reads RESULTS_DIR    # where a read's time goes: fio, hhc0, the cache model, misses
 
 A gap above 20 % between the rig and the simulator is marked; docs/results.md
 explains each one.
@@ -239,11 +240,65 @@ def log_table(results_dir):
     return "\n".join(rows)
 
 
+def iostat_read(data):
+    """(reads, read latency ticks, tick rate) of the first bdev of a
+    `bdev_get_iostat` reply; zeros if there is none."""
+    bdevs = (data or {}).get("bdevs") or [{}]
+    rate = (data or {}).get("tick_rate", 0)
+    return bdevs[0].get("num_read_ops", 0), bdevs[0].get("read_latency_ticks", 0), rate
+
+
+def reads_table(results_dir):
+    """Per point, where a read's time goes over the replay (its settle
+    included): fio's read latency (mean, p50, p99), hhc0's own as the
+    host's bdev layer saw it (the NVMe-oF or vhost path is the
+    difference), the cache model's charge per read, and the share of
+    blocks read that missed, in the rig and in the simulator (a miss goes
+    to the RAID, ~10 ms in the rig). Points without the before-replay
+    files (older runs) show 0 for the rig's window figures."""
+    header = ("| transport | workload | policy | fio read mean / p50 / p99 us | hhc0 read mean us "
+              "| ssd0 us per read | read misses rig / sim % |")
+    rows = [header, "|" + "---|" * (header.count("|") - 1)]
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.fio.json"))):
+        stem = os.path.basename(path)[: -len(".fio.json")]
+        transport, workload, policy = stem.split("-", 2)
+        with open(path) as f:
+            text = f.read()
+        if "{" not in text:
+            continue  # a point still running, or whose fio failed
+        read = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+        pct = read.get("clat_ns", {}).get("percentile", {})
+        ops_1, ticks_1, rate = iostat_read(load_json(os.path.join(results_dir, f"{stem}.hhc0-iostat.json")))
+        ops_0, ticks_0, _ = iostat_read(load_json(os.path.join(results_dir, f"{stem}.hhc0-iostat-before.json")))
+        hhc0_us = (ticks_1 - ticks_0) / (ops_1 - ops_0) / rate * 1e6 if ops_1 > ops_0 and rate else 0.0
+        ssd = load_json(os.path.join(results_dir, f"{stem}.ssd0.json")) or {}
+        after = load_json(os.path.join(results_dir, f"{stem}.stats.json")) or {}
+        before = load_json(os.path.join(results_dir, f"{stem}.stats-before.json")) or {}
+
+        def window(key):
+            return float(find(after, key) or 0) - float(find(before, key) or 0) if before else 0.0
+
+        def share(misses, hits):
+            return 100.0 * misses / (misses + hits) if misses + hits else 0.0
+
+        counters = sim_counters(os.path.join(results_dir, f"{workload}.sim.log"), policy)
+        sim_share = share(float(counters.get("read_misses", 0)), float(counters.get("read_hits", 0)))
+        rows.append(
+            f"| {transport} | {workload} | {policy} "
+            f"| {read['lat_ns']['mean'] / 1000:.0f} / {pct.get('50.000000', 0) / 1000:.0f} / {pct.get('99.000000', 0) / 1000:.0f} "
+            f"| {hhc0_us:.0f} | {float(ssd.get('read_model_latency_avg_us', 0)):.0f} "
+            f"| {share(window('read_misses'), window('read_hits')):.2f} / {sim_share:.2f} |"
+        )
+    return "\n".join(rows)
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "table":
         print(table(sys.argv[2]))
     elif len(sys.argv) == 3 and sys.argv[1] == "log":
         print(log_table(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "reads":
+        print(reads_table(sys.argv[2]))
     elif len(sys.argv) == 3 and sys.argv[1] == "point":
         f = fio_figures(sys.argv[2])
         print(" ".join(f"{k}={fmt(v) if isinstance(v, float) else v}" for k, v in f.items()))

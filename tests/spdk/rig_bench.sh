@@ -146,6 +146,10 @@ point() { # transport workload policy trace-dir
         client_fio "$transport" --name=warm --rw=read --bs=128k --iodepth=8 --offset="$area_offset" --size="$area_bytes" \
             >"$RESULTS/$transport-$workload-$policy.warm.log" 2>&1 || { bench_log "warm-up failed"; return 1; }
     fi
+    # hhc0's counters and bdev-layer latencies as the replay starts: the
+    # reads table (rig_bench.py reads) takes the replay's share from them.
+    rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats-before.json" 2>/dev/null
+    rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat-before.json" 2>/dev/null
     local sampler=
     if [ -n "$STATS_EVERY_S" ]; then
         sample_stats "$RESULTS/$transport-$workload-$policy.stats-series.jsonl" &
@@ -158,6 +162,8 @@ point() { # transport workload policy trace-dir
         { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; stop_sampler "$sampler"; return 1; }
     stop_sampler "$sampler"
     rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats.json" 2>/dev/null
+    rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat.json" 2>/dev/null
+    rig_rpc host bdev_hhc_model_get_stats -b "$RIG_CACHE" >"$RESULTS/$transport-$workload-$policy.ssd0.json" 2>/dev/null
     rig_rpc host bdev_hhc_model_get_stats -b hdd0 >"$RESULTS/$transport-$workload-$policy.hdd0.json" 2>/dev/null
     rig_rpc server bdev_hhc_model_get_stats -b "$RIG_RAID" >"$RESULTS/$transport-$workload-$policy.raid0.json" 2>/dev/null
     # The backing's latency as the host's iSCSI initiator and the server's
@@ -187,5 +193,6 @@ done
 rig_down >/dev/null 2>&1
 python3 "$BENCH_DIR/rig_bench.py" table "$RESULTS" | tee "$RESULTS/table.md"
 python3 "$BENCH_DIR/rig_bench.py" log "$RESULTS" | tee "$RESULTS/log.md"
+python3 "$BENCH_DIR/rig_bench.py" reads "$RESULTS" | tee "$RESULTS/reads.md"
 bench_log "results in $RESULTS ($failed points failed)"
 [ "$failed" = 0 ]
