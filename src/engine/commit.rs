@@ -241,6 +241,7 @@ impl Engine {
 
     /// The running round's next step: encodes or applies its next
     /// `commit_step_pages` pages, and moves on after the last.
+    #[inline(never)]
     fn continue_round(&mut self) {
         let pages = self.commit.round.len();
         let step_pages = self.config.commit_step_pages as usize;
