@@ -156,9 +156,8 @@ pub(crate) const META_POOL_PAGES: u32 = 256;
 
 /// How soon a commit round's next step (commit.rs, `RoundStep`) runs when
 /// no input comes first. Under load the inputs take the steps, one per
-/// SPDK poller pass; a timer due at once as well ran the background work
-/// twice a pass while a commit lasted (`wb`, writes beyond the cache: 4 %
-/// fewer IOPS at 1 us than before steps).
+/// SPDK poller pass; a timer due at once as well would run the background
+/// work a second time in every pass while a round lasts.
 const COMMIT_STEP_DELAY_NS: Nanos = 20_000;
 
 /// Request id of the engine's own flush after a warm restart; its completion
