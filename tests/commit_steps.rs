@@ -2,7 +2,8 @@
 //! durable, `commit_step_pages` pages per call into the engine
 //! (engine/commit.rs, `RoundStep`), so requests are served between the
 //! steps. Done at once, a round of 256 pages (65,536 entries) held up every
-//! request of the SPDK poller pass it ran in.
+//! request of the SPDK poller pass it ran in. `blocks_visited` counts the
+//! encoding, so that is what the test sees of the steps.
 
 use hhc::config::{Config, Policy};
 use hhc::driver::harness::Harness;
@@ -73,7 +74,8 @@ fn a_commit_round_is_encoded_and_applied_a_step_at_a_time() {
     let mut visits = Visits::default();
     // One block for each of 9,000 LBAs: 36 metadata pages changed, in the
     // commits the writes start and the one that idleness starts after
-    // them. (Not a flush's: its pass over the cache visits every block.)
+    // them. (Not a flush's: while a flush is in progress the steps run
+    // back to back.)
     let lbas = 9_000u64;
     for lba in 0..lbas {
         visits.run(&mut harness, |h| h.write(lba, vec![lba as u8; BS]));
