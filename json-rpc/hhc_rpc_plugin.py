@@ -14,12 +14,13 @@ OPTIONS = ["dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cut
 def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, block_size=None,
                     segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
                     idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None, cpumask=None,
-                    barrier_gap=None):
+                    barrier_gap=None, backing_stripe=None):
     """Create an HHC bdev; returns its name."""
     params = {"name": name, "backing": backing}
     optional = {"cache": cache, "logs": logs, "policy": policy, "cpumask": cpumask, "block_size": block_size,
                 "segment_size": segment_size,
-                "buffer_count": buffer_count, "barrier_gap": barrier_gap, "dirty_threshold": dirty_threshold,
+                "buffer_count": buffer_count, "barrier_gap": barrier_gap, "backing_stripe": backing_stripe,
+                "dirty_threshold": dirty_threshold,
                 "writeback_parallelism": writeback_parallelism, "idle_after_ms": idle_after_ms,
                 "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy}
     params.update({k: v for k, v in optional.items() if v is not None})
@@ -158,8 +159,8 @@ def spdk_rpc_plugin_initialize(subparsers):
         logs = args.logs.split(",") if args.logs else None
         _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=logs,
                                policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
-                               buffer_count=args.buffer_count, barrier_gap=args.barrier_gap, cpumask=args.cpumask,
-                               **_options_of(args)))
+                               buffer_count=args.buffer_count, barrier_gap=args.barrier_gap,
+                               backing_stripe=args.backing_stripe, cpumask=args.cpumask, **_options_of(args)))
 
     p = subparsers.add_parser("bdev_hhc_create", help="Create an HHC bdev: an SSD write-back cache in front of a "
                               "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
@@ -182,6 +183,10 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--barrier-gap", type=int, dest="barrier_gap",
                    help="log bytes left after a barrier part when that makes the next one faster (a rotating log), "
                    "a multiple of the block size, 0 for never (default 131072)")
+    p.add_argument("--backing-stripe", type=int, dest="backing_stripe",
+                   help="the backing RAID's full stripe in bytes (data bytes, parity left out), for a backing bdev "
+                   "that declares none (bdev_iscsi): write-back runs then fill whole stripes; a multiple of the "
+                   "block size, at most 1048576, 0 for none (default: the backing bdev's optimal I/O boundary)")
     _add_options(p, defaults=True)
     p.set_defaults(func=create)
 

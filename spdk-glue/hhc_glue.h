@@ -98,6 +98,7 @@ struct hhc_glue_create_params {
 	uint32_t segment_size;
 	uint32_t buffer_count;
 	uint32_t barrier_gap;
+	uint32_t backing_stripe;
 	struct hhc_glue_options options;
 };
 

@@ -481,7 +481,7 @@ impl Config {
         let stripe = self.backing_stripe_bytes;
         if stripe != 0 && (!stripe.is_multiple_of(bs) || stripe > BACKING_STRIPE_BYTES_MAX) {
             return Err(ConfigError::invalid(format!(
-                "backing stripe of {stripe} bytes must be a multiple of the block size {bs} and at most {BACKING_STRIPE_BYTES_MAX}"
+                "backing_stripe {stripe} bytes must be a multiple of block_size {bs} and at most {BACKING_STRIPE_BYTES_MAX}"
             )));
         }
         if !self.barrier_gap_bytes.is_multiple_of(bs) || self.barrier_gap_bytes > BARRIER_GAP_BYTES_MAX {

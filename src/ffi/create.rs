@@ -35,7 +35,8 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
         decode_options(&raw.options)?,
     )?
     .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?
-    .with_barrier_gap(given(raw.barrier_gap));
+    .with_barrier_gap(given(raw.barrier_gap))
+    .with_backing_stripe(given(raw.backing_stripe));
     Ok(params)
 }
 

@@ -35,6 +35,11 @@ pub struct CreateParams {
     /// 0: never a gap). Not a layout: each part records its own gap, so a
     /// re-open may change it; the owner record and `save_config` keep it.
     pub barrier_gap: Option<u32>,
+    /// The backing RAID's stripe in bytes (`Config::backing_stripe_bytes`),
+    /// for a backing bdev that declares none (bdev_iscsi) or only one
+    /// member's chunk (SPDK's RAID bdevs); None: what the bdev declares.
+    /// Not a layout either: a re-open may change it.
+    pub backing_stripe: Option<u32>,
     /// The options `bdev_hhc_set_options` changes later.
     pub options: OptionParams,
 }
@@ -173,6 +178,7 @@ impl CreateParams {
             segment_size,
             buffer_count,
             barrier_gap: None,
+            backing_stripe: None,
             options,
         };
         params.check_names()?;
@@ -197,6 +203,11 @@ impl CreateParams {
     /// block size, as every number that depends on another.
     pub fn with_barrier_gap(self, barrier_gap: Option<u32>) -> CreateParams {
         CreateParams { barrier_gap, ..self }
+    }
+
+    /// With the backing RAID's stripe, checked by `config` as the gap is.
+    pub fn with_backing_stripe(self, backing_stripe: Option<u32>) -> CreateParams {
+        CreateParams { backing_stripe, ..self }
     }
 
     /// No cache bdev: a passthrough straight to the backing bdev.
@@ -264,7 +275,7 @@ impl CreateParams {
             mirrors_count: u8::try_from(self.logs.len()).map_err(|_| ConfigError::invalid("logs: too many log bdevs"))?,
             mirrors_absent: self.absent_mirrors(),
             backing_device_bytes: backing.bytes(),
-            backing_stripe_bytes: backing.stripe_bytes(block_size),
+            backing_stripe_bytes: self.backing_stripe.unwrap_or_else(|| backing.stripe_bytes(block_size)),
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
             barrier_gap_bytes: self.barrier_gap.unwrap_or(defaults.barrier_gap_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
@@ -353,6 +364,7 @@ impl CreateParams {
         )
         .map_err(|e| e.prefixed("owner record: "))?;
         let barrier_gap = number("barrier_gap")?;
+        let backing_stripe = number("backing_stripe")?;
         let logs = text_of("logs")?;
         let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
         CreateParams::new(
@@ -367,16 +379,17 @@ impl CreateParams {
             options,
         )
         .and_then(|params| params.with_cpumask(fields.get("cpumask").copied()))
-        .map(|params| Some(params.with_barrier_gap(barrier_gap)))
+        .map(|params| Some(params.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe)))
         .map_err(|e| e.prefixed("owner record: "))
     }
 
-    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 4] {
+    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 5] {
         [
             ("block_size", self.block_size),
             ("segment_size", self.segment_size),
             ("buffer_count", self.buffer_count),
             ("barrier_gap", self.barrier_gap),
+            ("backing_stripe", self.backing_stripe),
         ]
     }
 
@@ -568,6 +581,29 @@ mod tests {
         // Not a whole number of 4 KiB cache blocks, or beyond the staging size.
         assert_eq!(stripe(striped(12)), 0);
         assert_eq!(stripe(striped(4096)), 0);
+    }
+
+    /// A stripe given at create time (a RAID behind bdev_iscsi, which
+    /// declares none) wins over what the backing bdev declares, 0 included;
+    /// one that is not whole blocks or beyond the staging size is refused.
+    #[test]
+    fn a_given_backing_stripe_wins_over_the_declared_one_and_bad_ones_are_refused() {
+        let declared = BaseFacts { stripe_blocks: 128, ..facts(1024) };
+        let stripe = |bytes| params("hhc", &["hdd0"]).unwrap().with_backing_stripe(bytes).config(declared, facts(64), &[facts(64)]);
+        assert_eq!(stripe(None).unwrap().backing_stripe_bytes, 64 << 10);
+        assert_eq!(stripe(Some(256 << 10)).unwrap().backing_stripe_bytes, 256 << 10);
+        assert_eq!(stripe(Some(0)).unwrap().backing_stripe_bytes, 0);
+        assert_eq!(stripe(Some(crate::config::BACKING_STRIPE_BYTES_MAX)).unwrap().backing_stripe_bytes, 1 << 20);
+        for bad in [512, 6144, (1 << 20) + 4096, u32::MAX - 4095] {
+            let error = stripe(Some(bad)).expect_err("a bad stripe").message;
+            assert!(error.starts_with(&format!("backing_stripe {bad} bytes must be a multiple of block_size 4096")), "{error}");
+        }
+        let p = params("hhc", &["hdd0"]).unwrap().with_backing_stripe(Some(256 << 10));
+        let record = p.owner_record();
+        assert!(String::from_utf8(record.clone()).unwrap().contains("\nbacking_stripe=262144\n"));
+        assert_eq!(CreateParams::from_owner_record(&record), Ok(Some(p.clone())));
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["backing_stripe"], 256 << 10);
     }
 
     #[test]

@@ -83,8 +83,12 @@ impl Core {
         let policy = Some(policy.name());
         let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
         // Started on this thread, the record's owner (`hhc_rs_recover`).
-        let barrier_gap = if mode == Mode::Passthrough { None } else { p.barrier_gap };
-        made.and_then(|made| made.with_cpumask(p.cpumask.as_deref())).map(|made| made.with_barrier_gap(barrier_gap))
+        let (barrier_gap, backing_stripe) = match mode {
+            Mode::Passthrough => (None, None),
+            _ => (p.barrier_gap, p.backing_stripe),
+        };
+        made.and_then(|made| made.with_cpumask(p.cpumask.as_deref()))
+            .map(|made| made.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe))
     }
 
     fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {

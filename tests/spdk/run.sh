@@ -228,6 +228,7 @@ bad_inputs() {
         expect_rpc_error "buffer_count 1" $RPC bdev_hhc_create -b h --backing back --cache ssd --logs hdd0 --buffer-count 1 &&
         expect_rpc_error "dirty_threshold 101" $RPC bdev_hhc_create -b h --backing back --cache ssd --logs hdd0 --dirty-threshold 101 &&
         expect_rpc_error "barrier_gap 5000 bytes must be a multiple" $RPC bdev_hhc_create -b h --backing back --cache ssd --logs hdd0 --barrier-gap 5000 &&
+        expect_rpc_error "backing_stripe 5000 bytes must be a multiple" $RPC bdev_hhc_create -b h --backing back --cache ssd --logs hdd0 --backing-stripe 5000 &&
         expect_rpc_error "already exists" $RPC bdev_hhc_create -b ssd --backing back --cache hdd0 --policy wb &&
         expect_rpc_error "no HHC bdev named 'zz'" $RPC bdev_hhc_get_bdevs -b zz &&
         expect_rpc_error "No such device" $RPC bdev_hhc_delete zz
@@ -237,21 +238,25 @@ bad_inputs() {
 # that closes the pipe at its first match, and under pipefail rpc.py's
 # BrokenPipeError fails the step.
 rpc_lifecycle() {
-    $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 --barrier-gap 65536 &&
+    $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 --barrier-gap 65536 \
+        --backing-stripe 262144 &&
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/hhc_bdevs.json" &&
         grep -q '"health": "ok"' "$WORK/hhc_bdevs.json" &&
         grep -q '"barrier_gap_bytes": 65536' "$WORK/hhc_bdevs.json" &&
+        grep -q '"backing_stripe_bytes": 262144' "$WORK/hhc_bdevs.json" &&
         $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs.json" &&
         grep -q '"policy": "hhc"' "$WORK/bdevs.json" &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/config.json" &&
         grep -q '"method": "bdev_hhc_create"' "$WORK/config.json" &&
         grep -q '"barrier_gap": 65536' "$WORK/config.json" &&
+        grep -q '"backing_stripe": 262144' "$WORK/config.json" &&
         $RPC bdev_hhc_delete hhc0 &&
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         grep -q "warm start from cache bdev ssd" "$WORK/tgt.log" &&
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/hhc_bdevs-again.json" &&
         grep -q "\"barrier_gap_bytes\": $((128 << 10))" "$WORK/hhc_bdevs-again.json" &&
+        grep -q '"backing_stripe_bytes": 0' "$WORK/hhc_bdevs-again.json" &&
         $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs-again.json" &&
         uuid_of "$WORK/bdevs.json" >"$WORK/uuid-1" && uuid_of "$WORK/bdevs-again.json" >"$WORK/uuid-2" &&
         [ -s "$WORK/uuid-1" ] && cmp "$WORK/uuid-1" "$WORK/uuid-2"
