@@ -311,6 +311,11 @@ uint64_t hhc_rs_model_submit(void *rs_model, enum hhc_glue_io_kind kind, uint64_
 /* The command submitted at `submit_ns` completed upward at `completed_ns`;
  * its base I/O was done at `base_done_ns`. */
 void hhc_rs_model_complete(void *rs_model, uint64_t submit_ns, uint64_t base_done_ns, uint64_t completed_ns);
+/* `pieces` more writes went to the model inside the last one submitted (a
+ * plug's): each completes on its own. */
+void hhc_rs_model_gathered(void *rs_model, uint32_t pieces);
+/* A RAID5 model's data bytes per stripe; 0 for the other kinds. */
+uint64_t hhc_rs_model_stripe_bytes(void *rs_model);
 /* bdev_hhc_model_get_stats; rs_model NULL: no such bdev (answers the error). */
 void hhc_rs_model_get_stats(void *rs_model, const char *name, struct hhc_glue_rpc *rpc);
 

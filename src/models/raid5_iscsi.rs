@@ -71,7 +71,8 @@ impl Raid5Iscsi {
         self.disks.len() as u64 - 1
     }
 
-    fn stripe_data_bytes(&self) -> u64 {
+    /// Data bytes per stripe (parity left out).
+    pub fn stripe_data_bytes(&self) -> u64 {
         self.data_disks() * self.chunk_bytes
     }
 

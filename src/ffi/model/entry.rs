@@ -110,6 +110,22 @@ pub unsafe extern "C" fn hhc_rs_model_complete(rs_model: *mut c_void, submit_ns:
 }
 
 /// # Safety
+/// `rs_model` is a live model.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_model_stripe_bytes(rs_model: *mut c_void) -> u64 {
+    // SAFETY: the function's contract.
+    unsafe { device(rs_model) }.stripe_bytes()
+}
+
+/// # Safety
+/// `rs_model` is a live model.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_model_gathered(rs_model: *mut c_void, pieces: u32) {
+    // SAFETY: the function's contract.
+    unsafe { device(rs_model) }.gathered(pieces);
+}
+
+/// # Safety
 /// `rs_model` is NULL (no such bdev) or a live model; `name` a C string;
 /// `rpc` a request to answer.
 #[no_mangle]

@@ -20,8 +20,9 @@ use std::sync::Mutex;
 const KINDS: [(&str, &str); 3] = [("hdd", "log_hdd"), ("ssd", "ssd"), ("raid5", "backing")];
 
 /// The model of `kind` with `overrides` (profile keys without or with their
-/// section prefix: `rpm` or `log_hdd.rpm`) over the profile's defaults.
-pub fn build(kind: &str, overrides: &[(String, f64)]) -> Result<Box<dyn DeviceModel + Send>, String> {
+/// section prefix: `rpm` or `log_hdd.rpm`) over the profile's defaults, and
+/// its stripe's data bytes (a RAID5's; 0 for the others).
+pub fn build(kind: &str, overrides: &[(String, f64)]) -> Result<(Box<dyn DeviceModel + Send>, u64), String> {
     let section = KINDS
         .iter()
         .find(|(name, _)| *name == kind)
@@ -40,19 +41,21 @@ pub fn build(kind: &str, overrides: &[(String, f64)]) -> Result<Box<dyn DeviceMo
             let mut params = HddParams::default();
             apply(&mut params.entries())?;
             params.validate("").map_err(invalid)?;
-            Box::new(Hdd::new(&params))
+            (Box::new(Hdd::new(&params)), 0)
         }
         "ssd" => {
             let mut params = SsdParams::default();
             apply(&mut params.entries())?;
             params.validate("").map_err(invalid)?;
-            Box::new(Ssd::new(&params))
+            (Box::new(Ssd::new(&params)), 0)
         }
         _ => {
             let mut params = BackingParams::default();
             apply(&mut params.entries())?;
             params.validate("").map_err(invalid)?;
-            Box::new(Raid5Iscsi::new(&params))
+            let raid = Raid5Iscsi::new(&params);
+            let stripe_bytes = raid.stripe_data_bytes();
+            (Box::new(raid), stripe_bytes)
         }
     })
 }
@@ -60,8 +63,11 @@ pub fn build(kind: &str, overrides: &[(String, f64)]) -> Result<Box<dyn DeviceMo
 #[derive(Default)]
 struct Stats {
     reads: u64,
+    /// Model commands: a plug's writes are one (`gathered`).
     writes: u64,
     flushes: u64,
+    /// Writes that went to the model inside another's command.
+    writes_gathered: u64,
     /// Time the model had at least one command in service.
     busy_ns: Nanos,
     /// Sum over commands of (model completion - submission), per kind
@@ -93,16 +99,25 @@ struct State {
 /// time, as the clock is read inside the lock.
 pub struct ModelDevice {
     kind: String,
+    stripe_bytes: u64,
     state: Mutex<State>,
 }
 
 impl ModelDevice {
     pub fn new(kind: &str, overrides: &[(String, f64)]) -> Result<ModelDevice, String> {
-        let model = build(kind, overrides)?;
+        let (model, stripe_bytes) = build(kind, overrides)?;
         Ok(ModelDevice {
             kind: kind.to_string(),
+            stripe_bytes,
             state: Mutex::new(State { model, busy_until: 0, last_now: 0, stats: Stats::default() }),
         })
+    }
+
+    /// A RAID5's data bytes per stripe, 0 for the other kinds: the SPDK
+    /// module gathers writes for a RAID5 and hands a plug to the model as
+    /// soon as it fills a stripe.
+    pub fn stripe_bytes(&self) -> u64 {
+        self.stripe_bytes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -124,6 +139,16 @@ impl ModelDevice {
         stats.queue_depth += 1;
         stats.queue_depth_max = stats.queue_depth_max.max(stats.queue_depth);
         (now, done)
+    }
+
+    /// `pieces` more writes went inside the last command submitted (the
+    /// SPDK module's plug); each completes, and leaves the queue, itself.
+    pub fn gathered(&self, pieces: u32) {
+        let mut state = self.lock();
+        let stats = &mut state.stats;
+        stats.writes_gathered += u64::from(pieces);
+        stats.queue_depth += u64::from(pieces);
+        stats.queue_depth_max = stats.queue_depth_max.max(stats.queue_depth);
     }
 
     /// A command submitted at `submitted` completed upward at `completed`;
@@ -153,6 +178,7 @@ impl ModelDevice {
             .number("reads", s.reads)
             .number("writes", s.writes)
             .number("flushes", s.flushes)
+            .number("writes_gathered", s.writes_gathered)
             .number("busy_ns", s.busy_ns)
             .number("model_latency_avg_us", mean_us(s.model_latency_ns.iter().sum(), commands))
             .number("read_model_latency_avg_us", charged(IoKind::Read))
@@ -248,5 +274,25 @@ mod tests {
         assert!(stats.contains("\"member_commands\":4"), "{stats}");
         assert!(stats.contains(&format!("\"write_model_latency_avg_us\":{},", (done - now) / 1_000)), "{stats}");
         assert!(stats.contains("\"read_model_latency_avg_us\":0,"), "{stats}");
+    }
+
+    #[test]
+    fn gathered_writes_are_one_model_command_and_each_completes() {
+        let device = ModelDevice::new("raid5", &[("link_mb_s".into(), 0.0), ("request_latency_us".into(), 0.0)]).unwrap();
+        assert_eq!(device.stripe_bytes(), 256 << 10);
+        assert_eq!(ModelDevice::new("hdd", &[]).unwrap().stripe_bytes(), 0);
+        // Four 64 KiB pieces of one stripe as one command: a full-stripe
+        // write, data and parity, no reads.
+        let (now, done) = device.submit(|| 1_000_000, IoKind::Write, 0, 256 << 10);
+        device.gathered(3);
+        let stats = device.stats_json("r");
+        assert!(stats.contains("\"writes\":1,") && stats.contains("\"writes_gathered\":3,"), "{stats}");
+        assert!(stats.contains("\"member_commands\":5"), "{stats}");
+        assert!(stats.contains("\"queue_depth\":4,") && stats.contains("\"queue_depth_max\":4"), "{stats}");
+        for _ in 0..4 {
+            device.complete(now, done, done);
+        }
+        let stats = device.stats_json("r");
+        assert!(stats.contains("\"queue_depth\":0,") && stats.contains("\"completed\":4,"), "{stats}");
     }
 }
