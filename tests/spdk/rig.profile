@@ -9,6 +9,11 @@
 # the rig's iSCSI software path is a difference between the two.
 backing.link_mb_s = 0
 backing.request_latency_us = 0
+# The paper's RAID5 (the simulator's default), stated here because
+# rig_bench.sh gives hhc0 its stripe, (disks - 1) x chunk = 256 KiB, as
+# bdev_hhc_create's backing_stripe: bdev_iscsi declares none.
+backing.disks = 5
+backing.chunk_kib = 64
 
 # What the rig's hhc0 runs with: the module's defaults, 256 KiB segments.
 engine.writeback_parallelism = 64
