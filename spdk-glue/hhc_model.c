@@ -53,6 +53,11 @@
 #define PLUG_NS 1000000ULL
 #define PLUG_BYTES_MAX (1ULL << 20)
 #define PLUGS_OPEN_MAX 8
+/* The iSCSI target's piece (SPDK_ISCSI_MAX_RECV_DATA_SEGMENT_LENGTH): a
+ * shorter write is a whole command or its last piece, and nothing that
+ * continues it is on its way, so its plug goes to the model at once (a
+ * small synchronous write waits for no window). */
+#define PLUG_PIECE_BYTES (64ULL << 10)
 /* model_done_ns of a write still in the plug. */
 #define MODEL_DONE_PENDING UINT64_MAX
 
@@ -248,8 +253,10 @@ plug_add(struct hhc_model_node *node, struct hhc_model_channel *ch, struct hhc_m
 	io->submit_ns = hhc_glue_now_ns();
 	io->model_done_ns = MODEL_DONE_PENDING;
 	TAILQ_INSERT_TAIL(&plug->ios, io, plug_link);
-	/* A stripe filled: MD starts its full-stripe write at once. */
-	if (plug->end % node->stripe_bytes == 0 && plug->end - plug->offset >= node->stripe_bytes) {
+	/* A stripe filled (MD starts its full-stripe write at once), or the
+	 * command ended. */
+	if ((plug->end % node->stripe_bytes == 0 && plug->end - plug->offset >= node->stripe_bytes) ||
+	    len < PLUG_PIECE_BYTES) {
 		plug_close(node, ch, (uint32_t)(plug - ch->plugs));
 	}
 }
