@@ -17,8 +17,9 @@
  * first, or until they fill a stripe, as one command (a plug): SPDK's iSCSI
  * target passes a write on in pieces of at most 64 KiB, which an MD RAID5
  * would gather in its stripe cache into one full-stripe write, and the
- * model must not charge each piece a read-modify-write of its own. Pieces of concurrent writes may
- * interleave, so a channel keeps a few plugs open at once.
+ * model must not charge each piece a read-modify-write of its own. Pieces
+ * of concurrent writes may interleave, so a channel keeps a few plugs open
+ * at once.
  * Created by RPC (bdev_hhc_model_create) or from a saved config only.
  * docs/spdk.md, "Device models (test only)".
  */
