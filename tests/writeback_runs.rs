@@ -65,7 +65,7 @@ fn without_a_stripe_runs_cross_boundaries_so_the_check_above_can_fail() {
 fn a_stripe_that_is_not_a_whole_number_of_blocks_is_refused() {
     let mut config = config(Policy::WriteBack, 1);
     config.backing_stripe_bytes = 6144;
-    assert!(config.validate().unwrap_err().message.contains("backing stripe"));
+    assert!(config.validate().unwrap_err().message.contains("backing_stripe 6144 bytes must be a multiple of block_size"));
     config.backing_stripe_bytes = 2 << 20;
-    assert!(config.validate().unwrap_err().message.contains("backing stripe"));
+    assert!(config.validate().unwrap_err().message.contains("backing_stripe 2097152 bytes"));
 }
