@@ -48,24 +48,6 @@ BARRIER_GAP=${BARRIER_GAP:-}
 # Seconds between samples of hhc0's counters during the replay (to
 # <point>.stats-series.jsonl: free and dirty blocks over time); empty: none.
 STATS_EVERY_S=${STATS_EVERY_S:-}
-# hhc0's backing_stripe in bytes: the profile's RAID5 stripe (bdev_iscsi
-# declares none), which the simulator aligns write-back to; set it empty to
-# leave it out (runs of up to 128 KiB wherever they start).
-BACKING_STRIPE=${BACKING_STRIPE-$(python3 - "$PROFILE" <<'PY'
-import sys
-params = {}
-for line in open(sys.argv[1]):
-    line = line.split("#", 1)[0].strip()
-    if "=" in line:
-        key, value = (part.strip() for part in line.split("=", 1))
-        params[key] = float(value)
-print(int((params["backing.disks"] - 1) * params["backing.chunk_kib"] * 1024))
-PY
-)}
-if [ -n "$BACKING_STRIPE" ]; then
-    RIG_HHC_ARGS="\"backing_stripe\":$BACKING_STRIPE${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
-    export RIG_HHC_ARGS
-fi
 if [ -n "$BARRIER_GAP" ]; then
     RIG_HHC_ARGS="\"barrier_gap\":$BARRIER_GAP${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
     export RIG_HHC_ARGS
@@ -111,6 +93,15 @@ RIG_SSD_PARAMS=$(profile_params ssd)
 RIG_HDD_PARAMS=$(profile_params log_hdd)
 RIG_RAID_PARAMS=$(profile_params backing)
 export RIG_SSD_PARAMS RIG_HDD_PARAMS RIG_RAID_PARAMS
+
+# hhc0's backing_stripe in bytes: the profile's RAID5 stripe (bdev_iscsi
+# declares none), which the simulator aligns write-back to; set it empty to
+# leave it out (runs of up to 128 KiB wherever they start).
+BACKING_STRIPE=${BACKING_STRIPE-$(python3 -c 'import json, sys; p = json.loads(sys.argv[1]); print(int((p["disks"] - 1) * p["chunk_kib"] * 1024))' "$RIG_RAID_PARAMS")}
+if [ -n "$BACKING_STRIPE" ]; then
+    RIG_HHC_ARGS="\"backing_stripe\":$BACKING_STRIPE${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
+    export RIG_HHC_ARGS
+fi
 
 # fio options of a replay: one job per thread's iolog.
 replay_jobs() { # trace-dir
