@@ -249,13 +249,15 @@ def iostat_read(data):
 
 
 def reads_table(results_dir):
-    """Per point, where a read's time goes over the replay (its settle
-    included): fio's read latency (mean, p50, p99), hhc0's own as the
-    host's bdev layer saw it (the NVMe-oF or vhost path is the
-    difference), the cache model's charge per read, and the share of
-    blocks read that missed, in the rig and in the simulator (a miss goes
-    to the RAID, ~10 ms in the rig). Points without the before-replay
-    files (older runs) show 0 for the rig's window figures."""
+    """Per point, where a read's time goes in fio's measured window:
+    fio's read latency (mean, p50, p99), hhc0's own as the host's bdev
+    layer saw it (the NVMe-oF or vhost path is the difference), the cache
+    model's charge per read (whole run), and the share of blocks read
+    that missed, in the rig and in the simulator (a miss goes to the RAID,
+    ~10 ms in the rig). hhc0's figures start from the snapshot taken as
+    the settle ended (`*-measured.json`), else (older runs) from the one
+    taken as the replay started, settle included; points with neither
+    show 0 for them."""
     header = ("| transport | workload | policy | fio read mean / p50 / p99 us | hhc0 read mean us "
               "| ssd0 us per read | read misses rig / sim % |")
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
@@ -269,11 +271,12 @@ def reads_table(results_dir):
         read = json.loads(text[text.index("{"):])["jobs"][0]["read"]
         pct = read.get("clat_ns", {}).get("percentile", {})
         ops_1, ticks_1, rate = iostat_read(load_json(os.path.join(results_dir, f"{stem}.hhc0-iostat.json")))
-        ops_0, ticks_0, _ = iostat_read(load_json(os.path.join(results_dir, f"{stem}.hhc0-iostat-before.json")))
+        start = "measured" if os.path.exists(os.path.join(results_dir, f"{stem}.stats-measured.json")) else "before"
+        ops_0, ticks_0, _ = iostat_read(load_json(os.path.join(results_dir, f"{stem}.hhc0-iostat-{start}.json")))
         hhc0_us = (ticks_1 - ticks_0) / (ops_1 - ops_0) / rate * 1e6 if ops_1 > ops_0 and rate else 0.0
         ssd = load_json(os.path.join(results_dir, f"{stem}.ssd0.json")) or {}
         after = load_json(os.path.join(results_dir, f"{stem}.stats.json")) or {}
-        before = load_json(os.path.join(results_dir, f"{stem}.stats-before.json")) or {}
+        before = load_json(os.path.join(results_dir, f"{stem}.stats-{start}.json")) or {}
 
         def window(key):
             return float(find(after, key) or 0) - float(find(before, key) or 0) if before else 0.0

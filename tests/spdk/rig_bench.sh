@@ -171,21 +171,31 @@ point() { # transport workload policy trace-dir
         client_fio "$transport" --name=warm --rw=read --bs=128k --iodepth=8 --offset="$area_offset" --size="$area_bytes" \
             >"$RESULTS/$transport-$workload-$policy.warm.log" 2>&1 || { bench_log "warm-up failed"; return 1; }
     fi
-    # hhc0's counters and bdev-layer latencies as the replay starts: the
-    # reads table (rig_bench.py reads) takes the replay's share from them.
+    # hhc0's counters and bdev-layer latencies as the replay starts (kept
+    # for what the settle did; the reads table counts from the next ones).
     rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats-before.json" 2>/dev/null
     rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat-before.json" 2>/dev/null
-    local sampler=
+    local sampler= measured
     if [ -n "$STATS_EVERY_S" ]; then
         sample_stats "$RESULTS/$transport-$workload-$policy.stats-series.jsonl" &
         sampler=$!
     fi
+    # And as the settle ends (fio's start-up, about a second, added): the
+    # reads table's (rig_bench.py reads) miss share and hhc0 latency then
+    # cover fio's window, not the settle's first cache fill.
+    (
+        sleep $((settle + 1))
+        rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats-measured.json" 2>/dev/null
+        rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat-measured.json" 2>/dev/null
+    ) &
+    measured=$!
     # shellcheck disable=SC2046
     client_fio "$transport" --replay_redirect="$bdev" --replay_no_stall=1 --iodepth=1 --group_reporting=1 \
         --ramp_time="$settle" --runtime="$DURATION_S" --output-format=json --output="$RESULTS/$transport-$workload-$policy.fio.json" \
         $(replay_jobs "$trace") >"$RESULTS/$transport-$workload-$policy.fio.log" 2>&1 ||
-        { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; stop_sampler "$sampler"; return 1; }
+        { bench_log "$transport $workload $policy: fio failed"; tail -5 "$RESULTS/$transport-$workload-$policy.fio.log" >&2; stop_sampler "$sampler"; stop_sampler "$measured"; return 1; }
     stop_sampler "$sampler"
+    wait "$measured"
     rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats.json" 2>/dev/null
     rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat.json" 2>/dev/null
     rig_rpc host bdev_hhc_model_get_stats -b "$RIG_CACHE" >"$RESULTS/$transport-$workload-$policy.ssd0.json" 2>/dev/null
