@@ -79,6 +79,12 @@ rig_defaults() {
     RIG_NVME_OPTS=${RIG_NVME_OPTS:-}
     # bdev_iscsi's command timeout in s (bdev_iscsi_set_options; empty: SPDK's 30, 0: none).
     RIG_ISCSI_TIMEOUT=${RIG_ISCSI_TIMEOUT:-}
+    # The server's iSCSI max_r2t_per_connection (empty: SPDK's 4). A write
+    # beyond its immediate data holds an R2T until the RAID completes it,
+    # so this caps the write-backs the RAID sees at once; the simulator's
+    # RAID takes the engine's whole depth (docs/results.md, "The RAID's
+    # queue behind iSCSI").
+    RIG_ISCSI_MAX_R2T=${RIG_ISCSI_MAX_R2T:-}
     RIG_SERVER_MASK=${RIG_SERVER_MASK:-0x1}
     RIG_HOST_MASK=${RIG_HOST_MASK:-0x2}
     RIG_CLIENT_MASK=${RIG_CLIENT_MASK:-0x1}
@@ -288,10 +294,17 @@ rig_stop() { # name [signal]: TERM waits up to 30 s for a clean exit, then KILL
 server_start() {
     rig_running server && { rig_log "server already running (pid $(rig_pid server))"; return 0; }
     rm -f "$RIG_SERVER_SOCK"
+    # iSCSI options are taken before the subsystems start only.
+    local wait_for_rpc=
+    [ -z "$RIG_ISCSI_MAX_R2T" ] || wait_for_rpc=--wait-for-rpc
     rig_spawn server "$RIG_SERVER_LOG" "$RIG_WORK" "$RIG_TGT" --no-huge -s "$RIG_SERVER_MEM_MB" -m "$RIG_SERVER_MASK" \
-        -r "$RIG_SERVER_SOCK" --disable-cpumask-locks
+        -r "$RIG_SERVER_SOCK" --disable-cpumask-locks $wait_for_rpc
     rig_wait_rpc server "$RIG_SERVER_SOCK" "$RIG_SERVER_LOG" || return 1
     local RIG_SOCK=$RIG_SERVER_SOCK
+    if [ -n "$wait_for_rpc" ]; then
+        rig_call iscsi_set_options "{\"max_r2t_per_connection\":$RIG_ISCSI_MAX_R2T}" framework_start_init '{}' \
+                framework_wait_init '{}' >/dev/null || { rig_log "server: iSCSI options or start-up failed"; return 1; }
+    fi
     if ! server_make_raid; then
         rig_log "server: the RAID could not be built"
         return 1
@@ -492,7 +505,7 @@ rig_save_env() {
     {
         local v
         for v in RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_RAID_LEVEL RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
-            RIG_HHC_ARGS RIG_NVME_OPTS RIG_ISCSI_TIMEOUT RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
+            RIG_HHC_ARGS RIG_NVME_OPTS RIG_ISCSI_TIMEOUT RIG_ISCSI_MAX_R2T RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
             RIG_CLIENT_MEM_MB RIG_FIO_MEM_MB RIG_HUGE; do
             printf '%s=%q\n' "$v" "${!v:-}"
         done
