@@ -107,6 +107,7 @@ stop_pid() { # pid: TERM, up to 10 s, then KILL
 cleanup() {
     local pid
     for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    spdk_trace_leftovers
     if [ -n "${KEEP_WORK:-}" ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT

@@ -87,6 +87,19 @@ spdk_find_fio() {
     return 1
 }
 
+# An SPDK app keeps its trace in /dev/shm/<app>_trace.pid<pid> (3 MiB)
+# and removes it on a clean exit only: the drills' kill -9s left hundreds.
+# Removes those of hhc_tgt and bdevperf processes that are gone.
+spdk_trace_leftovers() {
+    local f pid
+    for f in /dev/shm/hhc_tgt_trace.pid* /dev/shm/bdevperf_trace.pid*; do
+        [ -e "$f" ] || continue
+        pid=${f##*_trace.pid}
+        pid=${pid%%[!0-9]*}
+        if [ -n "$pid" ] && ! [ -e "/proc/$pid" ]; then rm -f "$f"; fi
+    done
+}
+
 spdk_env_describe() { # prefix
     local p=${1:-}
     echo "${p}SPDK_DIR=$SPDK_DIR"

@@ -544,6 +544,7 @@ rig_down() {
     host_stop
     server_stop
     rig_huge_leftovers
+    spdk_trace_leftovers
     if [ -n "${KEEP:-}" ]; then
         rig_log "rig down; kept $RIG_WORK"
     elif [ -d "$RIG_WORK" ]; then

@@ -47,6 +47,7 @@ TGT_PID=
 
 cleanup() {
     stop_tgt KILL
+    spdk_trace_leftovers
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
