@@ -87,17 +87,23 @@ spdk_find_fio() {
     return 1
 }
 
-# An SPDK app keeps its trace in /dev/shm/<app>_trace.pid<pid> (3 MiB)
-# and removes it on a clean exit only: the drills' kill -9s left hundreds.
-# Removes those of hhc_tgt and bdevperf processes that are gone.
-spdk_trace_leftovers() {
-    local f pid
-    for f in /dev/shm/hhc_tgt_trace.pid* /dev/shm/bdevperf_trace.pid*; do
+# Removes each FILE whose name holds, right after MARKER, the pid of a
+# process that is gone (what a killed SPDK process leaves behind).
+spdk_remove_if_gone() { # marker file...
+    local marker=$1 f pid
+    shift
+    for f in "$@"; do
         [ -e "$f" ] || continue
-        pid=${f##*_trace.pid}
+        pid=${f##*"$marker"}
         pid=${pid%%[!0-9]*}
         if [ -n "$pid" ] && ! [ -e "/proc/$pid" ]; then rm -f "$f"; fi
     done
+}
+
+# An SPDK app keeps its trace in /dev/shm/<app>_trace.pid<pid> (3 MiB)
+# and removes it on a clean exit only: the drills' kill -9s left hundreds.
+spdk_trace_leftovers() {
+    spdk_remove_if_gone _trace.pid /dev/shm/hhc_tgt_trace.pid* /dev/shm/bdevperf_trace.pid*
 }
 
 spdk_env_describe() { # prefix

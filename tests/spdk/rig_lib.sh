@@ -487,14 +487,9 @@ vhost_bdevperf() {
 
 # Hugepage files of clients that are gone (a client killed by its timeout).
 rig_huge_leftovers() {
-    local f pid mnt
+    local mnt
     while read -r mnt; do
-        for f in "$mnt"/spdk_pid*map_*; do
-            [ -e "$f" ] || continue
-            pid=${f##*/spdk_pid}
-            pid=${pid%%[!0-9]*}
-            if [ -n "$pid" ] && ! [ -e "/proc/$pid" ]; then rm -f "$f"; fi
-        done
+        spdk_remove_if_gone /spdk_pid "$mnt"/spdk_pid*map_*
     done < <(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts)
 }
 
