@@ -165,8 +165,13 @@ point() { # transport workload policy trace-dir
     rig_down >/dev/null 2>&1
     rig_up "$policy" >"$RESULTS/$transport-$workload-$policy.rig.log" 2>&1 || { bench_log "rig_up $policy failed"; return 1; }
     # FLUSH latency as the host's bdev layer sees hhc0's (from the export's
-    # submission), next to fio's and hhc0's own.
-    rig_rpc host bdev_enable_histogram -e -o flush "$RIG_HHC" >/dev/null 2>&1 || bench_log "no FLUSH histogram of $RIG_HHC"
+    # submission), next to fio's and hhc0's own. Over the whole 64-bit
+    # range: a channel opened after the enable (vhost-blk's, when the
+    # client connects) gets SPDK's default-range histogram, and
+    # bdev_get_histogram skips a channel whose range differs from the
+    # bdev's (spdk_histogram_data_merge's -EINVAL, unchecked).
+    rig_rpc host bdev_enable_histogram -e -o flush --min-nsec 0 --max-nsec 18446744073709551615 "$RIG_HHC" >/dev/null 2>&1 ||
+        bench_log "no FLUSH histogram of $RIG_HHC"
     if [ "$policy" != passthrough ]; then
         client_fio "$transport" --name=warm --rw=read --bs=128k --iodepth=8 --offset="$area_offset" --size="$area_bytes" \
             >"$RESULTS/$transport-$workload-$policy.warm.log" 2>&1 || { bench_log "warm-up failed"; return 1; }
@@ -182,11 +187,16 @@ point() { # transport workload policy trace-dir
     fi
     # And as the settle ends (fio's start-up, about a second, added): the
     # reads table's (rig_bench.py reads) miss share and hhc0 latency then
-    # cover fio's window, not the settle's first cache fill.
+    # cover fio's window, not the settle's first cache fill. The FLUSH
+    # histogram about a second before fio ends: SPDK frees a channel's
+    # with the channel, and vhost-blk lets go of its channel as the client
+    # disconnects.
     (
         sleep $((settle + 1))
         rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats-measured.json" 2>/dev/null
         rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat-measured.json" 2>/dev/null
+        sleep $((DURATION_S > 1 ? DURATION_S - 1 : 0))
+        rig_rpc host bdev_get_histogram "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.flush-hist.json" 2>/dev/null
     ) &
     measured=$!
     # shellcheck disable=SC2046
@@ -205,7 +215,6 @@ point() { # transport workload policy trace-dir
     # bdev layer saw it (the iSCSI path is the difference).
     rig_rpc host bdev_get_iostat -b "$RIG_BACKING" >"$RESULTS/$transport-$workload-$policy.iscsi0-iostat.json" 2>/dev/null
     rig_rpc server bdev_get_iostat -b "$RIG_RAID" >"$RESULTS/$transport-$workload-$policy.raid0-iostat.json" 2>/dev/null
-    rig_rpc host bdev_get_histogram "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.flush-hist.json" 2>/dev/null
     bench_log "$transport $workload $policy: $(python3 "$BENCH_DIR/rig_bench.py" point "$RESULTS/$transport-$workload-$policy.fio.json")"
 }
 
