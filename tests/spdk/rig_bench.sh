@@ -7,16 +7,16 @@
 # rig's device sizes), workload, threads and policy. A benchmark, not a
 # test: it prints figures and fails only when the rig does.
 #
-#   bash tests/spdk/rig_bench.sh            # ~30 min on 2 cores
+#   bash tests/spdk/rig_bench.sh            # ~50 min on 2 cores
 #   TRANSPORTS=nvmf WORKLOADS=varmail POLICIES="wb-flush hhc" DURATION_S=20 bash tests/spdk/rig_bench.sh
 #   BARRIER_GAP=524288 RIG_SEGMENT_SIZE=4194304 WORKLOADS=varmail POLICIES=hhc bash tests/spdk/rig_bench.sh
 #
-#   STATS_EVERY_S=4 SETTLE_S=40 DURATION_S=40 WORKLOADS=varmail POLICIES=wb-ordered bash tests/spdk/rig_bench.sh
+#   STATS_EVERY_S=4 DURATION_S=40 WORKLOADS=varmail POLICIES=wb-ordered bash tests/spdk/rig_bench.sh
 #
 # Each point is a fresh rig (new device files): warm-up reads of the file
 # area through hhc0 (as the simulator's prefill), SETTLE_S of the replay
-# not measured (fio's ramp_time; settle_s: 5 s, websearch 25 s), then
-# DURATION_S measured.
+# not measured (fio's ramp_time; settle_s: 5 s, websearch 25 s, varmail
+# 40 s), then DURATION_S measured.
 
 set -u -o pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -69,7 +69,11 @@ bench_log() { echo "[rig-bench] $*" >&2; }
 # mostly not; from 25 s neither has (the simulator then sees 127 misses in
 # 20 s, against 1,539 from 5 s).
 settle_s() { # workload
-    if [ -n "$SETTLE_S" ]; then echo "$SETTLE_S"; elif [ "$1" = websearch ]; then echo 25; else echo 5; fi
+    if [ -n "$SETTLE_S" ]; then
+        echo "$SETTLE_S"
+    else
+        case $1 in websearch) echo 25 ;; varmail) echo 40 ;; *) echo 5 ;; esac
+    fi
 }
 
 # The model params of one profile section, as the JSON object
