@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "spdk/bdev.h"
+#include "spdk/likely.h"
 #include "spdk/log.h"
 #include "spdk/string.h"
 #include "spdk/thread.h"
@@ -35,6 +36,7 @@ struct hhc_dev_io {
 	struct spdk_bdev_desc *desc;
 	struct spdk_io_channel *channel;
 	struct spdk_bdev *bdev;
+	uint32_t block_shift;
 	enum hhc_glue_io_kind kind;
 	uint64_t offset_bytes;
 	uint64_t len_bytes;
@@ -61,6 +63,8 @@ struct hhc_glue_io_pool {
 struct hhc_glue_base {
 	struct spdk_bdev_desc *desc;
 	struct spdk_bdev *bdev;
+	/* log2 of its block size: byte offsets to blocks without a division. */
+	uint32_t block_shift;
 	struct spdk_io_channel *channel;
 	void *rs_base;
 	/* I/Os started and not yet completed (including -ENOMEM waiters). */
@@ -155,6 +159,8 @@ hhc_glue_base_open(const char *name, void *rs_base, struct hhc_glue_base **out)
 		return rc;
 	}
 	base->bdev = spdk_bdev_desc_get_bdev(base->desc);
+	/* A power of two: the Rust side refuses other block sizes. */
+	base->block_shift = spdk_u32log2(spdk_bdev_get_block_size(base->bdev));
 	rc = spdk_bdev_module_claim_bdev(base->bdev, base->desc, &g_hhc_module);
 	if (rc != 0) {
 		spdk_bdev_close(base->desc);
@@ -245,20 +251,41 @@ dev_io_complete_cb(struct spdk_bdev_io *bdev_io, bool success, void *cb_arg)
 	dev_io_finish(cb_arg, success ? 0 : -EIO);
 }
 
+/* Byte offsets and lengths as blocks of a bdev with 1 << block_shift
+ * byte blocks; false if either is not whole blocks (what SPDK's byte
+ * calls refuse with -EINVAL). The block calls skip their division. */
+static bool
+bytes_to_blocks(uint32_t block_shift, uint64_t offset_bytes, uint64_t len_bytes, uint64_t *offset_blocks,
+		uint64_t *blocks_count)
+{
+	if (spdk_unlikely(((offset_bytes | len_bytes) & ((1ULL << block_shift) - 1)) != 0)) {
+		return false;
+	}
+	*offset_blocks = offset_bytes >> block_shift;
+	*blocks_count = len_bytes >> block_shift;
+	return true;
+}
+
 static int
 dev_io_start(struct hhc_dev_io *io)
 {
+	uint64_t offset_blocks = 0, blocks_count = 0;
+
+	/* A FLUSH covers the whole bdev, whatever its range. */
+	if (io->kind != HHC_GLUE_IO_FLUSH &&
+	    !bytes_to_blocks(io->block_shift, io->offset_bytes, io->len_bytes, &offset_blocks, &blocks_count)) {
+		return -EINVAL;
+	}
 	switch (io->kind) {
 	case HHC_GLUE_IO_READ:
-		return spdk_bdev_readv(io->desc, io->channel, io->iovs, io->iovs_count, io->offset_bytes,
-				       io->len_bytes, dev_io_complete_cb, io);
+		return spdk_bdev_readv_blocks(io->desc, io->channel, io->iovs, io->iovs_count, offset_blocks,
+					      blocks_count, dev_io_complete_cb, io);
 	case HHC_GLUE_IO_WRITE:
-		return spdk_bdev_writev(io->desc, io->channel, io->iovs, io->iovs_count, io->offset_bytes,
-					io->len_bytes, dev_io_complete_cb, io);
+		return spdk_bdev_writev_blocks(io->desc, io->channel, io->iovs, io->iovs_count, offset_blocks,
+					       blocks_count, dev_io_complete_cb, io);
 	case HHC_GLUE_IO_FLUSH:
-		return spdk_bdev_flush(io->desc, io->channel, 0,
-				       spdk_bdev_get_num_blocks(io->bdev) * spdk_bdev_get_block_size(io->bdev),
-				       dev_io_complete_cb, io);
+		return spdk_bdev_flush_blocks(io->desc, io->channel, 0, spdk_bdev_get_num_blocks(io->bdev),
+					      dev_io_complete_cb, io);
 	case HHC_GLUE_IO_RESET:
 		/* The engine never resets a base bdev. */
 		break;
@@ -373,6 +400,7 @@ hhc_glue_base_submit(struct hhc_glue_base *base, enum hhc_glue_io_kind kind, uin
 	io->desc = base->desc;
 	io->channel = base->channel;
 	io->bdev = base->bdev;
+	io->block_shift = base->block_shift;
 	rc = dev_io_submit(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
 	if (rc == 0) {
 		base->outstanding++;
@@ -503,6 +531,7 @@ hhc_glue_lane_submit(struct hhc_glue_lane *lane, uint32_t slot, struct hhc_glue_
 	io->desc = base->desc;
 	io->channel = lane->channels[slot];
 	io->bdev = base->bdev;
+	io->block_shift = base->block_shift;
 	rc = dev_io_fill(io, kind, offset_bytes, len_bytes, iovs, iovs_count, tag);
 	if (rc != 0) {
 		return rc;
@@ -567,21 +596,25 @@ bypass_start(struct spdk_bdev_io *io)
 {
 	struct hhc_bypass_ctx *ctx = (struct hhc_bypass_ctx *)io->driver_ctx;
 	struct hhc_glue_base *backing = ctx->backing;
+	uint64_t offset_blocks = 0, blocks_count = 0;
 	int rc = -EINVAL;
 
+	if (ctx->kind != HHC_GLUE_IO_FLUSH &&
+	    !bytes_to_blocks(backing->block_shift, ctx->offset_bytes, ctx->len_bytes, &offset_blocks, &blocks_count)) {
+		return -EINVAL;
+	}
 	switch (ctx->kind) {
 	case HHC_GLUE_IO_READ:
-		rc = spdk_bdev_readv(backing->desc, ctx->channel, io->u.bdev.iovs, io->u.bdev.iovcnt,
-				     ctx->offset_bytes, ctx->len_bytes, bypass_done, io);
+		rc = spdk_bdev_readv_blocks(backing->desc, ctx->channel, io->u.bdev.iovs, io->u.bdev.iovcnt,
+					    offset_blocks, blocks_count, bypass_done, io);
 		break;
 	case HHC_GLUE_IO_WRITE:
-		rc = spdk_bdev_writev(backing->desc, ctx->channel, io->u.bdev.iovs, io->u.bdev.iovcnt,
-				      ctx->offset_bytes, ctx->len_bytes, bypass_done, io);
+		rc = spdk_bdev_writev_blocks(backing->desc, ctx->channel, io->u.bdev.iovs, io->u.bdev.iovcnt,
+					     offset_blocks, blocks_count, bypass_done, io);
 		break;
 	case HHC_GLUE_IO_FLUSH:
-		rc = spdk_bdev_flush(backing->desc, ctx->channel, 0,
-				     spdk_bdev_get_num_blocks(backing->bdev) * spdk_bdev_get_block_size(backing->bdev),
-				     bypass_done, io);
+		rc = spdk_bdev_flush_blocks(backing->desc, ctx->channel, 0, spdk_bdev_get_num_blocks(backing->bdev),
+					    bypass_done, io);
 		break;
 	case HHC_GLUE_IO_RESET:
 		break;
