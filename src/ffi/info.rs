@@ -50,13 +50,15 @@ fn node_info(node: &Node) -> Option<String> {
 impl Core {
     /// Shows the node to other threads as it is now (`Node::published`):
     /// after every operator RPC and, from the poller, at least once a second.
-    pub(super) fn publish(&self) {
+    pub(super) fn publish(&mut self) {
         let info = self.info_json();
         let params = (!self.phase.is_record()).then(|| self.saved_params());
         // SAFETY: the node owns this core and outlives it.
         let node = unsafe { &*self.node };
         let mut published = node.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *published = Published { info: Some(info), params, at: self.now };
+        *published = Published { info: Some(info), params };
+        drop(published);
+        self.published_at_ns = self.now;
     }
 
     /// The create call that brings the bdev back as it is now: its create
