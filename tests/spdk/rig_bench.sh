@@ -192,14 +192,17 @@ point() { # transport workload policy trace-dir
     # And as the settle ends (fio's start-up, about a second, added): the
     # reads table's (rig_bench.py reads) miss share and hhc0 latency then
     # cover fio's window, not the settle's first cache fill. The FLUSH
-    # histogram about a second before fio ends: SPDK frees a channel's
+    # histogram a second or two before fio ends: SPDK frees a channel's
     # with the channel, and vhost-blk lets go of its channel as the client
     # disconnects.
     (
+        started=$SECONDS
         sleep $((settle + 1))
         rig_rpc host bdev_hhc_get_stats -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.stats-measured.json" 2>/dev/null
         rig_rpc host bdev_get_iostat -b "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.hhc0-iostat-measured.json" 2>/dev/null
-        sleep $((DURATION_S > 1 ? DURATION_S - 1 : 0))
+        # Counted from the start, as these RPCs take about half a second each.
+        left=$((started + settle + DURATION_S - 1 - SECONDS))
+        sleep $((left > 0 ? left : 0))
         rig_rpc host bdev_get_histogram "$RIG_HHC" >"$RESULTS/$transport-$workload-$policy.flush-hist.json" 2>/dev/null
     ) &
     measured=$!
