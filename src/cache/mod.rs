@@ -449,9 +449,13 @@ impl CacheIndex {
         self.blocks[b].state = BlockState::Mapped;
         self.blocks[b].flags = flag::BUSY | flag::REFERENCED;
         self.blocks[b].log_loc = LOC_NONE;
-        self.blocks[b].version = self.newest_superseded_version(lba).map_or(0, |newest| newest.wrapping_add(1));
+        // The current block is the LBA's newest: its superseded blocks
+        // (entries far apart) are looked at only when there is none.
+        self.blocks[b].version = match previous {
+            Some(old) => self.blocks[old as usize].version.wrapping_add(1),
+            None => self.newest_superseded_version(lba).map_or(0, |newest| newest.wrapping_add(1)),
+        };
         if let Some(old) = previous {
-            self.blocks[b].version = self.blocks[old as usize].version.wrapping_add(1);
             self.blocks[b].log_loc = self.blocks[old as usize].log_loc;
             if self.has(old, flag::LOGGED) {
                 self.blocks[b].flags |= flag::LOGGED;
@@ -633,6 +637,12 @@ impl CacheIndex {
     /// What the next commit writes for `block`; `commit_unwritten_data` is the
     /// `CommitBeforeData` mutation.
     pub fn desired_entry(&self, block: u32, commit_unwritten_data: bool) -> Option<DurableEntry> {
+        self.desired_entry_given(block, commit_unwritten_data, self.superseded_by_durable(block))
+    }
+
+    /// `desired_entry`, with `successor_durable` already looked up
+    /// (`superseded_by_durable`).
+    fn desired_entry_given(&self, block: u32, commit_unwritten_data: bool, successor_durable: bool) -> Option<DurableEntry> {
         let entry = DurableEntry {
             lba: self.lba(block),
             version: self.version(block),
@@ -645,7 +655,7 @@ impl CacheIndex {
             BlockState::Mapped if self.has(block, flag::COMMITTED | flag::COMMIT_PENDING) => Some(entry),
             BlockState::Mapped if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
             BlockState::Mapped => Some(entry),
-            BlockState::Superseded if self.successor_durable(block) => None,
+            BlockState::Superseded if successor_durable => None,
             BlockState::Superseded if self.has(block, flag::COMMITTED | flag::COMMIT_PENDING) => Some(durable),
             BlockState::Superseded if self.has(block, flag::BUSY) && !commit_unwritten_data => None,
             BlockState::Superseded => Some(durable),
@@ -653,20 +663,36 @@ impl CacheIndex {
         }
     }
 
-    fn successor_durable(&self, block: u32) -> bool {
-        self.lookup(self.lba(block)).is_some_and(|current| self.has(current, flag::COMMITTED))
+    /// A superseded `block` whose successor (the LBA's current block) is
+    /// committed: the next commit invalidates it.
+    fn superseded_by_durable(&self, block: u32) -> bool {
+        self.state(block) == BlockState::Superseded
+            && self.lookup(self.lba(block)).is_some_and(|current| self.has(current, flag::COMMITTED))
+    }
+
+    /// What the next commit writes for `block`, recorded as encoded:
+    /// `desired_entry` then `note_encoded`, looking the successor up once.
+    pub fn encode_entry(&mut self, block: u32, commit_unwritten_data: bool) -> Option<DurableEntry> {
+        let successor_durable = self.superseded_by_durable(block);
+        let entry = self.desired_entry_given(block, commit_unwritten_data, successor_durable);
+        self.note_encoded_given(block, entry, successor_durable);
+        entry
     }
 
     /// Called when a commit's page encoding is taken: records what becomes
     /// durable when the commit completes.
     pub fn note_encoded(&mut self, block: u32, entry: Option<DurableEntry>) {
+        self.note_encoded_given(block, entry, self.superseded_by_durable(block))
+    }
+
+    fn note_encoded_given(&mut self, block: u32, entry: Option<DurableEntry>, successor_durable: bool) {
         match (self.state(block), entry) {
             (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
                 self.set(block, flag::COMMIT_PENDING)
             }
             // A superseded block left out only because its data is not written
             // yet is still needed; it is not invalidated.
-            (BlockState::Superseded, None) if self.successor_durable(block) => self.set(block, flag::INVALIDATE_PENDING),
+            (BlockState::Superseded, None) if successor_durable => self.set(block, flag::INVALIDATE_PENDING),
             (BlockState::Evicting, None) => self.set(block, flag::INVALIDATE_PENDING),
             _ => {}
         }

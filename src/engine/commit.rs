@@ -293,8 +293,7 @@ impl Engine {
         let mut entries = std::mem::take(&mut self.commit.entries);
         entries.clear();
         for block in blocks.clone() {
-            let desired = self.cache.desired_entry(block, unwritten);
-            self.cache.note_encoded(block, desired);
+            let desired = self.cache.encode_entry(block, unwritten);
             entries.push(match desired {
                 Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version, dirty: e.dirty, through: e.through },
                 None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false, through: false },
