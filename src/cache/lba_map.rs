@@ -75,14 +75,6 @@ impl LbaMap {
         prefetch_address(&self.slots[self.home(lba)]);
     }
 
-    /// The block in `lba`'s home slot if it is of `lba`: the block a lookup
-    /// most likely reads first.
-    #[inline]
-    pub fn likely_block(&self, lba: u32) -> Option<u32> {
-        let slot = self.slots[self.home(lba)];
-        (slot.block != NO_BLOCK && slot.lba == lba).then_some(slot.block)
-    }
-
     /// The block held for `lba` that `wanted` accepts.
     pub fn find(&self, lba: u32, wanted: impl Fn(u32) -> bool) -> Option<u32> {
         self.blocks_of(lba).find(|&block| wanted(block))

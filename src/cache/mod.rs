@@ -25,6 +25,9 @@ pub const LBA_NONE: u32 = u32::MAX;
 /// per call; the hand resumes where it stopped).
 const EVICTION_SCAN_PER_BLOCK: u32 = 64;
 pub const LOC_NONE: u32 = u32::MAX;
+/// Block entries of one LBA a lookup prefetch loads: its current block and
+/// the superseded ones before it (rarely more than one).
+const PREFETCH_BLOCKS_MAX: usize = 3;
 
 /// Where a block is in its life cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,11 +300,12 @@ impl CacheIndex {
         self.map.prefetch(lba);
     }
 
-    /// Starts loading the block entry a lookup of `lba` most likely reads
-    /// (its home slot's; after `prefetch_slot`, when the slot is in the CPU
-    /// cache).
+    /// Starts loading the block entries a lookup of `lba` reads (after
+    /// `prefetch_slot`, when the slots are in the CPU cache): every block
+    /// of the LBA up to its current one, which after a write over a
+    /// committed block comes after the superseded one.
     pub fn prefetch_block(&self, lba: u32) {
-        if let Some(block) = self.map.likely_block(lba) {
+        for block in self.map.blocks_of(lba).take(PREFETCH_BLOCKS_MAX) {
             lba_map::prefetch_address(&self.blocks[block as usize]);
         }
     }
