@@ -310,6 +310,14 @@ impl CacheIndex {
         }
     }
 
+    /// Starts loading the map slot that applying a commit to `block`
+    /// removes (`note_committed`, when the commit invalidates it).
+    pub fn prefetch_invalidated_slot(&self, block: u32) {
+        if self.has(block, flag::INVALIDATE_PENDING) {
+            self.map.prefetch(self.lba(block));
+        }
+    }
+
     /// Starts loading `block`'s entry (a command on it is about to complete).
     pub fn prefetch_entry(&self, block: u32) {
         if let Some(entry) = self.blocks.get(block as usize) {

@@ -273,6 +273,11 @@ impl Engine {
                 for slot in first..end {
                     let page = self.commit.round[slot];
                     self.commit.page_seq[page as usize] += 1;
+                    // Invalidated blocks leave the map: their slots, far
+                    // from the page, are loaded together first.
+                    for block in self.page_blocks(page) {
+                        self.cache.prefetch_invalidated_slot(block);
+                    }
                     for block in self.page_blocks(page) {
                         self.cache.note_committed(block);
                     }
