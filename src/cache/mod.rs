@@ -687,17 +687,13 @@ impl CacheIndex {
     pub fn encode_entry(&mut self, block: u32, commit_unwritten_data: bool) -> Option<DurableEntry> {
         let successor_durable = self.superseded_by_durable(block);
         let entry = self.desired_entry_given(block, commit_unwritten_data, successor_durable);
-        self.note_encoded_given(block, entry, successor_durable);
+        self.note_encoded(block, entry, successor_durable);
         entry
     }
 
     /// Called when a commit's page encoding is taken: records what becomes
     /// durable when the commit completes.
-    pub fn note_encoded(&mut self, block: u32, entry: Option<DurableEntry>) {
-        self.note_encoded_given(block, entry, self.superseded_by_durable(block))
-    }
-
-    fn note_encoded_given(&mut self, block: u32, entry: Option<DurableEntry>, successor_durable: bool) {
+    fn note_encoded(&mut self, block: u32, entry: Option<DurableEntry>, successor_durable: bool) {
         match (self.state(block), entry) {
             (BlockState::Mapped | BlockState::Superseded, Some(_)) if !self.has(block, flag::COMMITTED) => {
                 self.set(block, flag::COMMIT_PENDING)
@@ -905,11 +901,10 @@ mod tests {
         let b = index.map_new_block(3, true).unwrap();
         index.clear(b, flag::BUSY);
         assert!(index.desired_entry(a, false).is_some(), "old mapping must stay valid");
-        let entry_b = index.desired_entry(b, false);
-        index.note_encoded(b, entry_b);
+        index.encode_entry(b, false);
         index.note_committed(b);
         assert!(index.desired_entry(a, false).is_none());
-        index.note_encoded(a, None);
+        index.encode_entry(a, false);
         assert!(index.note_committed(a));
         assert!(!index.has_superseded_entries(3));
     }
