@@ -351,7 +351,7 @@ impl Engine {
         }
         if self.logging.barrier_after_relog && self.cache.unlogged_dirty_count() == 0 && !self.relog_pending() {
             self.logging.barrier_after_relog = false;
-            self.logging.barrier_wanted = true;
+            self.logging.barrier_wanted |= self.log.head_waits_for_barrier();
         }
         if self.logging.barrier_wanted && self.log.barrier_covers_all() {
             // Nothing since the last barrier: it serves; no segment is spent.
