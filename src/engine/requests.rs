@@ -371,6 +371,9 @@ impl Engine {
         let mut shortage = 0.0;
         if logged {
             let Some(now_short) = self.log_write_shortage() else { return false };
+            if data.is_some() && self.log_copy_must_wait() {
+                return false;
+            }
             shortage = now_short;
         }
         if self.cache.free_count() == 0 {
