@@ -9,6 +9,12 @@ use crate::log::OpenFor;
 
 /// Segments reclamation works ahead of the head before a barrier.
 const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
+/// A segment more live than this share (9/10) is written back instead of
+/// re-logged. Re-logging costs a cache read and a slot on the sequential
+/// log; writing back costs the backing device, which in `hhc`'s setting is
+/// the slow one, and holds the head until the last block is written.
+const RELOG_LIVE_MAX_NUM: u64 = 9;
+const RELOG_LIVE_MAX_DEN: u64 = 10;
 
 impl Engine {
     /// Active reclamation when the log runs short (or is idle and half
@@ -66,7 +72,7 @@ impl Engine {
         );
         self.stats.log_segments_reclaimed += 1;
         let slots = self.log.slots();
-        let mostly_live = self.log.live_count(sequence) * 2 > slots;
+        let mostly_live = self.log.live_count(sequence) as u64 * RELOG_LIVE_MAX_DEN > slots as u64 * RELOG_LIVE_MAX_NUM;
         let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
         let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
         entries.clear();

@@ -233,9 +233,12 @@ impl Engine {
         // near one on a RAID of HDDs, where reclamation (sequential on the
         // log) then does more of the work of emptying the log's head. With
         // no free block left, writes wait for write-back: full depth.
-        if idle || starved {
+        // Blocks reclamation chose to write back hold up the log's head,
+        // and with it every logged write (throttle.rs): full depth too.
+        let reclaiming = !self.writeback.reclaim_queue.is_empty();
+        if idle || starved || reclaiming {
             full
-        } else if over || log_tight || !self.writeback.reclaim_queue.is_empty() {
+        } else if over || log_tight {
             self.writeback.pacer.depth().min(full)
         } else {
             0
