@@ -328,6 +328,9 @@ impl Engine {
             self.cache.set_log_loc(block, loc);
             self.cache.set_logged(block, true);
             self.stats.log_blocks_from_cache += 1;
+            if relog_from != LOC_NONE {
+                self.stats.log_blocks_relogged += 1;
+            }
         } else {
             // Superseded, cleaned or unreadable meanwhile: leave a hole.
             self.log.kill(loc, Some(point));

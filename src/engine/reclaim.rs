@@ -71,6 +71,7 @@ impl Engine {
             self.log.durable_prefix_sequence
         );
         self.stats.log_segments_reclaimed += 1;
+        self.stats.log_reclaim_live_entries += self.log.live_count(sequence) as u64;
         let slots = self.log.slots();
         let mostly_live = self.log.live_count(sequence) as u64 * RELOG_LIVE_MAX_DEN > slots as u64 * RELOG_LIVE_MAX_NUM;
         let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();

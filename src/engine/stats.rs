@@ -28,6 +28,14 @@ pub struct Stats {
     /// Segments whose live entries reclamation moved (re-logged or
     /// written back) so that the head could pass them.
     pub log_segments_reclaimed: u64,
+    /// Live entries those segments held when reclamation took them: over
+    /// `log_segments_written` x blocks per segment, the live fraction u of
+    /// what the log's head passed (a segment found dead costs nothing).
+    pub log_reclaim_live_entries: u64,
+    /// Entries reclamation moved to the log's tail (read back from the
+    /// cache device; also counted in `log_blocks_from_cache`): the cleaning
+    /// cost, against `log_blocks_copied`, that LFS puts at u/(1-u).
+    pub log_blocks_relogged: u64,
     /// Block writes that waited (for a free cache block) with the pool that
     /// holds their data for the log copy full (engine/held.rs): each is
     /// logged later from the cache device instead.
@@ -101,7 +109,7 @@ impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 34] {
+    pub fn counters(&self) -> [(&'static str, u64); 36] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -119,6 +127,8 @@ impl Stats {
             ("log_gap_blocks", self.log_gap_blocks),
             ("log_bytes_written", self.log_bytes_written),
             ("log_segments_reclaimed", self.log_segments_reclaimed),
+            ("log_reclaim_live_entries", self.log_reclaim_live_entries),
+            ("log_blocks_relogged", self.log_blocks_relogged),
             ("writes_waited_unheld", self.writes_waited_unheld),
             ("writes_throttled", self.writes_throttled),
             ("superblock_writes", self.superblock_writes),

@@ -222,6 +222,8 @@ impl View<'_> {
         self.counter_row("writes throttled", "writes_throttled");
         self.gauge_row("blocks freed per s", "log_freed_blocks_per_s");
         self.counter_row("segments reclaimed", "log_segments_reclaimed");
+        self.counter_row("  live entries found there", "log_reclaim_live_entries");
+        self.counter_row("  entries moved to the tail", "log_blocks_relogged");
         self.counter_row("wraps", "log_wraps");
         self.gauge_row("healthy mirrors", "healthy_mirrors");
     }
