@@ -1,9 +1,18 @@
 """rpc.py plugin for the HHC bdev module.
 
-Use with SPDK's rpc.py or the `spdk` package from PyPI:
-    PYTHONPATH=json-rpc rpc.py --plugin hhc_rpc_plugin bdev_hhc_create ...
-    PYTHONPATH=json-rpc spdk-rpc --plugin hhc_rpc_plugin bdev_hhc_get_bdevs
+Install it as a package (`pip install ./json-rpc`, see json-rpc/pyproject.toml)
+and use it with SPDK's rpc.py or the `spdk` package from PyPI:
+    rpc.py --plugin hhc_rpc_plugin bdev_hhc_create ...
+    spdk-rpc --plugin hhc_rpc_plugin bdev_hhc_get_bdevs
+or, without installing it, put this directory on the path:
+    PYTHONPATH=json-rpc rpc.py --plugin hhc_rpc_plugin ...
+
+List options (`--logs` of bdev_hhc_create, `--params` of bdev_hhc_model_create)
+take their items space-separated, comma-separated or both:
+`--logs hdd0 hdd1`, `--logs hdd0,hdd1` and `--logs hdd0,hdd1 hdd2` all work.
 """
+
+import argparse
 
 POLICIES = ["passthrough", "wt", "wb", "wb-flush", "wb-ordered", "hhc"]
 SEQ_CUTOFF_POLICIES = ["never", "full", "always"]
@@ -15,8 +24,11 @@ def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, b
                     segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
                     idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None, cpumask=None,
                     barrier_gap=None, backing_stripe=None):
-    """Create an HHC bdev; returns its name."""
+    """Create an HHC bdev; returns its name. logs: a list of log mirror bdev names (a comma-separated
+    string is split), an empty name for a slot without a mirror."""
     params = {"name": name, "backing": backing}
+    if isinstance(logs, str):
+        logs = _split_items([logs])
     optional = {"cache": cache, "logs": logs, "policy": policy, "cpumask": cpumask, "block_size": block_size,
                 "segment_size": segment_size,
                 "buffer_count": buffer_count, "barrier_gap": barrier_gap, "backing_stripe": backing_stripe,
@@ -97,6 +109,8 @@ def bdev_hhc_model_create(client, name, base_bdev_name, model, params=None):
     model of an HDD, SSD or RAID5 says so (and not before the base bdev). params: {key: number} overriding
     the profile defaults of that kind (keys of `hhc simulate --print-profile`, section prefix optional)."""
     request = {"name": name, "base_bdev_name": base_bdev_name, "model": model}
+    if isinstance(params, (str, list)):
+        params = _model_params(params)
     if params:
         request["params"] = params
     return client.call("bdev_hhc_model_create", request)
@@ -112,15 +126,51 @@ def bdev_hhc_model_get_stats(client, name):
     return client.call("bdev_hhc_model_get_stats", {"name": name})
 
 
-def _model_params(text):
-    """key=value[,key=value...] -> {key: number}."""
+def _split_items(values):
+    """The items of a list option: every value split at its commas, so that
+    ["hdd0", "hdd1"], ["hdd0,hdd1"] and ["hdd0,hdd1", "hdd2"] are lists of
+    names alike. An empty item stays (an empty log name keeps a mirror slot
+    free); a list that is one empty string is no list at all (`--logs ''`)."""
+    items = [item for value in values for item in value.split(",")]
+    return [] if items == [""] else items
+
+
+def _model_params(items):
+    """key=value items (or one key=value[,key=value...] string) -> {key: number}."""
+    if isinstance(items, str):
+        items = [items]
     params = {}
-    for item in filter(None, (text or "").split(",")):
+    for item in filter(None, _split_items(items or [])):
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise ValueError("expected key=value, got '%s'" % item)
-        params[key.strip()] = float(value)
+        try:
+            params[key.strip()] = float(value)
+        except ValueError:
+            raise ValueError("%s: expected a number, got '%s'" % (key.strip(), value))
     return params
+
+
+class _ListAction(argparse.Action):
+    """A list option (nargs='+'): `--logs hdd0 hdd1`, `--logs hdd0,hdd1` and
+    `--logs hdd0,hdd1 hdd2` give the same kind of list; given twice, the
+    lists are joined. Stores None for `--logs ''`, as if it was not given."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = (getattr(namespace, self.dest, None) or []) + _split_items(values)
+        setattr(namespace, self.dest, items or None)
+
+
+class _KeyValuesAction(argparse.Action):
+    """A list of key=value items with numbers (nargs='+'), space- or
+    comma-separated, into {key: number}; a malformed item is a usage error."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            params = _model_params(values)
+        except ValueError as error:
+            raise argparse.ArgumentError(self, str(error))
+        setattr(namespace, self.dest, {**(getattr(namespace, self.dest, None) or {}), **params} or None)
 
 
 def _print(result):
@@ -156,8 +206,7 @@ def _options_of(args):
 
 def spdk_rpc_plugin_initialize(subparsers):
     def create(args):
-        logs = args.logs.split(",") if args.logs else None
-        _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=logs,
+        _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=args.logs,
                                policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
                                buffer_count=args.buffer_count, barrier_gap=args.barrier_gap,
                                backing_stripe=args.backing_stripe, cpumask=args.cpumask, **_options_of(args)))
@@ -168,8 +217,10 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--backing", required=True, help="backing bdev (e.g. the iSCSI RAID); its size is the HHC size")
     p.add_argument("--cache", help="cache bdev (SSD); formatted on first use, reopened warm later; only policy "
                    "passthrough without logs goes without one (requests straight to the backing bdev)")
-    p.add_argument("--logs", help="comma-separated log mirror bdevs (HDDs), one per mirror slot; an empty name keeps "
-                   "a slot without a mirror (a detached one's, for bdev_hhc_attach_log); policy hhc needs at least one")
+    p.add_argument("--logs", nargs="+", action=_ListAction, metavar="LOG",
+                   help="log mirror bdevs (HDDs), one per mirror slot, space- or comma-separated (--logs hdd0 hdd1, "
+                   "--logs hdd0,hdd1); an empty name keeps a slot without a mirror (a detached one's, for "
+                   "bdev_hhc_attach_log), e.g. --logs hdd0,,hdd2; policy hhc needs at least one")
     p.add_argument("--policy", choices=POLICIES, help="write policy (default hhc)")
     p.add_argument("--cpumask", help="cores the bdev's owner thread (its engine and base I/O) may run on, e.g. 0x2 "
                    "(default: the thread of the create call, the app thread)")
@@ -292,7 +343,7 @@ def spdk_rpc_plugin_initialize(subparsers):
 
     def model_create(args):
         _print(bdev_hhc_model_create(args.client, name=args.name, base_bdev_name=args.base_bdev_name,
-                                     model=args.model, params=_model_params(args.params)))
+                                     model=args.model, params=args.params))
 
     p = subparsers.add_parser("bdev_hhc_model_create", help="TEST ONLY: create a device-model bdev over a base "
                               "bdev. Every I/O is forwarded to the base and completes at the later of the base's "
@@ -305,9 +356,11 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--base-bdev", "--base-bdev-name", dest="base_bdev_name", required=True,
                    help="the bdev that stores the data (claimed)")
     p.add_argument("-m", "--model", required=True, choices=MODELS, help="device model")
-    p.add_argument("-p", "--params", help="overrides of the profile defaults, key=value[,key=value...], keys as "
+    p.add_argument("-p", "--params", nargs="+", action=_KeyValuesAction, metavar="KEY=VALUE",
+                   help="overrides of the profile defaults, key=value items space- or comma-separated, keys as "
                    "in `hhc simulate --print-profile` without or with their section (hdd: log_hdd.*, ssd: "
-                   "ssd.*, raid5: backing.*, its disks disk.*), e.g. rpm=5400,capacity_gb=0.064")
+                   "ssd.*, raid5: backing.*, its disks disk.*), e.g. rpm=5400 capacity_gb=0.064 or "
+                   "rpm=5400,capacity_gb=0.064")
     p.set_defaults(func=model_create)
 
     def model_delete(args):
