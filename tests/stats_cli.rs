@@ -82,8 +82,10 @@ fn serve(mut stream: UnixStream, reply: &dyn Fn(&Value, usize) -> Reply, calls: 
     }
 }
 
+/// `hhc stats` with a 60 s --timeout: a hang guard only (the fake target
+/// answers at once), so that a busy machine fails no test.
 fn hhc_stats(socket: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hhc")).arg("stats").arg("--socket").arg(socket).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_hhc")).arg("stats").arg("--socket").arg(socket).args(["--timeout", "60"]).args(args).output().unwrap()
 }
 
 fn stdout(output: &Output) -> String {

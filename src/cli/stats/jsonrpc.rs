@@ -191,8 +191,12 @@ mod tests {
         (dir, path)
     }
 
+    /// The timeout of calls that are answered: a hang guard only, so that a
+    /// busy machine, slow to run the fake target, fails no test.
+    const HANG_GUARD: Duration = Duration::from_secs(60);
+
     fn call(path: &Path) -> Result<Value, RpcError> {
-        let mut client = RpcClient::connect(path, Duration::from_secs(5))?;
+        let mut client = RpcClient::connect(path, HANG_GUARD)?;
         client.call("bdev_hhc_get_stats", Some(json!({"name": "hhc0"})))
     }
 
@@ -249,11 +253,23 @@ mod tests {
         let path = dir.path().join("rpc.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let held = std::thread::spawn(move || listener.accept().map(|(stream, _)| stream));
-        let mut client = RpcClient::connect(&path, Duration::from_millis(200)).unwrap();
-        let started = Instant::now();
-        let error = client.call("bdev_hhc_get_stats", None).unwrap_err();
-        assert!(error.to_string().contains("no answer to bdev_hhc_get_stats within"), "{error}");
-        assert!(started.elapsed() < Duration::from_secs(3));
+        let timeout = Duration::from_millis(200);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            // Connected without a hurry; the call's own timeout is the one tested.
+            let outcome = RpcClient::connect(&path, HANG_GUARD).and_then(|mut client| {
+                client.timeout = timeout;
+                client.call("bdev_hhc_get_stats", None)
+            });
+            let _ = sender.send((outcome, started.elapsed()));
+        });
+        // The call must end by itself; a busy machine only makes it later.
+        // HANG_GUARD is no measure of the timeout, only of a call that never ends.
+        let (outcome, waited) = receiver.recv_timeout(HANG_GUARD).expect("the call never timed out");
+        let error = outcome.unwrap_err();
+        assert!(error.to_string().contains("no answer to bdev_hhc_get_stats within 200ms"), "{error}");
+        assert!(waited >= timeout, "gave up after {waited:?}, before its timeout");
         drop(held.join());
     }
 
@@ -261,12 +277,12 @@ mod tests {
     fn a_missing_or_refusing_socket_is_a_connect_error() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("none.sock");
-        let error = RpcClient::connect(&missing, Duration::from_secs(1)).err().unwrap();
+        let error = RpcClient::connect(&missing, HANG_GUARD).err().unwrap();
         assert!(error.to_string().contains("no such socket"), "{error}");
         // A socket file nobody listens on any more.
         let stale = dir.path().join("stale.sock");
         drop(UnixListener::bind(&stale).unwrap());
-        let error = RpcClient::connect(&stale, Duration::from_secs(1)).err().unwrap();
+        let error = RpcClient::connect(&stale, HANG_GUARD).err().unwrap();
         assert!(matches!(error, RpcError::Connect(_)) && error.to_string().contains("cannot connect"), "{error}");
     }
 }
