@@ -5,7 +5,7 @@
 use super::CliResult;
 use hhc::config::Policy;
 use hhc::simcore::EngineFactory;
-use hhc::timed::experiments::{self, PointResult, Settings};
+use hhc::timed::experiments::{self, PaperMemory, PointResult, Settings};
 use hhc::timed::figures;
 use hhc::timed::profile::Profile;
 use hhc::timed::workloads::WorkloadKind;
@@ -146,13 +146,19 @@ fn write_file(dir: &Path, name: &str, contents: &str) -> Result<(), String> {
     std::fs::write(&path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// §3.5 at the paper's 4 GB cache, from the memory point's run.
+fn paper_memory(results: &[PointResult], settings: &Settings) -> Option<Result<PaperMemory, String>> {
+    let measured = results.iter().find(|r| r.point.experiment == "memory")?.memory.as_ref()?;
+    Some(experiments::memory_at_paper_size(settings, measured))
+}
+
 /// The Markdown section of one experiment, and its chart if it has one.
-fn render(experiment: &str, results: &[PointResult], settings: &Settings) -> (String, Option<String>) {
+fn render(experiment: &str, results: &[PointResult], settings: &Settings, memory: Option<&Result<PaperMemory, String>>) -> (String, Option<String>) {
     let mut text = format!("## {experiment}\n\n{}\n", figures::table(results));
-    if experiment == "memory" {
-        if let Some(memory) = results.first().and_then(|r| r.memory.as_ref()) {
-            text.push_str(&format!("\n{}\n", figures::memory_table(memory)));
-        }
+    match memory {
+        Some(Ok(memory)) if experiment == "memory" => text.push_str(&format!("\n{}\n", figures::memory_table(memory))),
+        Some(Err(message)) if experiment == "memory" => text.push_str(&format!("\nno §3.5 table: {message}\n")),
+        _ => {}
     }
     let svg = match experiment {
         "fig5" => Some(figures::fig5_svg(results, settings)),
@@ -173,6 +179,7 @@ pub fn run(args: Args) -> CliResult {
     std::fs::create_dir_all(&args.out_dir).map_err(|e| format!("cannot create {}: {e}", args.out_dir.display()))?;
     let started = Instant::now();
     let mut all_results = Vec::new();
+    let mut memory = None;
     let mut markdown = format!(
         "# hhc simulate\n\nscale {} (cache sizes and working sets x{}), {} s settle + {} s measured virtual time per point ({} s + {} s in the steady-state experiment), seed {}\n\n",
         settings.scale, settings.scale, settings.settle_s, settings.measure_s, settings.steady_settle_s, settings.steady_measure_s, settings.seed
@@ -207,7 +214,10 @@ pub fn run(args: Args) -> CliResult {
             );
         };
         let results = experiments::run_points(&EngineFactory, &points, &settings, &progress);
-        let (text, svg) = render(experiment, &results, &settings);
+        if experiment == "memory" {
+            memory = paper_memory(&results, &settings);
+        }
+        let (text, svg) = render(experiment, &results, &settings, memory.as_ref());
         if let Some(svg) = svg {
             write_file(&args.out_dir, &format!("{experiment}.svg"), &svg)?;
         }
@@ -222,7 +232,7 @@ pub fn run(args: Args) -> CliResult {
     if !steady.is_empty() {
         markdown.push_str(&format!("\n## steady-state checks (the paper's bounds, log wrapping)\n\n{}", figures::targets_table(&steady)));
     }
-    let json = figures::results_json(&all_results, &checks, &settings).encode();
+    let json = figures::results_json(&all_results, &checks, &settings, memory.as_ref().and_then(|m| m.as_ref().ok())).encode();
     write_file(&args.out_dir, "results.md", &markdown)?;
     write_file(&args.out_dir, "results.json", &json)?;
     if args.json {

@@ -159,6 +159,76 @@ pub fn memory_points() -> Vec<Point> {
     grid("memory", &[(WorkloadKind::Varmail, 4.0, 16)], &[Policy::Hhc])
 }
 
+/// §3.5's engine memory at the paper's 4 GB cache, whatever the scale the
+/// memory point ran at: at a small scale the fixed costs (the unscaled log's
+/// bookkeeping above all) dominate every per-block figure.
+#[derive(Clone, Debug)]
+pub struct PaperMemory {
+    /// The engine of the memory point at the paper's size (see `memory_at_paper_size`).
+    pub report: MemoryReport,
+    /// The memory point's own engine at the end of its run, at `scale`.
+    pub measured: MemoryReport,
+    pub scale: f64,
+    pub cache_bytes: u64,
+    pub log_bytes: u64,
+    /// Bookkeeping bytes the run's engine grew by while it ran (work lists
+    /// sized by use, not by the devices), added to the formatted engine's.
+    pub grown_bytes: u64,
+}
+
+impl PaperMemory {
+    /// Live log entries per cache block at the end of the run.
+    pub fn live_share(&self) -> f64 {
+        self.measured.log_live_entries as f64 / self.measured.cache_blocks.max(1) as f64
+    }
+}
+
+/// The memory point's engine at the paper's 4 GB cache, computed from
+/// structure sizes without running the workload at that size: an engine
+/// formatted with the memory point's configuration at scale 1 (every
+/// structure sized by its cache and log) reports its `MemoryReport`; to it
+/// are added the bytes the measured run's engine grew by beyond a freshly
+/// formatted engine of its own configuration, and the live log entries are
+/// the run's per cache block times the 4 GB cache's blocks (a live entry
+/// costs no memory of its own: its location is a field of the block table).
+pub fn memory_at_paper_size(settings: &Settings, measured: &MemoryReport) -> Result<PaperMemory, String> {
+    let point = &memory_points()[0];
+    let formatted = |settings: &Settings| -> Result<(MemoryReport, Config), String> {
+        let workload = Workload::new(point.workload.clone(), point.threads, settings.scale, settings.seed);
+        let config = engine_config(point, settings, workload.address_space_blocks());
+        config.validate().map_err(|e| format!("memory at {} GB: {e:?}", config.cache_device_bytes as f64 / GB as f64))?;
+        let report = crate::bench::NullDriver::new(config.clone()).engine.memory_report();
+        Ok((report, config))
+    };
+    let (fresh, _) = formatted(settings)?;
+    let paper_settings = Settings { scale: 1.0, cache_bytes: None, ..settings.clone() };
+    let (paper, config) = formatted(&paper_settings)?;
+    let grown = |now: u64, at_start: u64| now.saturating_sub(at_start);
+    let (index, log, commit, buffers) = (
+        grown(measured.cache_index_bytes, fresh.cache_index_bytes),
+        grown(measured.log_bookkeeping_bytes, fresh.log_bookkeeping_bytes),
+        grown(measured.commit_bookkeeping_bytes, fresh.commit_bookkeeping_bytes),
+        grown(measured.io_buffer_bytes, fresh.io_buffer_bytes),
+    );
+    let live_share = measured.log_live_entries as f64 / measured.cache_blocks.max(1) as f64;
+    let report = MemoryReport {
+        cache_blocks: paper.cache_blocks,
+        cache_index_bytes: paper.cache_index_bytes + index,
+        log_live_entries: ((live_share * paper.cache_blocks as f64).round() as u64).min(paper.cache_blocks),
+        log_bookkeeping_bytes: paper.log_bookkeeping_bytes + log,
+        commit_bookkeeping_bytes: paper.commit_bookkeeping_bytes + commit,
+        io_buffer_bytes: paper.io_buffer_bytes + buffers,
+    };
+    Ok(PaperMemory {
+        report,
+        measured: measured.clone(),
+        scale: settings.scale,
+        cache_bytes: config.cache_device_bytes,
+        log_bytes: config.log_device_bytes,
+        grown_bytes: index + log + commit,
+    })
+}
+
 pub fn custom_points(settings: &Settings, workload: WorkloadKind) -> Vec<Point> {
     let threads = settings.threads.unwrap_or_else(|| workload.default_threads());
     // A given cache size, stated like the paper's sizes (before scaling).
@@ -340,6 +410,36 @@ mod tests {
         };
         let (hhc, wb_flush) = (flush_p50(Policy::Hhc), flush_p50(Policy::WriteBackFlush));
         assert!(hhc < wb_flush, "HHC flush p50 {hhc} ns vs WB-Flush {wb_flush} ns");
+    }
+
+    /// §3.5 at the paper's 4 GB cache whatever the scale: the small run's
+    /// fixed costs (its unscaled log's bookkeeping) no longer dominate.
+    #[test]
+    fn the_memory_table_is_computed_for_the_papers_cache_at_any_scale() {
+        let at = |scale: f64| {
+            let settings = Settings { scale, settle_s: 0.5, measure_s: 1.0, jobs: 1, ..Settings::default() };
+            let results = run_points(&EngineFactory, &memory_points(), &settings, &|_| {});
+            let measured = results[0].memory.clone().expect("the memory point reports its memory");
+            memory_at_paper_size(&settings, &measured).unwrap()
+        };
+        let (small, smaller) = (at(0.01), at(0.005));
+        for memory in [&small, &smaller] {
+            let (paper, run) = (&memory.report, &memory.measured);
+            assert_eq!(memory.cache_bytes, 4 * GB);
+            assert!(paper.cache_blocks > 950_000 && paper.cache_blocks * 4096 <= 4 * GB, "{paper:?}");
+            assert!(run.cache_blocks < 10_000 && run.log_live_entries > 0, "{run:?}");
+            // The same share of the cache live as at the end of the run.
+            let share = paper.log_live_entries as f64 / paper.cache_blocks as f64;
+            assert!((share - memory.live_share()).abs() < 1e-5, "{share} vs {}", memory.live_share());
+            // Fixed costs spread over a real cache: the paper's order of
+            // magnitude (0.56 %), where the small run reads tens of percent.
+            assert!(paper.percent_of_cache() < 2.0 && run.percent_of_cache() > 10.0, "{paper:?} vs {run:?}");
+            assert!(paper.log_bytes_per_live_entry() < 100.0 && run.log_bytes_per_live_entry() > 1000.0);
+        }
+        // The structures at 4 GB do not depend on the scale the run had.
+        assert_eq!((small.report.cache_blocks, small.log_bytes), (smaller.report.cache_blocks, smaller.log_bytes));
+        let (a, b) = (small.report.percent_of_cache(), smaller.report.percent_of_cache());
+        assert!((a - b).abs() < 0.05, "{a} % at scale 0.01, {b} % at 0.005");
     }
 
     #[test]
