@@ -186,7 +186,7 @@ def flush_all(client):
 
 def contexts_drained(client):
     """Idle and clean: every base I/O context is back in the pool."""
-    deadline = time.time() + 20
+    deadline = time.time() + 60
     while stats(client)["base_io_contexts"]["in_use"] != 0 and time.time() < deadline:
         time.sleep(0.1)
     ctx = stats(client)["base_io_contexts"]
@@ -665,7 +665,7 @@ def off_owner(client):
     expect_error(client, "bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'")
     # The bdev layer's own callback, on the app thread: the owner's last
     # published view, not "busy".
-    deadline = time.time() + 5
+    deadline = time.time() + 60
     while time.time() < deadline:
         info = client.call("bdev_get_bdevs", {"name": "hhc0"})[0]["driver_specific"]["hhc"]
         if info.get("policy") == "hhc" and info.get("state") == "running":

@@ -171,7 +171,7 @@ start_tgt() { # [hhc_tgt options...]
     rm -f "$SOCK"
     "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks "$@" >>"$WORK/tgt.log" 2>&1 &
     TGT_PID=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do
         [ -S "$SOCK" ] && $RPC spdk_get_version >/dev/null 2>&1 && return 0
         sleep 0.1
     done
@@ -424,7 +424,7 @@ recover_passthrough() {
     grep -q '"policy": "passthrough"' "$WORK/pt-create" && ! grep -q '"cache"' "$WORK/pt-create" || return 1
     stop_tgt
     start_tgt --json "$WORK/pt.json" || return 1
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
     ops recovered-as passthrough && remote_fio randwrite --verify_only=1 >/dev/null
 }
 
@@ -514,7 +514,7 @@ hot_remove() {
         grep -q '"health": "removed"' "$WORK/degraded.json" &&
         remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=1 || { cat "$WORK/degraded.json"; return 1; }
     $RPC bdev_aio_delete back || return 1
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 || break; sleep 0.1; done
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 || break; sleep 0.1; done
     if $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1; then echo "hhc0 still registered without its backing bdev"; return 1; fi
     $RPC bdev_aio_create "$WORK/back.img" back 512 &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
@@ -532,7 +532,7 @@ examine_assembles() {
         export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 || return 1
     stop_tgt
     start_tgt && tgt_bases || return 1
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
     grep -q "examine: assembling HHC bdev 'hhc0'" "$WORK/tgt.log" &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         ! $RPC bdev_hhc_create -b hhc0 --backing ssd --cache back --logs hdd0 --policy hhc >/dev/null 2>&1 &&
@@ -569,7 +569,7 @@ hostile_owner_record() {
     stop_tgt
     poison_owner_record || return 1
     start_tgt && tgt_bases || return 1
-    for _ in $(seq 50); do grep -q "examine: bdev ssd holds an HHC cache" "$WORK/tgt.log" && break; sleep 0.1; done
+    for _ in $(seq 600); do grep -q "examine: bdev ssd holds an HHC cache" "$WORK/tgt.log" && break; sleep 0.1; done
     grep "examine: bdev ssd" "$WORK/tgt.log"
     $RPC spdk_get_version >/dev/null &&
         grep -q "examine: bdev ssd holds an HHC cache .* whose owner record: name: bdev name .* control character" "$WORK/tgt.log" &&
@@ -669,10 +669,10 @@ ops_policy_switch() {
     end_fio_passes "$load" && [ "$rc" -eq 0 ]
 }
 
-# Waits up to 30 s for the N-th line of the target's log holding TEXT.
+# Waits up to 60 s (a hang guard) for the N-th line of the target's log holding TEXT.
 wait_log() { # text n
     local i
-    for i in $(seq 1 300); do
+    for i in $(seq 1 600); do
         [ "$(grep -c "$1" "$WORK/tgt.log")" -ge "$2" ] && return 0
         sleep 0.1
     done
@@ -802,7 +802,7 @@ restart_warm_from() { # config.json cache-bdev [hhc_tgt options...]
     stop_tgt
     mark=$(wc -l <"$WORK/tgt.log")
     start_tgt --json "$1" "${@:3}" || return 1
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
     tail -n +"$mark" "$WORK/tgt.log" | grep "warm start from cache bdev $2" >/dev/null
 }
 
@@ -939,7 +939,7 @@ examine_stack() {
     $RPC bdev_passthru_create -b ssd_raw -p ssd >"$WORK/passthru.out" 2>&1
     local rc=$?
     cat "$WORK/passthru.out"
-    for _ in $(seq 100); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
     tgt_log_since "$mark" | grep -E "examine|hhc0: warm" | head
     [ "$rc" -eq 0 ] &&
         tgt_log_since "$mark" | grep "examine: bdev ssd_raw holds the HHC cache of 'hhc0'.*names bdev ssd as its cache" >/dev/null &&
@@ -1026,7 +1026,7 @@ assert info["model"] == "raid5" and info["base_bdev_name"] == "mb", info
 assert info["params"] == {"link_mb_s": 0, "request_latency_us": 0, "disk.rpm": 5400}, info
 PY
     $RPC bdev_malloc_delete mb || return 1
-    for _ in $(seq 50); do [ "$(bdev_names)" = "" ] && break; sleep 0.1; done
+    for _ in $(seq 600); do [ "$(bdev_names)" = "" ] && break; sleep 0.1; done
     [ "$(bdev_names)" = "" ] || { echo "m outlived its base: $(bdev_names)"; return 1; }
     stop_tgt
 
@@ -1059,12 +1059,12 @@ raid_p raid5 {} write 65536 4 1"
     timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$((BDEVPERF_MEM_MB + 256))" \
         --json "$WORK/models.json" -j "$WORK/models.jobs" -t 4 -z -r "$WORK/bdevperf.sock" >"$WORK/bdevperf-models.log" 2>&1 &
     local perf=$!
-    for _ in $(seq 100); do [ -S "$WORK/bdevperf.sock" ] && break; sleep 0.1; done
-    timeout 60 python3 - "$WORK/bdevperf.sock" <<'PY'
+    for _ in $(seq 600); do [ -S "$WORK/bdevperf.sock" ] && break; sleep 0.1; done
+    timeout 180 python3 - "$WORK/bdevperf.sock" <<'PY'
 import json, sys
 from spdk.rpc.client import JSONRPCClient
 client = JSONRPCClient(sys.argv[1], timeout=50)
-for _ in range(100):
+for _ in range(600):
     try:
         client.call("bdev_get_bdevs", {"name": "raid_f"})
         break
