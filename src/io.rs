@@ -17,7 +17,7 @@ pub type RequestId = u64;
 /// Identifies a device command; chosen by the engine, echoed back by the driver.
 pub type IoId = u64;
 
-/// The three device roles of DESIGN.md §3.
+/// The three device roles of docs/design.md §1.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DeviceRole {
     /// The SSD holding the cache (superblock, metadata area, data area).

@@ -1,6 +1,6 @@
 //! The engine under faults it promises to survive: log mirrors failing and
 //! being replaced, an exhausted buffer pool, a log that runs full, policy
-//! switches, and device errors (DESIGN.md §2, invariants 2, 3 and 5).
+//! switches, and device errors (docs/design.md §2, invariants 2, 3 and 5).
 
 mod common;
 

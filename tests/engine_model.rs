@@ -1,4 +1,4 @@
-//! The engine against a reference model (DESIGN.md §2): every policy under
+//! The engine against a reference model (docs/design.md §2): every policy under
 //! mixed concurrent reads, writes and flushes, then power loss (warm restart)
 //! and, for the policies that promise it, loss of the cache device.
 

@@ -1,5 +1,5 @@
 //! Sustained random writes on RAM-speed devices, in virtual time: `hhc`
-//! must keep up with `wb` (DESIGN.md §7: within 10 %) once the dirty
+//! must keep up with `wb` (docs/design.md §6.4: within 10 %) once the dirty
 //! threshold is reached and the log has wrapped several times, and no write
 //! may wait long when a resource runs short (back-pressure, not cliffs).
 //!

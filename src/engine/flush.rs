@@ -1,5 +1,5 @@
 //! Flush semantics per policy. A flush covers every write acknowledged before
-//! it was submitted (DESIGN.md §2).
+//! it was submitted (docs/design.md §2).
 //!
 //! - passthrough: FLUSH the backing device.
 //! - wt: FLUSH the backing device and commit the cache metadata.

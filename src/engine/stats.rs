@@ -180,8 +180,8 @@ impl Stats {
     }
 }
 
-/// Engine memory, measured from its structures (DESIGN.md §1: the paper's
-/// figure is ~20 B per cache block + ~10 B per live log entry).
+/// Engine memory, measured from its structures (docs/design.md §6.5: the
+/// paper's figure is ~20 B per cache block + ~10 B per live log entry).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemoryReport {
     pub cache_blocks: u64,

@@ -1,5 +1,5 @@
-//! Back-pressure on writes when the log runs short of space (DESIGN.md §7:
-//! back-pressure, not cliffs). Without it, writes go on at full speed until
+//! Back-pressure on writes when the log runs short of space (docs/design.md
+//! §6.3: back-pressure, not cliffs). Without it, writes go on at full speed until
 //! the log's write reserve is reached, then go unlogged, and the next flush
 //! waits for every unlogged block to be logged or written back — seconds on
 //! an HDD RAID. With it, once free log space falls below the low mark, new

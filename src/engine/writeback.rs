@@ -4,7 +4,7 @@
 //! (pacing.rs) while requests arrive and not at all when neither needs it;
 //! serves flushes and policy switches that need everything written back
 //! (switch.rs), and turns blocks clean — with a revoke in the log
-//! (revokes.rs) — only once the backing write is durable (DESIGN.md §2,
+//! (revokes.rs) — only once the backing write is durable (docs/design.md §2,
 //! invariant 4).
 
 use super::commit::free_blocks_low_watermark;

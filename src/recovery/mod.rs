@@ -1,4 +1,4 @@
-//! Recovery after the loss of the cache device (DESIGN.md §1.5): scan the log
+//! Recovery after the loss of the cache device (docs/design.md §3.6): scan the log
 //! mirrors from the head (`scan`), replay every block live at the last barrier
 //! onto the backing device and re-initialise the log (`replay`). Both are
 //! sans-IO machines; any driver can run them, and `log_recovery` runs one

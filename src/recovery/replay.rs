@@ -4,7 +4,7 @@
 //! replayed again.
 //!
 //! The log is re-initialised only after the backing device holds the data
-//! durably (DESIGN.md §2, invariant 4): until then the log stays the only
+//! durably (docs/design.md §2, invariant 4): until then the log stays the only
 //! copy and a failed replay can simply be run again.
 //!
 //! (Its last 280 lines are tests.)

@@ -1,7 +1,7 @@
 //! Deterministic fault-injection simulator with a durability oracle
 //! (`hhc torture`). The real engine runs against simulated devices in
 //! virtual time; one seed draws the devices, the faults and the workload, so
-//! one seed reproduces a run exactly. See DESIGN.md §2 for the invariants
+//! one seed reproduces a run exactly. See docs/design.md §2 for the invariants
 //! the oracle checks. The target factory, the toy target, the PRNG and the
 //! event queue it shares with `hhc simulate` are in `src/simcore/`.
 

@@ -1,5 +1,5 @@
 //! The reference model: which value each block may hold, given what was
-//! submitted, acknowledged and flushed. It decides DESIGN.md §2 invariants
+//! submitted, acknowledged and flushed. It decides docs/design.md §2 invariants
 //! 1–3 for every block read while running and after every recovery;
 //! invariants 4 and 5 surface through the same checks (a revoke made durable
 //! too early resurrects an older value after a replay; dirty data dropped
@@ -18,7 +18,7 @@ pub type Tick = u64;
 /// A broken promise, with everything needed to understand it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// The DESIGN.md §2 invariant, e.g. "2 (durability)".
+    /// The docs/design.md §2 invariant, e.g. "2 (durability)".
     pub invariant: &'static str,
     pub lba: Option<u64>,
     pub expected: String,

@@ -136,7 +136,7 @@ pub fn fig7_points(settings: &Settings) -> Vec<Point> {
     grid("fig7", &workloads, &settings.policies)
 }
 
-/// The steady-state experiment (DESIGN.md §7): the write-heavy and the
+/// The steady-state experiment (docs/design.md §6.1): the write-heavy and the
 /// flush-heavy workload at the paper's 4 GB cache, every policy, with a log
 /// of `engine.steady_log_mib` scaled like the cache, so that HHC's log wraps
 /// many times before and during the measured window.

@@ -1,5 +1,5 @@
 //! Shared by the engine tests: a reference model of acknowledged writes and
-//! completed flushes (DESIGN.md §2), a workload that drives the engine
+//! completed flushes (docs/design.md §2), a workload that drives the engine
 //! through the in-memory harness and checks every read, and recovery helpers.
 #![allow(dead_code)]
 

@@ -182,7 +182,7 @@ impl<F: TargetFactory> Sim<'_, F> {
         Ok(())
     }
 
-    /// DESIGN.md §1.5: cache plus every log device lost loses dirty data.
+    /// docs/design.md §1.3: cache plus every log device lost loses dirty data.
     /// A mirror with silent corruption does not count as a good copy, nor
     /// does one that came back stale until the engine called it healthy.
     pub(super) fn cache_loss_survivable(&self) -> bool {
