@@ -1,5 +1,5 @@
 //! Gaps after barrier parts on a rotating log (docs/engine.md, "Barrier
-//! gaps"; engine problem 8 of docs/results.md).
+//! gaps"; figures in docs/results.md).
 //!
 //! Parts are packed back to back. A host that has one barrier out at a time
 //! (a journal commits one transaction after the other) sends the next FLUSH
