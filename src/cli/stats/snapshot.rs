@@ -1,5 +1,5 @@
-//! One `bdev_hhc_get_stats` answer, checked and typed (docs/spdk.md,
-//! "Operator RPCs"). Only `name` and `state` are required: a record of a
+//! One `bdev_hhc_get_stats` answer, checked and typed (docs/rpc.md,
+//! "bdev_hhc_get_stats"). Only `name` and `state` are required: a record of a
 //! lost cache or a passthrough without a cache answers without some groups.
 //! Keys this view does not know are kept, to be shown, not refused.
 
