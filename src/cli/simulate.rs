@@ -189,12 +189,13 @@ pub fn run(args: Args) -> CliResult {
         let progress = |r: &PointResult| {
             let status = match &r.figures {
                 Ok(f) if args.verbose => format!(
-                    "{:.0} IOPS, dirty {:.0} %, write-back {:.1} MB/s in runs of {:.0} KiB, backing disks {:.0} % busy, log wrapped {:.1} times\n    {}\n    backing: {}",
+                    "{:.0} IOPS, dirty {:.0} %, write-back {:.1} MB/s in runs of {:.0} KiB, backing disks {:.0} % busy, log disk {:.0} % busy, log wrapped {:.1} times\n    {}\n    backing: {}",
                     f.iops(),
                     100.0 * f.dirty_fraction(),
                     f.writeback_mb_s(),
                     f.writeback_run_kib(),
                     100.0 * f.backing_disk_busy_fraction,
+                    100.0 * f.log_disk_busy_fraction,
                     f.log_wraps(),
                     f.target_counters.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" "),
                     f.backing_summary()

@@ -133,6 +133,9 @@ pub struct RunFigures {
     pub writeback_writes_count: u64,
     /// Share of the measured time the backing array's member disks were busy.
     pub backing_disk_busy_fraction: f64,
+    /// Share of the measured time the log HDDs were busy (their mean): where
+    /// it nears 1, the log's bandwidth is what holds `hhc` back.
+    pub log_disk_busy_fraction: f64,
     /// Backing commands (read, write, flush) and what the array charged them
     /// (completion - submission), as the rig's `bdev_hhc_model_get_stats`.
     pub backing_commands: [u64; 3],
@@ -306,6 +309,7 @@ impl<T: Machine> Simulation<T> {
         let commits_before = self.journal.commits_count();
         let stats_before = self.target.stats();
         let disk_busy_before = self.backing.disk_busy_ns();
+        let log_busy_before = self.log_disks_busy_ns();
         let member_commands_before = self.backing.disk_commands_count();
         self.events.schedule(self.now, Event::DirtySample);
         let measure_end = self.now + spec.measure_ns;
@@ -315,11 +319,17 @@ impl<T: Machine> Simulation<T> {
         let disks = self.backing.disks_count().max(1) as f64;
         self.figures.backing_disk_busy_fraction =
             (self.backing.disk_busy_ns() - disk_busy_before) as f64 / disks / spec.measure_ns as f64;
+        let log_disks = self.log_hdds.len().max(1) as f64;
+        self.figures.log_disk_busy_fraction = (self.log_disks_busy_ns() - log_busy_before) as f64 / log_disks / spec.measure_ns as f64;
         self.figures.backing_member_commands = self.backing.disk_commands_count() - member_commands_before;
         self.figures.prefill_s = prefill_s;
         self.figures.journal_commits_count = self.journal.commits_count() - commits_before;
         self.measuring = false;
         Ok(std::mem::take(&mut self.figures))
+    }
+
+    fn log_disks_busy_ns(&self) -> Nanos {
+        self.log_hdds.iter().map(|hdd| hdd.busy_ns()).sum()
     }
 
     /// Processes events in time order while `condition` holds and events are
