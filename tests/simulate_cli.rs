@@ -193,3 +193,49 @@ fn fig5_names_its_cache_size_and_every_missed_target_says_why() {
         }
     }
 }
+
+#[test]
+fn the_log_sweep_runs_hhc_at_each_log_size_and_prints_the_cleaning_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = hhc(&[
+        "simulate",
+        "--experiment",
+        "log-sweep",
+        "--scale",
+        "0.005",
+        "--steady-settle-s",
+        "2",
+        "--steady-duration-s",
+        "4",
+        "--policies",
+        "wb,hhc",
+        "--jobs",
+        "2",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let markdown = String::from_utf8(output.stdout).unwrap();
+    for workload in ["fileserver", "varmail"] {
+        for size in ["1x", "2x", "4x", "10x"] {
+            let row = markdown.lines().find(|l| l.starts_with(&format!("| {workload} | {size} |")));
+            let cells: Vec<&str> = row.unwrap_or_else(|| panic!("no {workload} {size} row: {markdown}")).split('|').map(str::trim).collect();
+            // hhc's IOPS and its ratio to wb are figures, not blanks.
+            assert!(cells[3].parse::<f64>().unwrap() > 0.0, "{markdown}");
+            assert!(cells[4].parse::<f64>().unwrap() > 0.0, "{markdown}");
+            // The live fraction of what was cleaned is a fraction.
+            let u: f64 = cells[8].parse().unwrap();
+            assert!((0.0..1.0).contains(&u), "{markdown}");
+        }
+    }
+    // The smallest log is the one that wraps most often.
+    let wraps = |size: &str| -> f64 {
+        let row = markdown.lines().find(|l| l.starts_with(&format!("| fileserver | {size} |"))).unwrap();
+        row.split('|').map(str::trim).nth(7).unwrap().parse().unwrap()
+    };
+    assert!(wraps("1x") > wraps("10x"), "{markdown}");
+    assert!(!markdown.contains("## targets"), "the sweep's points carry no paper targets: {markdown}");
+    let svg = std::fs::read_to_string(out.join("log-sweep.svg")).unwrap();
+    assert!(svg.contains("fileserver: hhc / wb") && svg.contains("varmail: hhc / wb-flush"), "{svg}");
+}

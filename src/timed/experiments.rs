@@ -61,7 +61,7 @@ impl Default for Settings {
 impl Settings {
     /// (settle, measured) virtual seconds of a point.
     pub fn windows_s(&self, point: &Point) -> (f64, f64) {
-        if point.experiment == STEADY {
+        if point.experiment == STEADY || point.experiment == super::log_sweep::LOG_SWEEP {
             (self.steady_settle_s, self.steady_measure_s)
         } else {
             (self.settle_s, self.measure_s)
@@ -81,6 +81,9 @@ pub struct Point {
     /// Cache size before scaling, as the paper states it.
     pub cache_gb: f64,
     pub threads: usize,
+    /// The log device as a multiple of the cache device (the log-size
+    /// sweep); 0: the profile's log size.
+    pub log_per_cache: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +112,7 @@ fn grid(experiment: &'static str, workloads: &[(WorkloadKind, f64, usize)], poli
                 policy,
                 cache_gb: *cache_gb,
                 threads: *threads,
+                log_per_cache: 0.0,
             })
         })
         .collect()
@@ -152,6 +156,10 @@ pub fn steady_points(settings: &Settings) -> Vec<Point> {
 }
 
 pub const STEADY: &str = "steady";
+
+pub(super) fn grid_of(experiment: &'static str, workloads: &[(WorkloadKind, f64, usize)], policies: &[Policy]) -> Vec<Point> {
+    grid(experiment, workloads, policies)
+}
 
 /// §3.5: HHC under varmail, whose many small dirty blocks keep the log full
 /// of live entries.
@@ -254,7 +262,11 @@ pub fn engine_config(point: &Point, settings: &Settings, address_space_blocks: u
         log_buffers_count: engine.log_buffers_count as u32,
         cache_device_bytes: cache_bytes,
         // The engine refuses a log too small for its buffers.
-        log_device_bytes: settings.log_bytes.unwrap_or((log_mib * (1u64 << 20) as f64) as u64),
+        log_device_bytes: if point.log_per_cache > 0.0 {
+            (cache_bytes as f64 * point.log_per_cache) as u64 + 2 * crate::format::UNIT_BYTES as u64
+        } else {
+            settings.log_bytes.unwrap_or((log_mib * (1u64 << 20) as f64) as u64)
+        },
         backing_device_bytes: backing_bytes,
         // Every thread's largest request (a custom job's up to 1 MiB) and
         // the journal's at once: the simulated host has no retry on Busy.

@@ -12,3 +12,4 @@ pub mod report;
 pub mod runner;
 pub mod experiments;
 pub mod figures;
+pub mod log_sweep;
