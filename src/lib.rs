@@ -24,6 +24,7 @@ pub mod recovery;
 pub mod sim;
 #[cfg(feature = "tools")]
 pub mod simcore;
+pub mod sizing;
 pub(crate) mod slab;
 #[cfg(feature = "tools")]
 pub mod svg;

@@ -27,6 +27,8 @@ enum Command {
     Mttdl(cli::mttdl::Args),
     /// Engine micro-benchmarks: CPU per request and RAM per block.
     Bench(cli::bench::Args),
+    /// How large a log keeps hhc near wb for a given write load.
+    Size(cli::size::Args),
     /// A running SPDK target's HHC bdevs: requests, blocks, log, devices, latency.
     Stats(cli::stats::Args),
     /// A simulator workload as fio iologs (one per thread), to replay on a bdev.
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Mttdl(args) => cli::mttdl::run(args),
         Command::Bench(args) => cli::bench::run_cli(args),
+        Command::Size(args) => cli::size::run(args),
         Command::Stats(args) => cli::stats::run(args),
         Command::Trace(args) => cli::trace::run(args),
     };

@@ -6,6 +6,7 @@ mod log_files;
 pub mod mttdl;
 pub mod recover;
 pub mod simulate;
+pub mod size;
 pub mod stats;
 pub mod torture;
 pub mod trace;
