@@ -41,9 +41,12 @@ fn writes_slow_down_as_the_log_runs_short_and_none_waits_past_the_bound() {
     let mut harness = Harness::format(config, 1);
     // Nothing can be written back, so the log frees nothing.
     harness.set_stalled(DeviceRole::Backing, true);
+    assert_eq!(harness.engine.stats().log_shortage_percent, 0, "an empty log is not short");
     let latencies: Vec<Nanos> = (0..300).map(|lba| timed_write(&mut harness, lba, 1)).collect();
     let stats = harness.engine.stats();
     assert!(stats.writes_throttled > 0, "{stats:?}");
+    // The stats say why writes slowed: the log is short of space.
+    assert!((1..=100).contains(&stats.log_shortage_percent), "{stats:?}");
     let early = latencies[..50].iter().max().unwrap();
     let late: Nanos = latencies[250..].iter().sum::<Nanos>() / 50;
     assert!(*early < MS, "writes into a log with room waited {early} ns");

@@ -89,6 +89,11 @@ pub struct Stats {
     /// Log blocks freed per second (smoothed), the rate writes are
     /// admitted at while the log is short of space.
     pub log_freed_blocks_per_s: u64,
+    /// How short of free segments the log is, percent: 0 above its low
+    /// mark, 100 at (or past) the reserve new writes may not take. Above 0 block
+    /// writes are paced to what the log frees (throttle.rs): held there
+    /// under a steady load, the log is too small for it (`hhc size`).
+    pub log_shortage_percent: u64,
     /// The options in force (`Engine::set_options`): the sequential cutoff's
     /// threshold and policy (`CutoffPolicy::code`: 0 never, 1 full, 2
     /// always), the dirty threshold and the write-back depth's maximum.
@@ -151,7 +156,7 @@ impl Stats {
     }
 
     /// The gauges (values now, not running totals) by name.
-    pub fn gauges(&self) -> [(&'static str, u64); 18] {
+    pub fn gauges(&self) -> [(&'static str, u64); 19] {
         [
             ("dirty_blocks", self.dirty_blocks),
             ("unlogged_dirty_blocks", self.unlogged_dirty_blocks),
@@ -164,6 +169,7 @@ impl Stats {
             ("waiting_blocks", self.waiting_blocks),
             ("writeback_depth", self.writeback_depth),
             ("log_freed_blocks_per_s", self.log_freed_blocks_per_s),
+            ("log_shortage_percent", self.log_shortage_percent),
             ("seq_cutoff_threshold_bytes", self.seq_cutoff_threshold_bytes),
             ("seq_cutoff_policy", self.seq_cutoff_policy),
             ("dirty_threshold_percent", self.dirty_threshold_percent),
@@ -238,6 +244,7 @@ impl Engine {
         stats.waiting_blocks = self.waiting.len() as u64;
         stats.writeback_depth = self.writeback.pacer.depth() as u64;
         stats.log_freed_blocks_per_s = self.throttle.freed_per_s() as u64;
+        stats.log_shortage_percent = if self.log_active() { (100.0 * self.log_shortage().min(1.0)).round() as u64 } else { 0 };
         stats.writeback_depth_halvings = self.writeback.pacer.halvings();
         stats.seq_cutoff_threshold_bytes = self.config.seq_cutoff_threshold_bytes;
         stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();

@@ -104,7 +104,7 @@ impl LogThrottle {
 impl Engine {
     /// How short of space the log is for new writes (the log active): 0
     /// above the low mark, 1 at the write reserve.
-    fn log_shortage(&self) -> f64 {
+    pub(super) fn log_shortage(&self) -> f64 {
         let low = self.log_low_free_segments();
         let reserve = OpenFor::Write.min_free();
         let free = self.log.segments_free();

@@ -221,6 +221,11 @@ impl View<'_> {
         self.counter_row("writes waited unheld", "writes_waited_unheld");
         self.counter_row("writes throttled", "writes_throttled");
         self.gauge_row("blocks freed per s", "log_freed_blocks_per_s");
+        if let Some(short) = self.gauge("log_shortage_percent").filter(|&s| s > 0) {
+            // Writes are paced to what the log frees: held there under a
+            // steady load, the log is too small for it.
+            self.row("short of space", &format!("{short} %"), Some("writes paced; see hhc size".to_string()));
+        }
         self.counter_row("segments reclaimed", "log_segments_reclaimed");
         self.counter_row("  live entries found there", "log_reclaim_live_entries");
         self.counter_row("  entries moved to the tail", "log_blocks_relogged");
@@ -430,6 +435,17 @@ mod tests {
         }
         let report = render(&stats, None);
         assert!(!report.contains("other"), "{report}");
+    }
+
+    #[test]
+    fn a_log_short_of_space_says_so_and_points_at_the_sizing() {
+        let quiet = render(&fixture("get_stats_running_2.json"), None);
+        assert!(!quiet.contains("short of space"), "{quiet}");
+        let mut answer = raw("get_stats_running_2.json");
+        answer["gauges"]["log_shortage_percent"] = json!(40);
+        let report = render(&Snapshot::parse(&answer).unwrap(), None);
+        assert!(line(&report, "short of space").contains("40 %"), "{report}");
+        assert!(line(&report, "short of space").contains("hhc size"), "{report}");
     }
 
     #[test]
