@@ -325,6 +325,11 @@ pub enum Mutation {
     /// A warm start calls a stale mirror (outside the newest superblock's
     /// in-sync mask) healthy at once instead of re-syncing it.
     StaleMirrorHealthy,
+    /// The log's head passes a segment whose entries are dead only by
+    /// supersession before a durable barrier covers the superseding entries
+    /// (`LogManager::advance_head`), so a cache-loss replay, which stops at
+    /// the last durable barrier, may find neither copy.
+    SupersededFreedEarly,
 }
 
 /// Largest backing stripe write-back aligns to: every write-back in flight

@@ -291,7 +291,7 @@ impl Engine {
         let log_scratch = add(if config.mirrors_count > 0 { config.segment_bytes as usize } else { UNIT_BYTES }, &mut all);
         let regions = Regions { all, staging, meta_pool, superblock, owner, log_scratch };
         let first_sequence = log_layout.segments_count as u64;
-        let log = LogManager::new(
+        let mut log = LogManager::new(
             log_layout,
             config.instance_id,
             log_buffers,
@@ -299,6 +299,7 @@ impl Engine {
             config.mirrors_absent,
             first_sequence,
         );
+        log.superseded_freed_early = crate::config::MUTATIONS_BUILT && config.mutation == Mutation::SupersededFreedEarly;
         let ops_capacity = device_commands_max(&config, &log_layout);
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),

@@ -194,6 +194,11 @@ pub struct LogManager {
     /// location: reclamation finds a segment's entries here instead of
     /// reading the segment back from a mirror (4 bytes per log block).
     slot_lbas: Vec<u32>,
+    /// `Mutation::SupersededFreedEarly`: the head passes segments whose
+    /// entries were superseded after the last durable barrier. Set only in
+    /// builds with the `mutations` feature; read through
+    /// `MUTATIONS_BUILT`, so other builds fold the check away.
+    pub superseded_freed_early: bool,
 }
 
 /// `LogManager::slot_lba` of a block that holds no entry.
@@ -248,6 +253,7 @@ impl LogManager {
             writes: VecDeque::with_capacity(PARTS_IN_FLIGHT_MAX),
             writes_front: 0,
             slot_lbas: vec![LBA_SLOT_NONE; layout.segments_count as usize * layout.segment.blocks() as usize],
+            superseded_freed_early: false,
         }
     }
 
@@ -610,9 +616,11 @@ impl LogManager {
     pub fn advance_head(&mut self) -> u64 {
         let mut advanced = 0;
         let barrier = self.durable_barrier;
+        let freed_early = crate::config::MUTATIONS_BUILT && self.superseded_freed_early;
         while self.head_sequence < self.durable_prefix_sequence {
             let info = &self.segments[self.segment_index(self.head_sequence) as usize];
-            let supersession_durable = info.superseded_by_max == 0 || barrier.is_some_and(|b| info.superseded_by_max <= b);
+            let supersession_durable =
+                freed_early || info.superseded_by_max == 0 || barrier.is_some_and(|b| info.superseded_by_max <= b);
             if info.live_count > 0 || !supersession_durable {
                 break;
             }

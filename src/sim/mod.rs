@@ -111,15 +111,23 @@ pub fn reproduce_command(spec: &RunSpec) -> String {
     format!("hhc torture --seed {} --ops {} --policy {}{batch}", spec.seed, spec.ops, spec.policy)
 }
 
-pub const MUTATION_NAMES: [&str; 6] =
-    ["none", "flush-skips-log", "revoke-before-backing-flush", "commit-before-data", "read-wrong-block", "stale-mirror-healthy"];
-const MUTATIONS: [Mutation; 6] = [
+pub const MUTATION_NAMES: [&str; 7] = [
+    "none",
+    "flush-skips-log",
+    "revoke-before-backing-flush",
+    "commit-before-data",
+    "read-wrong-block",
+    "stale-mirror-healthy",
+    "superseded-freed-early",
+];
+const MUTATIONS: [Mutation; 7] = [
     Mutation::None,
     Mutation::FlushSkipsLog,
     Mutation::RevokeBeforeBackingFlush,
     Mutation::CommitBeforeData,
     Mutation::ReadWrongBlock,
     Mutation::StaleMirrorHealthy,
+    Mutation::SupersededFreedEarly,
 ];
 
 pub fn mutation_name(mutation: Mutation) -> &'static str {
