@@ -29,8 +29,9 @@ pub struct Stats {
     /// written back) so that the head could pass them.
     pub log_segments_reclaimed: u64,
     /// Live entries those segments held when reclamation took them: over
-    /// `log_segments_written` x blocks per segment, the live fraction u of
-    /// what the log's head passed (a segment found dead costs nothing).
+    /// the data slots the log was given (`log_blocks_copied` +
+    /// `log_blocks_from_cache`), the live fraction u of what was cleaned (a
+    /// segment found dead costs nothing).
     pub log_reclaim_live_entries: u64,
     /// Entries reclamation moved to the log's tail (read back from the
     /// cache device; also counted in `log_blocks_from_cache`): the cleaning
