@@ -159,6 +159,8 @@ pub(crate) const META_POOL_PAGES: u32 = 256;
 /// SPDK poller pass; a timer due at once as well would run the background
 /// work a second time in every pass while a round lasts.
 const COMMIT_STEP_DELAY_NS: Nanos = 20_000;
+/// The longest timer tick of a clean stop, whatever `idle_after` is.
+const STOPPING_TICK_NS: Nanos = 1_000_000;
 
 /// Request id of the engine's own flush after a warm restart; its completion
 /// is not reported.
@@ -565,7 +567,13 @@ impl Engine {
     }
 
     fn tick_ns(&self) -> Nanos {
-        (self.config.idle_after_ns / 10).max(100_000)
+        let tick = (self.config.idle_after_ns / 10).max(100_000);
+        // A clean stop waits for no idle detection.
+        if self.state == EngineState::Stopping {
+            tick.min(STOPPING_TICK_NS)
+        } else {
+            tick
+        }
     }
 
     pub fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
@@ -674,7 +682,10 @@ impl Engine {
         if self.commit.is_idle() && !self.commit.has_dirty_pages() && self.ops.is_empty() {
             self.state = EngineState::Stopped;
         } else if self.commit.is_idle() && self.commit.has_dirty_pages() {
+            // Started now: `maybe_commit` ran earlier in this pass, and the
+            // next pass may be a timer tick away (a tenth of `idle_after`).
             self.commit.request();
+            self.maybe_commit();
         }
     }
 

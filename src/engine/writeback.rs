@@ -10,7 +10,7 @@
 use super::commit::free_blocks_low_watermark;
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
-use super::{Engine, FailKind, FailReason, Op};
+use super::{Engine, EngineState, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
@@ -206,6 +206,12 @@ fn over_from(blocks_count: u32, dirty_threshold_percent: u8) -> u32 {
 impl Engine {
     fn writeback_parallelism_wanted(&mut self) -> u32 {
         let full = self.config.writeback_parallelism;
+        // A clean stop leaves dirty blocks dirty (the restart is warm): no
+        // new write-back once no request is left that waits for one, or the
+        // stop would wait for the whole cache once idle write-back started.
+        if self.state == EngineState::Stopping && self.requests.is_empty() {
+            return 0;
+        }
         if !self.writeback.queue.is_empty() || self.policy_target.is_some() {
             return full;
         }
