@@ -251,6 +251,31 @@ rpc_lifecycle() {
         [ -s "$WORK/uuid-1" ] && cmp "$WORK/uuid-1" "$WORK/uuid-2"
 }
 
+# bdev_hhc_delete of a bdev with dirty blocks (the last pass never flushed,
+# so its metadata is not committed yet) and idle_after_ms 600000 is done
+# within 10 s: the clean stop's commit waits for no timer derived from
+# idle_after_ms (it used to take a tenth of it), and no idle write-back of
+# the whole cache holds it up either.
+delete_bounded() {
+    local started dirty
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --idle-after-ms 600000 --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        remote_fio randwrite --randseed=8 --do_verify=0 >/dev/null &&
+        dirty=$(hhc_stat dirty_blocks) || return 1
+    echo "dirty blocks before the delete: $dirty"
+    [ "$dirty" -gt 0 ] || return 1
+    started=$(date +%s%N)
+    $RPC bdev_hhc_delete hhc0 || return 1
+    echo "bdev_hhc_delete took $(( ($(date +%s%N) - started) / 1000000 )) ms"
+    [ $(( ($(date +%s%N) - started) / 1000000 )) -le 10000 ] &&
+        [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] && grep "stopped cleanly" "$WORK/tgt.log" &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        grep -q "warm start from cache bdev ssd" "$WORK/tgt.log" &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 && remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
+}
+
 # The bdev's UUID from bdev_get_bdevs output: it derives from the cache
 # instance, so a warm re-create keeps it.
 uuid_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["uuid"])' "$1"; }
@@ -1209,6 +1234,8 @@ all_tests() {
     run_test bad_inputs "bad RPC inputs are refused, nothing created" on_tgt bad_inputs
     run_test rpc_lifecycle "create, get, save_config, delete, warm re-create via the rpc.py plugin" on_tgt rpc_lifecycle
     run_test pypi_plugin "the plugin under spdk-rpc from the PyPI spdk package" pypi_plugin_test
+    run_test delete_bounded "bdev_hhc_delete with dirty blocks and idle_after_ms 600000 is done within 10 s, warm again" \
+        delete_bounded
     run_test reset_drains "bdevperf -w reset: a RESET drains the I/O in flight, the engine's and the bypassed, and succeeds" \
         reset_drains
     run_test tiny_log "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
