@@ -276,6 +276,33 @@ delete_bounded() {
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 && remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
 }
 
+# scripts/hhc-quickstart.sh up, as a user runs it from the README: it builds
+# nothing here (the artifacts are fresh), starts its own target, creates hhc0
+# (policy hhc, two log mirrors) over files, exports it over NVMe-oF/TCP, and
+# its fio load with flushes verifies; hhc0 then serves on the target it left
+# running; down stops it and leaves no process of it behind.
+quickstart() {
+    local qs=$WORK/quickstart pid rc=0
+    local env=(env HHC_QS_DIR="$qs" HHC_QS_PORT=$((NVMF_PORT + 3000)) HHC_QS_BUILD=never HHC_QS_MEM_MB="$HHC_TGT_MEM_MB")
+    timeout -k 5 300 "${env[@]}" "$REPO/scripts/hhc-quickstart.sh" up >"$WORK/qs-up.log" 2>&1 || rc=1
+    cat "$WORK/qs-up.log"
+    pid=$(cat "$qs/hhc_tgt.pid" 2>/dev/null)
+    if [ "$rc" -eq 0 ]; then
+        grep -q "load verified" "$WORK/qs-up.log" && grep -q "^hhc0  state running  policy hhc" "$WORK/qs-up.log" &&
+            grep -q "nvme connect -t tcp -a 127.0.0.1" "$WORK/qs-up.log" &&
+            timeout 60 $SPDK_RPC_CMD -s "$qs/rpc.sock" -t 50 --plugin hhc_rpc_plugin bdev_hhc_get_bdevs -b hhc0 >"$WORK/qs.json" &&
+            grep -q '"state": "running"' "$WORK/qs.json" && [ -n "$pid" ] && kill -0 "$pid" || rc=1
+        "${env[@]}" "$REPO/scripts/hhc-quickstart.sh" status >/dev/null || rc=1
+    fi
+    "${env[@]}" "$REPO/scripts/hhc-quickstart.sh" down || rc=1
+    if [ -n "$pid" ] && [ -e "/proc/$pid" ]; then
+        echo "the quickstart's target (pid $pid) still runs after down"; kill -KILL "$pid"; rc=1
+    fi
+    if pgrep -f -- "$qs/" >/dev/null; then echo "left running:"; pgrep -fa -- "$qs/"; rc=1; fi
+    [ ! -e "$qs/back.img" ] || { echo "down left the images"; rc=1; }
+    return "$rc"
+}
+
 # The bdev's UUID from bdev_get_bdevs output: it derives from the cache
 # instance, so a warm re-create keeps it.
 uuid_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["uuid"])' "$1"; }
@@ -1234,6 +1261,8 @@ all_tests() {
     run_test bad_inputs "bad RPC inputs are refused, nothing created" on_tgt bad_inputs
     run_test rpc_lifecycle "create, get, save_config, delete, warm re-create via the rpc.py plugin" on_tgt rpc_lifecycle
     run_test pypi_plugin "the plugin under spdk-rpc from the PyPI spdk package" pypi_plugin_test
+    run_test quickstart "scripts/hhc-quickstart.sh up: hhc0 over files, NVMe-oF, verified load with flushes, stats; down leaves nothing" \
+        quickstart
     run_test delete_bounded "bdev_hhc_delete with dirty blocks and idle_after_ms 600000 is done within 10 s, warm again" \
         delete_bounded
     run_test reset_drains "bdevperf -w reset: a RESET drains the I/O in flight, the engine's and the bypassed, and succeeds" \
