@@ -303,6 +303,45 @@ quickstart() {
     return "$rc"
 }
 
+# fio with tests/spdk/verify_recipe.fio through the plugin, the module
+# preloaded: generation $2 over [$3, $3 + $4) of hhc0.
+recipe_fio() { # json generation offset size fio-options...
+    local json=$1 gen=$2 offset=$3 size=$4
+    shift 4
+    HHC_GEN=$gen HHC_OFFSET=$offset HHC_SIZE=$size timeout -k 5 120 env LD_PRELOAD="$MODULE" "$FIO" \
+        --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$json" --thread=1 \
+        --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=hhc0 "$@" \
+        "$REPO/tests/spdk/verify_recipe.fio"
+}
+
+# The verify recipe (tests/spdk/verify_recipe.fio) fails on data of another
+# generation, where crc32c alone passes. Under policy hhc: generation 1
+# over 8 MiB, generation 2 over its first 4 MiB, each verified; verifying
+# generation 3 there (never written) fails. Under passthrough, where hhc0's
+# bytes are those of back.img: the same two generations, then dd puts
+# generation 1's copy of [1 MiB, 2 MiB) back underneath: crc32c alone (the
+# docs' earlier recipe) still passes, the recipe fails on it.
+verify_recipe() {
+    local json=$WORK/recipe.json out=$WORK/recipe.out
+    bdev_json hhc >"$json"
+    recipe_fio "$json" 1 0 8m >"$out" 2>&1 && recipe_fio "$json" 2 0 4m >>"$out" 2>&1 &&
+        recipe_fio "$json" 2 0 4m --verify_only=1 >>"$out" 2>&1 || { tail -20 "$out"; return 1; }
+    if recipe_fio "$json" 3 0 4m --verify_only=1 >"$out" 2>&1; then echo "generation 3, never written, verified"; return 1; fi
+    grep "bad header rand_seed" "$out" || { tail -20 "$out"; return 1; }
+    make_files
+    bdev_json passthrough >"$json"
+    recipe_fio "$json" 1 0 8m >"$out" 2>&1 && cp "$WORK/back.img" "$WORK/gen1.img" &&
+        recipe_fio "$json" 2 0 4m >>"$out" 2>&1 && recipe_fio "$json" 2 0 4m --verify_only=1 >>"$out" 2>&1 ||
+        { tail -20 "$out"; return 1; }
+    dd if="$WORK/gen1.img" of="$WORK/back.img" bs=1M skip=1 seek=1 count=1 conv=notrunc status=none || return 1
+    rm -f "$WORK/gen1.img"
+    run_fio "$json" hhc0 randwrite --randseed=2 --size=4m --verify_only=1 >"$out" 2>&1 ||
+        { echo "crc32c alone failed on the stale region (it used to pass)"; tail -20 "$out"; return 1; }
+    echo "crc32c alone: the stale region passes"
+    if recipe_fio "$json" 2 0 4m --verify_only=1 >"$out" 2>&1; then echo "the recipe passed the stale region"; return 1; fi
+    grep "bad header rand_seed" "$out"
+}
+
 # The bdev's UUID from bdev_get_bdevs output: it derives from the cache
 # instance, so a warm re-create keeps it.
 uuid_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["uuid"])' "$1"; }
@@ -1265,6 +1304,9 @@ all_tests() {
         quickstart
     run_test delete_bounded "bdev_hhc_delete with dirty blocks and idle_after_ms 600000 is done within 10 s, warm again" \
         delete_bounded
+    run_test verify_recipe \
+        "tests/spdk/verify_recipe.fio: each generation verifies; another generation and an older copy restored underneath fail" \
+        verify_recipe
     run_test reset_drains "bdevperf -w reset: a RESET drains the I/O in flight, the engine's and the bypassed, and succeeds" \
         reset_drains
     run_test tiny_log "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
