@@ -10,8 +10,8 @@ use super::node::{Core, Phase};
 use super::owner::now_ns;
 use super::base::Base;
 use super::create::decode_options;
-use super::params::{check_base_block_size, check_name, OptionParams};
-use super::report::{latency_json, stat_fields};
+use super::params::{check_base_block_size, check_name, CreateParams, OptionParams};
+use super::report::{latency_json, stat_fields, Protection};
 use super::rpc::{text, Rpc};
 use super::{forward, sys};
 use crate::config::{ConfigError, Options, Policy};
@@ -102,6 +102,33 @@ impl Core {
         self.start_wanted_options();
     }
 
+    /// A warm start from a create call that left options out: those the
+    /// cache bdev's owner record holds (set by `set_options`, or by the
+    /// create call that made the cache) are kept, not reset to their
+    /// defaults. Before `sync_owner_record` rewrites the record.
+    pub(super) fn keep_saved_options(&mut self) {
+        let Some(engine) = self.engine.as_ref() else { return };
+        let Ok(Some(saved)) = CreateParams::from_owner_record(engine.owner_record()) else { return };
+        let mut kept = self.params.options.kept_from(&saved.options);
+        if kept == OptionParams::default() {
+            return;
+        }
+        let name = self.params.name.clone();
+        log::info!(
+            "{name}: options the create call left out are kept from the owner record of cache bdev {}: {}",
+            self.params.cache,
+            kept.describe()
+        );
+        if let Err(error) = self.set_options(&kept) {
+            // writeback_parallelism above what this start sized the engine for.
+            kept.writeback_parallelism = None;
+            log::warn!("{name}: cannot keep every saved option ({}); keeping the others", error.message());
+            if let Err(error) = self.set_options(&kept) {
+                log::warn!("{name}: cannot keep the saved options: {}", error.message());
+            }
+        }
+    }
+
     /// Sets the options `want_options` asked for, if the bdev runs.
     pub(super) fn start_wanted_options(&mut self) {
         let Some(options) = self.options_on_start.clone() else { return };
@@ -179,6 +206,39 @@ impl Core {
         fields
     }
 
+    /// Whether flushed writes survive the loss of the cache bdev now; None
+    /// for a record (its `recovery` says what became of them) or a node
+    /// that has no engine yet.
+    pub(super) fn protection(&self) -> Option<Protection> {
+        if self.phase.is_record() {
+            return None;
+        }
+        if self.direct.is_some() {
+            return Some(Protection::of(Policy::Passthrough, false, &[]));
+        }
+        let engine = self.engine.as_ref()?;
+        Some(Protection::of(engine.policy(), true, &engine.mirror_states()))
+    }
+
+    /// Logs a change of `protection`: loudly (an error) when flushed writes
+    /// stop being protected against the loss of the cache bdev.
+    pub(super) fn note_protection(&mut self) {
+        let Some(now) = self.protection() else { return };
+        let before = self.protection_state.replace(now.state);
+        if before == Some(now.state) || matches!(self.phase, Phase::Stopping | Phase::Failed | Phase::Done) {
+            return;
+        }
+        let name = &self.params.name;
+        match (before, now.cache_loss_protected) {
+            (_, false) if now.state == "degraded" => log::error!(
+                "{name}: DEGRADED: flushed writes are no longer protected against the loss of the cache bdev: {}",
+                now.reason
+            ),
+            (Some(_), true) => log::info!("{name}: protection {}: {}", now.state, now.reason),
+            _ => {}
+        }
+    }
+
     fn devices_json(&self) -> String {
         let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
         let device = |role: DeviceRole| {
@@ -207,6 +267,12 @@ impl Core {
             .string("state", self.phase.name())
             .string("policy", self.policy().name())
             .raw("policy_target", &policy_json(self.policy_target()));
+        if let Some(protection) = self.protection() {
+            object = object.raw("protection", &protection.json());
+        }
+        if !self.warnings.is_empty() {
+            object = object.raw("warnings", &json::array(self.warnings.iter().map(|w| json::string(w))));
+        }
         if let Some(reason) = &self.failure {
             object = object.string("failure", reason);
         }

@@ -27,6 +27,12 @@ impl Core {
             .raw("backing", &base(self.bases.backing()))
             .raw("cache", &self.bases.cache().map_or_else(|| "null".to_string(), base))
             .raw("logs", &json::array(self.bases.logs().iter().map(base)));
+        if let Some(protection) = self.protection() {
+            object = object.raw("protection", &protection.json());
+        }
+        if !self.warnings.is_empty() {
+            object = object.raw("warnings", &json::array(self.warnings.iter().map(|w| json::string(w))));
+        }
         if let Some(reason) = &self.failure {
             object = object.string("failure", reason);
         }
@@ -51,6 +57,7 @@ impl Core {
     /// Shows the node to other threads as it is now (`Node::published`):
     /// after every operator RPC and, from the poller, at least once a second.
     pub(super) fn publish(&mut self) {
+        self.note_protection();
         let info = self.info_json();
         let params = (!self.phase.is_record()).then(|| self.saved_params());
         // SAFETY: the node owns this core and outlives it.

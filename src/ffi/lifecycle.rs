@@ -54,13 +54,38 @@ pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
             return Err(error);
         }
     };
+    let warnings = size_warnings(&node.params, &facts);
+    for warning in &warnings {
+        log::warn!("{}: {warning}", node.params.name);
+    }
     node.core
         .enter(|core| {
             core.config = config;
             core.bases = bases;
+            core.warnings = warnings;
         })
         .expect("a new node is not entered");
     Ok(node)
+}
+
+/// What is allowed but likely a mistake in the sizes of the bases (shown
+/// in the log and in `warnings` of `bdev_hhc_get_bdevs` and `get_stats`).
+fn size_warnings(params: &CreateParams, facts: &[super::params::BaseFacts]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let [backing, cache, ..] = facts {
+        if !params.is_direct() && cache.bytes() > backing.bytes() {
+            let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+            warnings.push(format!(
+                "cache bdev {} ({:.1} MiB) is larger than backing bdev {} ({:.1} MiB): the cache can never hold more than the backing bdev, {:.1} MiB of it stay unused",
+                params.cache,
+                mib(cache.bytes()),
+                params.backing,
+                mib(backing.bytes()),
+                mib(cache.bytes() - backing.bytes())
+            ));
+        }
+    }
+    warnings
 }
 
 /// Creates HHC bdev `params.name` on its owner thread: the module's thread
@@ -335,6 +360,7 @@ impl Core {
                 let blocks_count = self.blocks_count();
                 log::info!("{}: registered ({} policy, {} blocks of {} bytes, owner thread {})", self.params.name, self.config.policy, blocks_count, self.config.block_size, self.owner.describe());
                 self.start_wanted_policy();
+                self.keep_saved_options();
                 self.start_wanted_options();
                 self.sync_owner_record();
                 self.publish();

@@ -169,6 +169,10 @@ pub struct Core {
     pub(super) options_on_start: Option<super::params::OptionParams>,
     /// The app thread registers the bdev now (lifecycle.rs).
     pub(super) registering: bool,
+    /// The `protection` state last seen (control.rs, note_protection).
+    pub(super) protection_state: Option<&'static str>,
+    /// What creating it found allowed but likely a mistake (lifecycle.rs).
+    pub(super) warnings: Vec<String>,
 }
 
 impl Node {
@@ -213,6 +217,8 @@ impl Node {
             policy_on_start: None,
             options_on_start: None,
             registering: false,
+            protection_state: None,
+            warnings: Vec::new(),
         };
         let node = Box::new(Node {
             params,

@@ -89,6 +89,24 @@ impl OptionParams {
         Ok(merged)
     }
 
+    /// The values `saved` holds where these leave them out: what a create
+    /// call that gives no options over a warm cache keeps from its owner
+    /// record. Empty when it gives every one the record holds.
+    pub fn kept_from(&self, saved: &OptionParams) -> OptionParams {
+        OptionParams {
+            dirty_threshold: saved.dirty_threshold.filter(|_| self.dirty_threshold.is_none()),
+            writeback_parallelism: saved.writeback_parallelism.filter(|_| self.writeback_parallelism.is_none()),
+            idle_after_ms: saved.idle_after_ms.filter(|_| self.idle_after_ms.is_none()),
+            seq_cutoff_threshold: saved.seq_cutoff_threshold.filter(|_| self.seq_cutoff_threshold.is_none()),
+            seq_cutoff_policy: saved.seq_cutoff_policy.filter(|_| self.seq_cutoff_policy.is_none()),
+        }
+    }
+
+    /// The given values as `key value, ...` (for the log).
+    pub fn describe(&self) -> String {
+        self.given().into_iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    }
+
     /// The values in force as the parameters that bring them back.
     pub fn of(options: Options) -> OptionParams {
         OptionParams {
@@ -737,5 +755,16 @@ mod tests {
         assert_eq!((value["dirty_threshold"].as_u64(), value["seq_cutoff_threshold"].as_u64()), (Some(40), Some(8 << 20)));
         assert_eq!(value["seq_cutoff_policy"], "always");
         assert!(value.get("idle_after_ms").is_none());
+    }
+
+    #[test]
+    fn options_left_out_are_kept_from_the_owner_record() {
+        let saved = OptionParams::new(Some(60), Some(32), Some(600000), None, Some("always")).unwrap();
+        let given = OptionParams::new(Some(40), None, None, None, None).unwrap();
+        let kept = given.kept_from(&saved);
+        assert_eq!(kept, OptionParams::new(None, Some(32), Some(600000), None, Some("always")).unwrap());
+        assert_eq!(kept.describe(), "writeback_parallelism 32, idle_after_ms 600000, seq_cutoff_policy always");
+        assert_eq!(saved.kept_from(&saved), OptionParams::default());
+        assert_eq!(OptionParams::default().kept_from(&OptionParams::default()), OptionParams::default());
     }
 }

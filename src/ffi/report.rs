@@ -3,8 +3,67 @@
 //! module — which of them are gauges, flush latency as JSON, and the counters' baseline (reset) and rate window.
 
 use super::json::JsonObject;
-use crate::engine::Stats;
+use crate::config::Policy;
+use crate::engine::{MirrorState, Stats};
 use crate::histogram::Histogram;
+
+/// Whether writes covered by a completed flush survive the loss of the
+/// cache bdev now (`protection` in `bdev_hhc_get_bdevs` and
+/// `bdev_hhc_get_stats`): `state` is `protected`, `reduced` (protected, with
+/// fewer healthy log mirrors than slots), `degraded` (policy `hhc` with no
+/// healthy log mirror left: not protected until one is attached and synced)
+/// or `unprotected` (by policy: `wb`, `wb-ordered`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protection {
+    pub cache_loss_protected: bool,
+    pub state: &'static str,
+    pub reason: String,
+}
+
+impl Protection {
+    /// Of a bdev running `policy` with these log mirrors; `has_cache` false
+    /// for a passthrough without a cache bdev.
+    pub fn of(policy: Policy, has_cache: bool, mirrors: &[MirrorState]) -> Protection {
+        let of = |protected: bool, state, reason: String| Protection { cache_loss_protected: protected, state, reason };
+        if !has_cache {
+            return of(true, "protected", "no cache bdev: every write goes to the backing bdev".to_string());
+        }
+        match policy {
+            Policy::Passthrough | Policy::WriteThrough => {
+                of(true, "protected", format!("policy {policy}: every write is on the backing bdev when it completes"))
+            }
+            Policy::WriteBackFlush => of(true, "protected", "policy wb-flush: a flush writes every dirty block back".to_string()),
+            Policy::WriteBack | Policy::WriteBackOrdered => of(
+                false,
+                "unprotected",
+                format!("policy {policy}: flushed writes not yet written back are on the cache bdev alone (hhc logs them to HDDs)"),
+            ),
+            Policy::Hhc => {
+                let healthy = mirrors.iter().filter(|m| **m == MirrorState::Healthy).count();
+                let syncing = mirrors.iter().filter(|m| matches!(m, MirrorState::Syncing { .. })).count();
+                let total = mirrors.len();
+                let syncing_text = if syncing > 0 { format!(", {syncing} syncing") } else { String::new() };
+                if healthy == 0 {
+                    of(false, "degraded", format!(
+                        "no healthy log mirror (0 of {total}{syncing_text}): flushed writes not yet written back are on the cache bdev alone and are lost with it; attach a log mirror (bdev_hhc_attach_log) and let it sync, or switch to wb-flush or wt"
+                    ))
+                } else if healthy < total {
+                    of(true, "reduced", format!("{healthy} of {total} log mirrors healthy{syncing_text}: losing {healthy} more leaves flushed writes unprotected"))
+                } else {
+                    of(true, "protected", format!("{healthy} of {total} log mirrors healthy"))
+                }
+            }
+        }
+    }
+
+    pub fn json(&self) -> String {
+        JsonObject::new()
+            .boolean("cache_loss_protected", self.cache_loss_protected)
+            .string("state", self.state)
+            .string("reason", &self.reason)
+            .finish()
+    }
+}
 
 /// Every engine stat by name (`bdev_hhc_get_bdevs` and `bdev_hhc_get_stats`):
 /// the engine's own list (`Stats::fields`).
@@ -92,6 +151,28 @@ impl Baseline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protection_follows_the_policy_and_the_healthy_log_mirrors() {
+        use MirrorState::{Failed, Healthy, Syncing};
+        let state = |policy, cache, mirrors: &[MirrorState]| {
+            let p = Protection::of(policy, cache, mirrors);
+            (p.cache_loss_protected, p.state)
+        };
+        assert_eq!(state(Policy::Hhc, true, &[Healthy, Healthy]), (true, "protected"));
+        assert_eq!(state(Policy::Hhc, true, &[Healthy, Failed]), (true, "reduced"));
+        assert_eq!(state(Policy::Hhc, true, &[Failed]), (false, "degraded"));
+        assert_eq!(state(Policy::Hhc, true, &[Failed, Syncing { segments_behind: 3 }]), (false, "degraded"));
+        assert_eq!(state(Policy::WriteBack, true, &[Healthy]), (false, "unprotected"));
+        assert_eq!(state(Policy::WriteBackOrdered, true, &[]), (false, "unprotected"));
+        assert_eq!(state(Policy::WriteBackFlush, true, &[]), (true, "protected"));
+        assert_eq!(state(Policy::WriteThrough, true, &[]), (true, "protected"));
+        assert_eq!(state(Policy::Passthrough, false, &[]), (true, "protected"));
+        let degraded = Protection::of(Policy::Hhc, true, &[Failed]);
+        let json: serde_json::Value = serde_json::from_str(&degraded.json()).unwrap();
+        assert_eq!((json["cache_loss_protected"].as_bool(), json["state"].as_str()), (Some(false), Some("degraded")));
+        assert!(json["reason"].as_str().unwrap().contains("bdev_hhc_attach_log"), "{json}");
+    }
 
     #[test]
     fn latency_json_in_microseconds() {

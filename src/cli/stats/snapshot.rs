@@ -23,6 +23,15 @@ pub struct Device {
     pub segments_behind: Option<u64>,
 }
 
+/// Whether flushed writes survive the loss of the cache bdev now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Protection {
+    pub cache_loss_protected: bool,
+    /// `protected`, `reduced`, `degraded` or `unprotected`.
+    pub state: String,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
     pub name: String,
@@ -30,6 +39,9 @@ pub struct Snapshot {
     pub policy: Option<String>,
     pub policy_target: Option<String>,
     pub failure: Option<String>,
+    pub protection: Option<Protection>,
+    /// What creating the bdev found allowed but likely a mistake.
+    pub warnings: Vec<String>,
     /// The options in force, as answered (`key`, value).
     pub options: Vec<(String, Value)>,
     pub flush_all_in_progress: Option<bool>,
@@ -52,8 +64,10 @@ pub struct Snapshot {
 /// Top-level keys read into the fields above; `rates` too, which the view
 /// leaves out: the target's window starts at anyone's previous get_stats,
 /// so the view computes its own between its refreshes.
-const KNOWN_KEYS: [&str; 16] = [
+const KNOWN_KEYS: [&str; 18] = [
     "name",
+    "protection",
+    "warnings",
     "state",
     "policy",
     "policy_target",
@@ -82,6 +96,8 @@ impl Snapshot {
             policy: fields.string("policy")?,
             policy_target: fields.string("policy_target")?,
             failure: fields.string("failure")?,
+            protection: fields.object("protection")?.map(protection).transpose()?,
+            warnings: warnings(object.get("warnings"))?,
             options: fields.object("options")?.map(entries).unwrap_or_default(),
             flush_all_in_progress: fields.boolean("flush_all_in_progress")?,
             flush_all_blocks_remaining: fields.number("flush_all_blocks_remaining")?,
@@ -165,6 +181,25 @@ fn latency(object: &Map<String, Value>) -> Result<Latency, String> {
     let fields = Fields(object);
     let get = |key| required(&fields, "flush_latency_us", key);
     Ok(Latency { count: get("count")?, p50_us: get("p50")?, p99_us: get("p99")?, max_us: get("max")? })
+}
+
+fn warnings(value: Option<&Value>) -> Result<Vec<String>, String> {
+    let Some(value) = value.filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let list = value.as_array().ok_or_else(|| format!("warnings is not an array: {}", short(value)))?;
+    list.iter().map(|w| w.as_str().map(str::to_string).ok_or_else(|| format!("a warning is not a string: {}", short(w)))).collect()
+}
+
+fn protection(object: &Map<String, Value>) -> Result<Protection, String> {
+    let fields = Fields(object);
+    let text = |key| fields.string(key).map_err(|e| format!("protection.{e}"))?.ok_or_else(|| format!("protection has no {key}"));
+    Ok(Protection {
+        cache_loss_protected: fields
+            .boolean("cache_loss_protected")
+            .map_err(|e| format!("protection.{e}"))?
+            .ok_or("protection has no cache_loss_protected")?,
+        state: text("state")?,
+        reason: text("reason")?,
+    })
 }
 
 fn contexts(object: &Map<String, Value>) -> Result<(u64, u64), String> {

@@ -106,9 +106,24 @@ impl View<'_> {
         if let Some(target) = &s.policy_target {
             let _ = write!(line, " -> {target} (switching: writing back every dirty block first)");
         }
+        let degraded = s.protection.as_ref().filter(|p| p.state == "degraded");
+        if degraded.is_some() {
+            line.push_str("  DEGRADED");
+        }
         let _ = writeln!(self.out, "{line}");
+        if let Some(p) = degraded {
+            let _ = writeln!(self.out, "  !! DEGRADED: flushed writes are NOT protected against the loss of the cache bdev");
+            let _ = writeln!(self.out, "  !! {}", p.reason);
+        }
         if let Some(failure) = &s.failure {
             self.text("failure", failure);
+        }
+        if let Some(p) = &s.protection {
+            let protected = if p.cache_loss_protected { "cache loss protected" } else { "NOT protected against a cache loss" };
+            self.text("protection", &format!("{} ({protected}): {}", p.state, p.reason));
+        }
+        for warning in &s.warnings {
+            self.text("warning", warning);
         }
         if !s.options.is_empty() {
             let options: Vec<String> = s.options.iter().map(|(k, v)| format!("{k} {}", plain(v))).collect();
@@ -517,6 +532,23 @@ mod tests {
         assert!(line(&report, "last barrier sequence").ends_with("none found"));
         assert!(line(&report, "error").ends_with("every log mirror lost"));
         assert!(line(&report, "replay_attempts").ends_with("2"), "an unknown recovery key is shown: {report}");
+    }
+
+    #[test]
+    fn a_degraded_bdev_says_so_at_the_top() {
+        let mut answer = raw("get_stats_running_1.json");
+        answer["protection"] = json!({"cache_loss_protected": false, "state": "degraded",
+            "reason": "no healthy log mirror (0 of 1)"});
+        let report = render(&Snapshot::parse(&answer).unwrap(), None);
+        let mut lines = report.lines();
+        assert!(lines.next().unwrap().ends_with("policy hhc  DEGRADED"), "{report}");
+        assert_eq!(lines.next(), Some("  !! DEGRADED: flushed writes are NOT protected against the loss of the cache bdev"));
+        assert_eq!(lines.next(), Some("  !! no healthy log mirror (0 of 1)"));
+        assert!(line(&report, "protection").contains("degraded (NOT protected against a cache loss)"), "{report}");
+        answer["protection"] = json!({"cache_loss_protected": true, "state": "protected", "reason": "1 of 1 log mirrors healthy"});
+        let report = render(&Snapshot::parse(&answer).unwrap(), None);
+        assert!(!report.contains("DEGRADED") && !report.contains("other"), "{report}");
+        assert!(line(&report, "protection").contains("protected (cache loss protected): 1 of 1"), "{report}");
     }
 
     #[test]
