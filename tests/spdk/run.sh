@@ -303,6 +303,68 @@ quickstart() {
     return "$rc"
 }
 
+# Field FIELD of the one object of the JSON in FILE, a dotted path.
+json_field() { # file field
+    python3 -c 'import json,sys
+v = json.load(open(sys.argv[1]))
+v = v[0] if isinstance(v, list) else v
+for k in sys.argv[2].split("."): v = v[k]
+print(json.dumps(v) if not isinstance(v, str) else v)' "$1" "$2"
+}
+
+# Loud states: hhc0 (policy hhc, one log mirror) says it is protected
+# against the loss of its cache; once that mirror is hot-removed,
+# bdev_hhc_get_bdevs and bdev_hhc_get_stats say "protection": degraded,
+# cache_loss_protected false with the reason, hhc stats puts DEGRADED at the
+# top and the target logs an error. A cache larger than its backing is
+# accepted with a warning (log and get_bdevs). Options set online survive a
+# delete and a re-create that gives none: kept from the owner record.
+loud_states() {
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/prot.json" && $RPC bdev_hhc_get_stats -b hhc0 >"$WORK/prot-stats.json" || return 1
+    [ "$(json_field "$WORK/prot.json" protection.cache_loss_protected)" = true ] &&
+        [ "$(json_field "$WORK/prot.json" protection.state)" = protected ] &&
+        [ "$(json_field "$WORK/prot-stats.json" protection.state)" = protected ] || { cat "$WORK/prot.json"; return 1; }
+    export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null && $RPC bdev_aio_delete hdd0 || return 1
+    for _ in $(seq 100); do
+        $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/prot.json" && [ "$(json_field "$WORK/prot.json" protection.state)" = degraded ] && break
+        sleep 0.1
+    done
+    $RPC bdev_hhc_get_stats -b hhc0 >"$WORK/prot-stats.json" && timeout 30 "$HHC" stats --socket "$SOCK" --name hhc0 >"$WORK/prot-view.txt" || return 1
+    json_field "$WORK/prot.json" protection
+    head -4 "$WORK/prot-view.txt"
+    [ "$(json_field "$WORK/prot.json" state)" = running ] &&
+        [ "$(json_field "$WORK/prot.json" protection.cache_loss_protected)" = false ] &&
+        json_field "$WORK/prot.json" protection.reason | grep -q "no healthy log mirror" &&
+        [ "$(json_field "$WORK/prot-stats.json" protection.state)" = degraded ] &&
+        [ "$(json_field "$WORK/prot-stats.json" protection.cache_loss_protected)" = false ] &&
+        head -1 "$WORK/prot-view.txt" | grep -q "^hhc0  state running  policy hhc  DEGRADED$" &&
+        grep -q "!! DEGRADED: flushed writes are NOT protected against the loss of the cache bdev" "$WORK/prot-view.txt" &&
+        grep -q "hhc0: DEGRADED: flushed writes are no longer protected" "$WORK/tgt.log" || return 1
+    # A cache larger than its backing: accepted, with a warning.
+    $RPC bdev_malloc_create -b smallback 16 4096 >/dev/null && $RPC bdev_malloc_create -b bigcache 32 4096 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc1 --backing smallback --cache bigcache --policy wb &&
+        $RPC bdev_hhc_get_bdevs -b hhc1 >"$WORK/warn.json" || return 1
+    json_field "$WORK/warn.json" warnings
+    json_field "$WORK/warn.json" warnings | grep -q "cache bdev bigcache (32.0 MiB) is larger than backing bdev smallback (16.0 MiB)" &&
+        grep -q "hhc1: cache bdev bigcache (32.0 MiB) is larger than backing" "$WORK/tgt.log" || return 1
+    # Options set online, then a re-create that gives none: kept.
+    $RPC bdev_hhc_set_options -b hhc1 --dirty-threshold 60 --idle-after-ms 600000 --seq-cutoff-policy always >/dev/null &&
+        $RPC bdev_hhc_delete hhc1 && $RPC bdev_hhc_create -b hhc1 --backing smallback --cache bigcache --policy wb &&
+        $RPC bdev_hhc_get_stats -b hhc1 >"$WORK/kept.json" || return 1
+    json_field "$WORK/kept.json" options
+    [ "$(json_field "$WORK/kept.json" options.dirty_threshold)" = 60 ] &&
+        [ "$(json_field "$WORK/kept.json" options.idle_after_ms)" = 600000 ] &&
+        [ "$(json_field "$WORK/kept.json" options.seq_cutoff_policy)" = always ] &&
+        grep -q "hhc1: options the create call left out are kept from the owner record of cache bdev bigcache" "$WORK/tgt.log" &&
+        # One given wins over the saved one.
+        $RPC bdev_hhc_delete hhc1 && $RPC bdev_hhc_create -b hhc1 --backing smallback --cache bigcache --policy wb --dirty-threshold 45 &&
+        $RPC bdev_hhc_get_stats -b hhc1 >"$WORK/kept.json" &&
+        [ "$(json_field "$WORK/kept.json" options.dirty_threshold)" = 45 ] &&
+        [ "$(json_field "$WORK/kept.json" options.idle_after_ms)" = 600000 ]
+}
+
 # fio with tests/spdk/verify_recipe.fio through the plugin, the module
 # preloaded: generation $2 over [$3, $3 + $4) of hhc0.
 recipe_fio() { # json generation offset size fio-options...
@@ -1304,6 +1366,9 @@ all_tests() {
         quickstart
     run_test delete_bounded "bdev_hhc_delete with dirty blocks and idle_after_ms 600000 is done within 10 s, warm again" \
         delete_bounded
+    run_test loud_states \
+        "last log mirror removed: protection degraded in get_bdevs, get_stats, hhc stats and the log; cache > backing warned; saved options kept" \
+        loud_states
     run_test verify_recipe \
         "tests/spdk/verify_recipe.fio: each generation verifies; another generation and an older copy restored underneath fail" \
         verify_recipe
