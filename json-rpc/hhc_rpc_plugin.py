@@ -44,6 +44,15 @@ def bdev_hhc_delete(client, name):
     return client.call("bdev_hhc_delete", {"name": name})
 
 
+def bdev_hhc_forget(client, cache, force=None):
+    """Make an unused cache bdev forget its HHC bdev (wipes its superblock and owner record), so that no
+    start assembles it again; refused without force, since dirty blocks in it would be lost."""
+    params = {"cache": cache}
+    if force:
+        params["force"] = True
+    return client.call("bdev_hhc_forget", params)
+
+
 def bdev_hhc_get_bdevs(client, name=None):
     """List HHC bdevs with policy, devices, health and counters."""
     return client.call("bdev_hhc_get_bdevs", {"name": name} if name else None)
@@ -248,6 +257,16 @@ def spdk_rpc_plugin_initialize(subparsers):
                               "on the cache bdev)")
     p.add_argument("name", help="name of the HHC bdev")
     p.set_defaults(func=delete)
+
+    def forget(args):
+        _print(bdev_hhc_forget(args.client, cache=args.cache, force=args.force))
+
+    p = subparsers.add_parser("bdev_hhc_forget", help="Make an unused cache bdev forget its HHC bdev: wipes its "
+                              "HHC superblock and owner record, so that no start assembles the HHC bdev again. "
+                              "Refused without --force: dirty blocks in the cache would be lost")
+    p.add_argument("-c", "--cache", required=True, help="the cache bdev (not in use by an HHC bdev)")
+    p.add_argument("--force", action="store_true", help="forget even though dirty blocks in it are lost")
+    p.set_defaults(func=forget)
 
     def get_bdevs(args):
         _print(bdev_hhc_get_bdevs(args.client, name=args.name))

@@ -264,6 +264,13 @@ void hhc_rs_recover(const char *name, const char *mode, const char *cache, struc
 /* bdev_hhc_delete: on the bdev's owner thread, drops a record of a lost
  * cache (no bdev) or hands the rest to hhc_glue_bdev_delete. */
 void hhc_rs_delete(const char *name, struct hhc_glue_rpc *rpc);
+/* bdev_hhc_forget: units 0..3 of cache bdev `cache`, opened and claimed by
+ * the module, were read into `units`. True: wipe them (zeros) and call
+ * hhc_rs_forget_done; false: `rpc` was answered (a refusal). */
+bool hhc_rs_forget_check(const char *cache, const uint8_t *units, size_t len, bool force,
+			 struct hhc_glue_rpc *rpc);
+/* The wipe of bdev_hhc_forget went (ok) or failed; answers `rpc`. */
+void hhc_rs_forget_done(const char *cache, bool ok, struct hhc_glue_rpc *rpc);
 /* examine: a bdev arrived (config), and unit 0 of an unclaimed one (disk). */
 void hhc_rs_examine_config(const char *name);
 void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);

@@ -195,11 +195,171 @@ hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc)
 
 	rc = spdk_bdev_unregister_by_name(name, &g_hhc_module, rpc_delete_cb, request);
 	if (rc != 0) {
-		spdk_jsonrpc_send_error_response_fmt(request, rc, "no HHC bdev named '%s': %s", name,
-						     spdk_strerror(-rc));
+		spdk_jsonrpc_send_error_response_fmt(request, rc,
+						     "no HHC bdev named '%s': %s (a cache bdev that still holds its owner "
+						     "record assembles it again at the next start: bdev_hhc_forget makes the "
+						     "cache forget it)", name, spdk_strerror(-rc));
 	}
 }
 SPDK_RPC_REGISTER("bdev_hhc_delete", rpc_bdev_hhc_delete, SPDK_RPC_RUNTIME)
+
+/* bdev_hhc_forget {cache, force?}: wipes the HHC superblock and owner
+ * record of an unused cache bdev, so that no start assembles its HHC bdev
+ * again. Rust decides (hhc_rs_forget_check) from the units read. */
+#define HHC_FORGET_BYTES (3 * 4096)
+
+struct rpc_forget {
+	char *cache;
+	bool force;
+};
+
+static const struct spdk_json_object_decoder g_rpc_forget_decoders[] = {
+	{"cache", offsetof(struct rpc_forget, cache), spdk_json_decode_string},
+	{"force", offsetof(struct rpc_forget, force), spdk_json_decode_bool, true},
+};
+
+struct hhc_forget {
+	struct spdk_jsonrpc_request *request;
+	struct spdk_bdev_desc *desc;
+	struct spdk_io_channel *channel;
+	bool claimed;
+	void *buf;
+	uint64_t len;
+	char *cache;
+	bool force;
+};
+
+static void
+forget_event_cb(enum spdk_bdev_event_type type, struct spdk_bdev *bdev, void *ctx)
+{
+	/* The I/O in flight completes (with an error) if the bdev goes. */
+}
+
+static void
+forget_free(struct hhc_forget *forget)
+{
+	if (forget->channel != NULL) {
+		spdk_put_io_channel(forget->channel);
+	}
+	if (forget->claimed) {
+		spdk_bdev_module_release_bdev(spdk_bdev_desc_get_bdev(forget->desc));
+	}
+	if (forget->desc != NULL) {
+		spdk_bdev_close(forget->desc);
+	}
+	spdk_dma_free(forget->buf);
+	free(forget->cache);
+	free(forget);
+}
+
+static void
+forget_write_done(struct spdk_bdev_io *bdev_io, bool success, void *ctx)
+{
+	struct hhc_forget *forget = ctx;
+
+	spdk_bdev_free_io(bdev_io);
+	hhc_rs_forget_done(forget->cache, success, (struct hhc_glue_rpc *)forget->request);
+	forget_free(forget);
+}
+
+static void
+forget_read_done(struct spdk_bdev_io *bdev_io, bool success, void *ctx)
+{
+	struct hhc_forget *forget = ctx;
+	int rc;
+
+	spdk_bdev_free_io(bdev_io);
+	if (!success) {
+		spdk_jsonrpc_send_error_response_fmt(forget->request, -EIO, "cache: reading bdev '%s' failed",
+						     forget->cache);
+		forget_free(forget);
+		return;
+	}
+	if (!hhc_rs_forget_check(forget->cache, forget->buf, HHC_FORGET_BYTES, forget->force,
+				 (struct hhc_glue_rpc *)forget->request)) {
+		forget_free(forget);
+		return;
+	}
+	memset(forget->buf, 0, forget->len);
+	rc = spdk_bdev_write(forget->desc, forget->channel, forget->buf, 0, forget->len, forget_write_done, forget);
+	if (rc != 0) {
+		hhc_rs_forget_done(forget->cache, false, (struct hhc_glue_rpc *)forget->request);
+		forget_free(forget);
+	}
+}
+
+static void
+rpc_bdev_hhc_forget(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)
+{
+	struct rpc_forget req = {0};
+	struct hhc_forget *forget;
+	struct spdk_bdev *bdev;
+	uint32_t block_size;
+	int rc;
+
+	if (params == NULL || spdk_json_decode_object(params, g_rpc_forget_decoders,
+			SPDK_COUNTOF(g_rpc_forget_decoders), &req)) {
+		spdk_jsonrpc_send_error_response(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						 "invalid parameters: need cache (string), force (bool) optional");
+		free(req.cache);
+		return;
+	}
+	forget = calloc(1, sizeof(*forget));
+	if (forget == NULL) {
+		spdk_jsonrpc_send_error_response(request, -ENOMEM, spdk_strerror(ENOMEM));
+		free(req.cache);
+		return;
+	}
+	forget->request = request;
+	forget->cache = req.cache;
+	forget->force = req.force;
+	rc = spdk_bdev_open_ext(forget->cache, true, forget_event_cb, NULL, &forget->desc);
+	if (rc != 0) {
+		spdk_jsonrpc_send_error_response_fmt(request, rc, "cache: no bdev named '%s' to open (%s)",
+						     forget->cache, spdk_strerror(-rc));
+		forget_free(forget);
+		return;
+	}
+	bdev = spdk_bdev_desc_get_bdev(forget->desc);
+	if (bdev->module == &g_hhc_module) {
+		spdk_jsonrpc_send_error_response_fmt(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						     "cache: '%s' is an HHC bdev, not a cache bdev", forget->cache);
+		forget_free(forget);
+		return;
+	}
+	/* Claimed: an HHC bdev (or anything else) uses it now. */
+	rc = spdk_bdev_module_claim_bdev(bdev, forget->desc, &g_hhc_module);
+	if (rc != 0) {
+		spdk_jsonrpc_send_error_response_fmt(request, -EBUSY,
+						     "cache: bdev '%s' is in use (claimed): delete the HHC bdev over it "
+						     "first (bdev_hhc_delete)", forget->cache);
+		forget_free(forget);
+		return;
+	}
+	forget->claimed = true;
+	block_size = spdk_bdev_get_block_size(bdev);
+	forget->len = (HHC_FORGET_BYTES + block_size - 1) / block_size * block_size;
+	forget->buf = spdk_dma_zmalloc(forget->len, spdk_bdev_get_buf_align(bdev), NULL);
+	forget->channel = spdk_bdev_get_io_channel(forget->desc);
+	if (forget->buf == NULL || forget->channel == NULL) {
+		spdk_jsonrpc_send_error_response(request, -ENOMEM, spdk_strerror(ENOMEM));
+		forget_free(forget);
+		return;
+	}
+	if (forget->len > spdk_bdev_get_num_blocks(bdev) * block_size) {
+		spdk_jsonrpc_send_error_response_fmt(request, -ENODEV, "cache: bdev '%s' holds no HHC cache (too small)",
+						     forget->cache);
+		forget_free(forget);
+		return;
+	}
+	rc = spdk_bdev_read(forget->desc, forget->channel, forget->buf, 0, forget->len, forget_read_done, forget);
+	if (rc != 0) {
+		spdk_jsonrpc_send_error_response_fmt(request, rc, "cache: cannot read bdev '%s' (%s)", forget->cache,
+						     spdk_strerror(-rc));
+		forget_free(forget);
+	}
+}
+SPDK_RPC_REGISTER("bdev_hhc_forget", rpc_bdev_hhc_forget, SPDK_RPC_RUNTIME)
 
 static const struct spdk_json_object_decoder g_rpc_get_decoders[] = {
 	{"name", offsetof(struct rpc_name, name), spdk_json_decode_string, true},

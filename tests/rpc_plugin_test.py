@@ -176,6 +176,8 @@ class EveryCommand(unittest.TestCase):
          {"name": "x", "backing": "y", "cache": "ssd", "logs": ["hdd0", "hdd1"], "policy": "hhc", "segment_size": 262144,
           "dirty_threshold": 40, "seq_cutoff_policy": "always", "cpumask": "0x2", "barrier_gap": 0, "backing_stripe": 0}),
         (["bdev_hhc_delete", "hhc0"], "bdev_hhc_delete", {"name": "hhc0"}),
+        (["bdev_hhc_forget", "-c", "ssd"], "bdev_hhc_forget", {"cache": "ssd"}),
+        (["bdev_hhc_forget", "-c", "ssd", "--force"], "bdev_hhc_forget", {"cache": "ssd", "force": True}),
         (["bdev_hhc_get_bdevs"], "bdev_hhc_get_bdevs", None),
         (["bdev_hhc_get_bdevs", "-b", "hhc0"], "bdev_hhc_get_bdevs", {"name": "hhc0"}),
         (["bdev_hhc_get_stats", "-b", "hhc0"], "bdev_hhc_get_stats", {"name": "hhc0"}),

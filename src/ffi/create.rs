@@ -244,3 +244,89 @@ fn assemble_ready() {
         launch(params, None);
     }
 }
+
+/// bdev_hhc_forget, once units 0..3 of the unused cache bdev `cache` were
+/// read: whether to wipe them (its superblock and owner record), so that no
+/// start assembles its HHC bdev again. Without `force` a cache holding an
+/// HHC cache is refused: whether it holds dirty blocks (the only copy of
+/// writes its backing bdev lacks) is known only once its HHC bdev is
+/// assembled, and they are lost with the superblock.
+///
+/// # Safety
+/// `cache` is a C string and `units` a buffer of `len` bytes, valid for
+/// this call; `rpc` is a pending request, answered here unless true.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_forget_check(
+    cache: *const c_char,
+    units: *const u8,
+    len: usize,
+    force: bool,
+    rpc: *mut sys::hhc_glue_rpc,
+) -> bool {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return false };
+    // SAFETY: the function's contract.
+    let cache = unsafe { text(cache) }.unwrap_or_default();
+    // SAFETY: the function's contract.
+    let units = unsafe { std::slice::from_raw_parts(units, len) };
+    let what = match CacheSuperblock::decode(units) {
+        Ok(superblock) => {
+            let id = superblock.instance_id;
+            let record = OwnerRecord::newest(units.get(UNIT_BYTES..).unwrap_or_default(), id);
+            match record.map(|(_, record)| CreateParams::from_owner_record(&record.owner)) {
+                Some(Ok(Some(params))) => {
+                    let what = format!("the HHC cache of '{}' (instance {id:#x}, backing {})", params.name, params.backing);
+                    Some((what, Some(params.name)))
+                }
+                _ => Some((format!("an HHC cache (instance {id:#x}) without create parameters"), None)),
+            }
+        }
+        Err(FormatError::UnsupportedVersion(version)) if units.starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) => {
+            Some((format!("an HHC cache of format version {version}"), None))
+        }
+        Err(_) => None,
+    };
+    let Some((what, name)) = what else {
+        rpc.reply_error(&Error::NoDevice(format!("cache: bdev '{cache}' holds no HHC cache; nothing to forget")));
+        return false;
+    };
+    if !force {
+        let back = match &name {
+            Some(name) => format!(
+                "to keep them, bring '{name}' back (bdev_hhc_create over the same bdevs, or let examine assemble it), \
+                 write them back (bdev_hhc_set_policy -p wt until complete) and delete it (bdev_hhc_delete); "
+            ),
+            None => String::new(),
+        };
+        rpc.reply_error(&Error::Busy(format!(
+            "cache: bdev '{cache}' holds {what}; its dirty blocks, if it has any, are the only copy of writes its \
+             backing bdev lacks and are lost when it forgets: {back}to drop them, pass force"
+        )));
+        return false;
+    }
+    if let Some(name) = &name {
+        forget_pending(name);
+    }
+    log::warn!("forgetting {what} on cache bdev {cache} (forced): its superblock and owner record are wiped, dirty blocks dropped");
+    // C wipes the units and answers through hhc_rs_forget_done.
+    let _ = rpc.into_raw();
+    true
+}
+
+/// The wipe of bdev_hhc_forget is done (`ok`) or failed.
+///
+/// # Safety
+/// `cache` is a C string valid for this call; `rpc` a pending request.
+#[no_mangle]
+pub unsafe extern "C" fn hhc_rs_forget_done(cache: *const c_char, ok: bool, rpc: *mut sys::hhc_glue_rpc) {
+    // SAFETY: the function's contract.
+    let Some(rpc) = (unsafe { Rpc::new(rpc) }) else { return };
+    // SAFETY: the function's contract.
+    let cache = unsafe { text(cache) }.unwrap_or_default();
+    if ok {
+        log::info!("cache bdev {cache} forgot its HHC bdev: no start assembles it again; bdev_hhc_create formats it anew");
+        rpc.reply_json("true");
+    } else {
+        rpc.reply_error(&Error::Failed(format!("cache: wiping the HHC superblock of bdev '{cache}' failed")));
+    }
+}

@@ -345,6 +345,14 @@ HOSTILE += [
     ("bdev_hhc_recover", {"name": "hhc0", "mode": "cache", "cache": "x\u0005"}, "cache: bdev name"),
 ]
 HOSTILE += [
+    ("bdev_hhc_forget", None, "invalid parameters"),
+    ("bdev_hhc_forget", {"cache": 5}, "invalid parameters"),
+    ("bdev_hhc_forget", {"cache": "ssd", "now": 1}, "invalid parameters"),
+    ("bdev_hhc_forget", {"cache": "nope"}, "no bdev named 'nope'"),
+    ("bdev_hhc_forget", {"cache": "ssd"}, "is in use (claimed)"),
+    ("bdev_hhc_forget", {"cache": "ssd", "force": True}, "is in use (claimed)"),
+    ("bdev_hhc_forget", {"cache": "hhc0"}, "is an HHC bdev"),
+    ("bdev_hhc_forget", {"cache": "spare"}, "holds no HHC cache"),
     ("bdev_hhc_attach_log", {"name": "hhc0", "log": "hdd0"}, "already a device of 'hhc0'"),
     ("bdev_hhc_attach_log", {"name": "hhc0", "log": "sparelog"}, "log mirror slots of 'hhc0' are in use"),
     ("bdev_hhc_detach_log", {"name": "hhc0", "log": "sparelog"}, "no attached log mirror 'sparelog'"),
