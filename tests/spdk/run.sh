@@ -404,6 +404,46 @@ verify_recipe() {
     grep "bad header rand_seed" "$out"
 }
 
+# A cache bdev forgets its HHC bdev (bdev_hhc_forget). The backing bdev
+# removed: hhc0 goes, bdev_hhc_delete finds no hhc0 and says how to forget
+# it, bdev_hhc_forget refuses without force (dirty blocks would be lost);
+# the next start assembles hhc0 again from the cache's owner record. Then
+# the safe way: switch to wt (every dirty block written back), delete,
+# forget with force; the next start assembles nothing, the cache bdev is
+# free, a create formats it anew and the data verifies from the backing.
+forget_cache() {
+    local mark
+    start_tgt && tgt_bases &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        $RPC bdev_aio_delete back || return 1
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 || break; sleep 0.1; done
+    expect_rpc_error "bdev_hhc_forget makes the cache forget it" $RPC bdev_hhc_delete hhc0 || return 1
+    cat "$WORK/rpc.out"
+    if $RPC bdev_hhc_forget -c ssd >"$WORK/forget.out" 2>&1; then echo "forget without force succeeded"; return 1; fi
+    cat "$WORK/forget.out"
+    grep -q "holds the HHC cache of 'hhc0'.*pass force" "$WORK/forget.out" || return 1
+    stop_tgt
+    start_tgt && tgt_bases || return 1
+    for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
+    $RPC bdev_get_bdevs -b hhc0 >/dev/null && echo "assembled again at the next start" &&
+        $RPC bdev_hhc_set_policy -b hhc0 -p wt >/dev/null && ops wait-switched wt 60 && [ "$(hhc_stat dirty_blocks)" = 0 ] &&
+        $RPC bdev_hhc_delete hhc0 && ! $RPC bdev_hhc_forget -c ssd >/dev/null 2>&1 &&
+        $RPC bdev_hhc_forget -c ssd --force | grep -q true &&
+        grep -q "cache bdev ssd forgot its HHC bdev" "$WORK/tgt.log" || return 1
+    stop_tgt
+    mark=$(($(wc -l <"$WORK/tgt.log") + 1))
+    start_tgt && tgt_bases || return 1
+    sleep 2
+    if $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1; then echo "hhc0 assembled again after forget"; return 1; fi
+    ! tgt_log_since "$mark" | grep -q "examine: assembling HHC bdev 'hhc0'" &&
+        $RPC bdev_get_bdevs -b ssd | grep '"claimed": false' >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        tgt_log_since "$mark" | grep -q "formatting cache bdev ssd" &&
+        export_nvmf && remote_fio randwrite --verify_only=1 >/dev/null
+}
+
 # The bdev's UUID from bdev_get_bdevs output: it derives from the cache
 # instance, so a warm re-create keeps it.
 uuid_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["uuid"])' "$1"; }
@@ -1372,6 +1412,9 @@ all_tests() {
     run_test verify_recipe \
         "tests/spdk/verify_recipe.fio: each generation verifies; another generation and an older copy restored underneath fail" \
         verify_recipe
+    run_test forget_cache \
+        "backing removed: delete names bdev_hhc_forget, forget refused without force; written back, deleted, forgotten: not assembled again" \
+        forget_cache
     run_test reset_drains "bdevperf -w reset: a RESET drains the I/O in flight, the engine's and the bypassed, and succeeds" \
         reset_drains
     run_test tiny_log "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
