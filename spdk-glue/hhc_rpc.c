@@ -313,7 +313,22 @@ rpc_bdev_hhc_forget(struct spdk_jsonrpc_request *request, const struct spdk_json
 	forget->request = request;
 	forget->cache = req.cache;
 	forget->force = req.force;
+	bdev = spdk_bdev_get_by_name(forget->cache);
+	if (bdev != NULL && bdev->module == &g_hhc_module) {
+		spdk_jsonrpc_send_error_response_fmt(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
+						     "cache: '%s' is an HHC bdev, not a cache bdev", forget->cache);
+		forget_free(forget);
+		return;
+	}
 	rc = spdk_bdev_open_ext(forget->cache, true, forget_event_cb, NULL, &forget->desc);
+	if (rc == -EPERM) {
+		/* Claimed for writing by another module, or by an HHC bdev. */
+		spdk_jsonrpc_send_error_response_fmt(request, -EBUSY,
+						     "cache: bdev '%s' is in use (claimed): delete the HHC bdev over it "
+						     "first (bdev_hhc_delete)", forget->cache);
+		forget_free(forget);
+		return;
+	}
 	if (rc != 0) {
 		spdk_jsonrpc_send_error_response_fmt(request, rc, "cache: no bdev named '%s' to open (%s)",
 						     forget->cache, spdk_strerror(-rc));
@@ -321,12 +336,6 @@ rpc_bdev_hhc_forget(struct spdk_jsonrpc_request *request, const struct spdk_json
 		return;
 	}
 	bdev = spdk_bdev_desc_get_bdev(forget->desc);
-	if (bdev->module == &g_hhc_module) {
-		spdk_jsonrpc_send_error_response_fmt(request, SPDK_JSONRPC_ERROR_INVALID_PARAMS,
-						     "cache: '%s' is an HHC bdev, not a cache bdev", forget->cache);
-		forget_free(forget);
-		return;
-	}
 	/* Claimed: an HHC bdev (or anything else) uses it now. */
 	rc = spdk_bdev_module_claim_bdev(bdev, forget->desc, &g_hhc_module);
 	if (rc != 0) {
