@@ -242,6 +242,10 @@ void hhc_glue_rpc_reply_error(struct hhc_glue_rpc *rpc, int code, const char *me
  * it is gone; any thread (the answer comes on the calling one). */
 void hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc);
 
+/* Unregisters HHC bdev `name`; `cb(arg, rc)` runs on the calling thread once
+ * it is gone. Non-zero: not started (no such HHC bdev), cb not called. */
+int hhc_glue_bdev_unregister(const char *name, void (*cb)(void *arg, int rc), void *arg);
+
 /* Keeps the shim's object file in a link that references nothing else in it. */
 int hhc_glue_anchor(void);
 

@@ -203,6 +203,12 @@ hhc_glue_bdev_delete(const char *name, struct hhc_glue_rpc *rpc)
 }
 SPDK_RPC_REGISTER("bdev_hhc_delete", rpc_bdev_hhc_delete, SPDK_RPC_RUNTIME)
 
+int
+hhc_glue_bdev_unregister(const char *name, void (*cb)(void *arg, int rc), void *arg)
+{
+	return spdk_bdev_unregister_by_name(name, &g_hhc_module, cb, arg);
+}
+
 /* bdev_hhc_forget {cache, force?}: wipes the HHC superblock and owner
  * record of an unused cache bdev, so that no start assembles its HHC bdev
  * again. Rust decides (hhc_rs_forget_check) from the units read. */

@@ -173,6 +173,9 @@ pub struct Core {
     pub(super) protection_state: Option<&'static str>,
     /// What creating it found allowed but likely a mistake (lifecycle.rs).
     pub(super) warnings: Vec<String>,
+    /// A passthrough made by `bdev_hhc_recover` mode passthrough: what the
+    /// record was (its log mirrors, policy, options), for mode cache later.
+    pub(super) before_passthrough: Option<CreateParams>,
 }
 
 impl Node {
@@ -219,6 +222,7 @@ impl Node {
             registering: false,
             protection_state: None,
             warnings: Vec::new(),
+            before_passthrough: None,
         };
         let node = Box::new(Node {
             params,

@@ -22,11 +22,18 @@ enum Next {
     Answer(String),
     /// A new node to start in place of the record, answered once registered.
     Replace(Box<Node>),
+    /// A passthrough made by mode passthrough goes back to a cache: its bdev
+    /// is unregistered, then a node with these parameters (a fresh cache,
+    /// the record's log mirrors and policy) starts under the same name.
+    Unregister(CreateParams),
 }
 
 impl Core {
     fn recover(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {
         let name = self.params.name.clone();
+        if !self.phase.is_record() && mode == Mode::Cache && self.direct.is_some() && self.phase == Phase::Running {
+            return self.back_to_cache(cache);
+        }
         if !self.phase.is_record() {
             let state = self.phase.name();
             return Err(Error::Busy(format!("name: HHC bdev '{name}' has not lost its cache (state {state})")));
@@ -91,16 +98,66 @@ impl Core {
             .map(|made| made.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe))
     }
 
+    /// Mode cache on the passthrough that mode passthrough made: the
+    /// parameters it had as a record (its surviving log mirrors, policy and
+    /// options) with the fresh cache bdev, every bdev checked first; the
+    /// passthrough is unregistered only if they fit.
+    fn back_to_cache(&mut self, cache: Option<&str>) -> Result<Next, Error> {
+        let name = self.params.name.clone();
+        let Some(prior) = self.before_passthrough.clone() else {
+            return Err(Error::Busy(format!(
+                "name: HHC bdev '{name}' runs without a cache, and not from a bdev_hhc_recover passthrough of this \
+                 target: bdev_hhc_delete it and bdev_hhc_create it with a cache and log mirrors"
+            )));
+        };
+        let cache = cache.unwrap_or_default();
+        let made = CreateParams::new(
+            prior.name.clone(),
+            prior.backing.clone(),
+            cache.to_string(),
+            prior.logs.clone(),
+            Some(prior.policy.name()),
+            prior.block_size,
+            prior.segment_size,
+            prior.buffer_count,
+            prior.options.clone(),
+        )
+        .and_then(|made| made.with_cpumask(prior.cpumask.as_deref()))
+        .map(|made| made.with_barrier_gap(prior.barrier_gap).with_backing_stripe(prior.backing_stripe))?;
+        // Every bdev but the backing one (ours) opened, checked and closed.
+        let mut bases = Vec::new();
+        let opened = std::iter::once((DeviceRole::Cache, made.cache.clone()))
+            .chain(made.logs.iter().enumerate().map(|(i, l)| (DeviceRole::Log(i as u8), l.clone())))
+            .try_for_each(|(role, bdev)| Base::open(self.node.cast(), role, &bdev).map(|base| bases.push(base)));
+        let fits = opened.and_then(|()| {
+            let facts: Vec<_> = bases.iter().map(Base::facts).collect();
+            made.config(self.bases.backing().facts(), facts[0], &facts[1..]).map(|_| ()).map_err(Error::from)
+        });
+        for base in &mut bases {
+            base.close_now();
+        }
+        fits?;
+        log::warn!("{name}: back from a passthrough to an HHC bdev over fresh cache bdev {cache}: the bdev is unregistered and registered again");
+        Ok(Next::Unregister(made))
+    }
+
     fn replace(&mut self, mode: Mode, cache: Option<&str>) -> Result<Next, Error> {
         let params = self.params_after(mode, cache)?;
         if mode == Mode::Cache {
             self.check_fresh_cache(&params)?;
         }
+        // What mode cache on the passthrough brings back.
+        let before = (mode == Mode::Passthrough).then(|| self.params_after(Mode::Cache, Some(&self.params.cache)).ok()).flatten();
         // The record's claims go first, so the new node can take the bdevs;
         // if it cannot, the record stays (its bases closed, reopened by a retry).
         self.bases.close_all();
         let node = open_node(params.clone())?;
-        node.core.enter(|core| core.force_format = true).expect("a new node is not entered");
+        node.core
+            .enter(|core| {
+                core.force_format = true;
+                core.before_passthrough = before;
+            })
+            .expect("a new node is not entered");
         let how = if params.is_direct() { "a passthrough over its backing bdev".to_string() } else { format!("an HHC bdev over fresh cache bdev {}", params.cache) };
         log::warn!("{}: brought back as {how}", params.name);
         self.finish_destruct();
@@ -159,9 +216,42 @@ pub unsafe extern "C" fn hhc_rs_recover(
             }
             // On this thread, the record's owner: the bdev keeps its owner.
             Ok(Next::Replace(new_node)) => start_node(new_node, Some(rpc)),
+            Ok(Next::Unregister(params)) => unregister_then_start(params, rpc),
             Err(error) => rpc.reply_error(&error),
         }
     });
+}
+
+/// Unregisters the passthrough named `params.name`, then starts a node with
+/// `params` (cache and log mirrors formatted) on this thread, its owner:
+/// `rpc` is answered once it is registered, or with what failed.
+fn unregister_then_start(params: CreateParams, rpc: Rpc) {
+    let Ok(c_name) = CString::new(params.name.as_str()) else {
+        return rpc.reply_error(&Error::InvalidParams(format!("name {:?} holds a NUL", params.name)));
+    };
+    let raw = Box::into_raw(Box::new((params, rpc)));
+    // SAFETY: valid C string for the call; unregistered_msg takes back the box once.
+    let rc = unsafe { sys::hhc_glue_bdev_unregister(c_name.as_ptr(), Some(unregistered), raw.cast()) };
+    if rc != 0 {
+        // SAFETY: not queued: the box is still ours.
+        let (params, rpc) = *unsafe { Box::from_raw(raw) };
+        rpc.reply_error(&Error::from_rc(rc, format!("name: cannot unregister '{}' ({})", params.name, super::errno::describe(rc))));
+    }
+}
+
+unsafe extern "C" fn unregistered(arg: *mut std::ffi::c_void, rc: i32) {
+    // SAFETY: the box unregister_then_start made, delivered once.
+    let (params, rpc) = *unsafe { Box::from_raw(arg as *mut (CreateParams, Rpc)) };
+    if rc != 0 {
+        return rpc.reply_error(&Error::from_rc(rc, format!("name: unregistering '{}' failed ({})", params.name, super::errno::describe(rc))));
+    }
+    match open_node(params) {
+        Ok(node) => {
+            node.core.enter(|core| core.force_format = true).expect("a new node is not entered");
+            start_node(node, Some(rpc));
+        }
+        Err(error) => rpc.reply_error(&error),
+    }
 }
 
 /// bdev_hhc_delete, on the bdev's owner thread: a record (an HHC bdev that
