@@ -629,6 +629,33 @@ recover_cache() {
         remote_fio randwrite --randseed=9 --verify_only=1 >/dev/null
 }
 
+# The way back from bdev_hhc_recover passthrough to a cache: mode cache on
+# that passthrough (it used to be refused: "has not lost its cache") checks
+# the fresh cache bdev first (a claimed one is refused, the passthrough
+# serves on), then brings hhc0 back over it with the record's log mirror
+# and policy: what was written through the passthrough verifies, new writes
+# with flushes verify, and a restart from save_config finds it warm.
+recover_back_to_cache() {
+    truncate -s 32M "$WORK/ssd2.img"
+    lose_cache_then_recovered &&
+        $RPC bdev_hhc_recover -b hhc0 -m passthrough | grep '"hhc0"' >/dev/null && ops recovered-as passthrough &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --randseed=12 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        $RPC bdev_aio_create "$WORK/ssd2.img" ssd2 4096 >/dev/null || return 1
+    if $RPC bdev_hhc_recover -b hhc0 -m cache -c pt0base >"$WORK/back.out" 2>&1; then echo "a claimed cache was taken"; return 1; fi
+    cat "$WORK/back.out"
+    grep -q "already claimed" "$WORK/back.out" && ops recovered-as passthrough || return 1
+    $RPC bdev_hhc_recover -b hhc0 -m cache -c ssd2 | grep '"hhc0"' >/dev/null &&
+        ops recovered-as hhc ssd2 && ops logs-are hdd0 &&
+        grep -q "back from a passthrough to an HHC bdev over fresh cache bdev ssd2" "$WORK/tgt.log" &&
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --randseed=12 --verify_only=1 >/dev/null &&
+        remote_fio randwrite --randseed=13 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
+        timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/back.json" &&
+        restart_warm_from "$WORK/back.json" ssd2 &&
+        remote_fio randwrite --randseed=13 --verify_only=1 >/dev/null
+}
+
 # A replay that cannot write to the backing bdev (bdev_error fails every
 # write) fails visibly and refuses to bring the bdev back; once the backing
 # bdev takes writes again, bdev_hhc_recover replay runs it again, and the
@@ -1425,6 +1452,9 @@ all_tests() {
         recover_passthrough
     run_test recover_cache \
         "cache lost; bdev_hhc_recover cache onto a fresh bdev: flushed data verifies, new writes verify, warm restart" recover_cache
+    run_test recover_back_to_cache \
+        "bdev_hhc_recover passthrough, then mode cache on that passthrough: back over a fresh cache with the log mirror; data verifies, warm restart" \
+        recover_back_to_cache
     run_test recover_delete "cache lost; bdev_hhc_delete drops the record and releases the bdevs" recover_delete
     run_test recover_replay_retry \
         "cache lost, the replay's backing writes fail: visible, refused; bdev_hhc_recover replay again, data verifies" \
