@@ -19,6 +19,9 @@
 #   FIO               fio built with SPDK's plugin (default: fio on PATH,
 #                     /opt/fio/fio, /opt/src/fio/fio)
 #   CARGO_TARGET_DIR  where cargo and spdk-glue/Makefile put the artifacts
+#   HHC_QS_SIMULATE   1 (default): where SPDK is not installed at all, `up` says
+#                     what to install and runs the built-in simulator instead; 0: it
+#                     only says what to install and fails
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,7 +66,7 @@ check_prerequisites() {
         missing+=("fio built from the source tree SPDK's plugin was built against (set FIO=/path/to/fio; scripts/build-spdk.sh builds fio-3.42)")
     if [ "$QS_BUILD" != never ] || [ ! -x "$TGT" ]; then
         command -v cargo >/dev/null 2>&1 ||
-            missing+=("cargo (Rust): curl https://sh.rustup.rs -sSf | sh, or apt-get install cargo")
+            missing+=("cargo (Rust): install a toolchain with rustup, or apt-get install cargo")
         ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || [ -n "${LIBCLANG_PATH:-}" ] ||
             missing+=("libclang for bindgen: apt-get install libclang-dev")
         command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 ||
@@ -163,8 +166,21 @@ PY
     say "load verified: every block read back matched (crc32c)"
 }
 
+# Without SPDK at all the main job is the built-in simulator (the README's
+# first command): said, then run, unless HHC_QS_SIMULATE=0.
+spdk_absent() {
+    [ ! -e "$SPDK_DIR/include/spdk/bdev_module.h" ]
+}
+
 up() {
-    check_prerequisites || exit 1
+    if ! check_prerequisites; then
+        if spdk_absent && [ "${HHC_QS_SIMULATE:-1}" != 0 ] && command -v cargo >/dev/null 2>&1; then
+            echo "hhc-quickstart: SPDK is not installed here, so no bdev can run: running the built-in simulator instead" >&2
+            echo "hhc-quickstart: (cargo run --release -- simulate; HHC_QS_SIMULATE=0 skips it)" >&2
+            cd "$REPO" && exec cargo run --release -- simulate
+        fi
+        exit 1
+    fi
     mkdir -p "$QS_DIR"
     if pid=$(tgt_pid); then
         say "already up (pid $pid): $0 status, or $0 down first"
