@@ -734,7 +734,8 @@ impl Engine {
 
 /// A log under twice the cache falls behind `wb` once it wraps under a
 /// sustained write load (the simulator's log-size sweep: 0.18-0.40x `wb` at
-/// 1x); said once at creation, where the operator reads it.
+/// 1x); said at every start (creation, warm open), in the log the operator
+/// reads.
 fn note_small_log(config: &Config, log_layout: &LogLayout) {
     let log_bytes = log_layout.segments_count as u64 * log_layout.segment.segment_bytes as u64;
     if config.policy != Policy::Hhc || config.mirrors_count == 0 || log_bytes >= 2 * config.cache_device_bytes {
