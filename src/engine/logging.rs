@@ -254,8 +254,12 @@ impl Engine {
                 self.logging.relog_queue.pop_front();
                 continue;
             }
-            if self.cache.has(block, flag::BUSY) || self.cache.pins(block) > 0 {
-                // Busy for now: try again after the others.
+            if self.cache.has(block, flag::BUSY) {
+                // A write into it is in flight: try again after the others.
+                // A pin is no reason to wait: it holds the block's data as
+                // it is (a read hit, or a write-back, which may take the
+                // backing device's time while the head waits behind it; a
+                // move that a write-back overtakes is dropped as it lands).
                 self.logging.relog_queue.rotate_left(1);
                 return;
             }
@@ -270,11 +274,8 @@ impl Engine {
     /// false if no part can take it now.
     fn read_into_log(&mut self, block: u32, relog_from: u32) -> bool {
         debug_assert!(
-            self.cache.state(block) == BlockState::Mapped
-                && self.cache.has(block, flag::DIRTY)
-                && !self.cache.has(block, flag::BUSY)
-                && self.cache.pins(block) == 0,
-            "block {block} read into the log while busy, pinned or clean"
+            self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) && !self.cache.has(block, flag::BUSY),
+            "block {block} read into the log while busy or clean"
         );
         let Some(buffer) = self.open_buffer_with_slot(OpenFor::Relog) else { return false };
         let region = self.log.buffers[buffer].region;

@@ -9,19 +9,26 @@ use crate::log::OpenFor;
 
 /// Segments reclamation works ahead of the head before a barrier.
 const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
-/// A segment more live than this share (9/10) is written back instead of
-/// re-logged. Re-logging costs a cache read and a slot on the sequential
-/// log; writing back costs the backing device, which in `hhc`'s setting is
-/// the slow one, and holds the head until the last block is written.
-const RELOG_LIVE_MAX_NUM: u64 = 9;
-const RELOG_LIVE_MAX_DEN: u64 = 10;
+/// A log more live than this share (9/10) has its head written back, not
+/// moved: moving frees space only by compacting it into dead space, and a
+/// log with next to none would move the same blocks round and round
+/// (a stalled backing device, say, that writes nothing back).
+const LOG_LIVE_MAX_NUM: u64 = 9;
+const LOG_LIVE_MAX_DEN: u64 = 10;
+
+/// Free segments below which reclamation stops working ahead of the head
+/// and lets a barrier release what it moved first: one more segment's
+/// moves can fill the open part and the next, and past the re-logging
+/// reserve (`OpenFor::Relog`) a segment has to be written back, which
+/// holds the head, and every paced write, for the backing device.
+const AHEAD_FREE_MIN: u64 = OpenFor::Relog.min_free() + 2;
 
 impl Engine {
     /// Active reclamation when the log runs short (or is idle and half
     /// full): the live entries of the oldest segments are logged again from
-    /// the cache device (compacting them), or — for segments that are mostly
-    /// live, or when even re-logging has no room — their blocks are written
-    /// back (passive reclamation); either way the head can then advance.
+    /// the cache device (compacting them), or — when even re-logging has no
+    /// room — their blocks are written back (passive reclamation); either
+    /// way the head can then advance.
     pub(super) fn reclaim_log_space(&mut self) {
         if !self.log_revocable() {
             return;
@@ -45,7 +52,12 @@ impl Engine {
                 return;
             }
             let sequence = self.logging.reclaim_cursor;
-            if self.log.live_count(sequence) > 0 {
+            let live = self.log.live_count(sequence) > 0;
+            if live && sequence > head && self.log.segments_free() < AHEAD_FREE_MIN {
+                self.logging.barrier_after_relog = true;
+                return;
+            }
+            if live {
                 self.reclaim_segment(sequence);
                 return;
             }
@@ -59,8 +71,12 @@ impl Engine {
 
     /// Moves the live entries of segment `sequence` (found in memory,
     /// `LogManager::segment_slot_lbas`): each dirty block still logged
-    /// there is re-logged from the cache device or, when the segment is
-    /// mostly live or the log has no room to re-log, written back.
+    /// there is re-logged from the cache device or, when the log has no
+    /// room to re-log or next to no dead space to compact into, written
+    /// back. However live the segment itself: moving it costs a cache read
+    /// and a log slot per block, a few milliseconds for the segment, where
+    /// writing it back holds the head for the backing device (on an HDD
+    /// RAID, a fully live segment took seconds).
     fn reclaim_segment(&mut self, sequence: u64) {
         // One segment's moves at a time: the queue is sized for one.
         assert!(self.logging.relog_queue.is_empty(), "segment {sequence} reclaimed with moves still queued");
@@ -73,8 +89,9 @@ impl Engine {
         self.stats.log_segments_reclaimed += 1;
         self.stats.log_reclaim_live_entries += self.log.live_count(sequence) as u64;
         let slots = self.log.slots();
-        let mostly_live = self.log.live_count(sequence) as u64 * RELOG_LIVE_MAX_DEN > slots as u64 * RELOG_LIVE_MAX_NUM;
-        let relog = !mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
+        let in_use_slots = self.log.segments_in_use() * slots as u64;
+        let log_mostly_live = self.log.live_entries * LOG_LIVE_MAX_DEN > in_use_slots * LOG_LIVE_MAX_NUM;
+        let relog = !log_mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
         let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
         entries.clear();
         entries.extend(self.log.segment_slot_lbas(sequence));

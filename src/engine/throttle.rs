@@ -9,7 +9,8 @@
 //! falls as dirty pages pass their set point):
 //!
 //! - shortage `s` = 0 at the low mark, 1 at the write reserve;
-//! - admitted blocks/s = freed blocks/s x 4(1 - s), at least 1/16 of it, so
+//! - admitted blocks/s = freed blocks/s (net of the blocks moved to the
+//!   tail) x 4(1 - s), at least 1/16 of it, so
 //!   free space settles three quarters of the way down when writes outrun
 //!   reclamation (a slope of 2, settling halfway, left fileserver's flush
 //!   p99 at 388 ms in the simulator's steady state, against 48 ms);
@@ -118,7 +119,10 @@ impl Engine {
     /// head in memory, not the durable one: that one moves only with a
     /// superblock write, in bursts.
     pub(super) fn observe_log_space(&mut self) {
-        let freed = self.log.head_sequence * self.log.slots() as u64;
+        // Net of the slots blocks read back from the cache take (moves and
+        // blocks that missed the log): a head that advances only because
+        // its live blocks were moved to the tail frees nothing for writes.
+        let freed = (self.log.head_sequence * self.log.slots() as u64).saturating_sub(self.stats.log_blocks_from_cache);
         self.throttle.observe(self.now, freed);
     }
 

@@ -58,7 +58,7 @@ pub const RELOG_RESERVE_SEGMENTS: u64 = 2;
 
 impl OpenFor {
     /// Free segments needed to open a new buffer for this purpose.
-    pub fn min_free(self) -> u64 {
+    pub const fn min_free(self) -> u64 {
         match self {
             OpenFor::Revoke => 1,
             OpenFor::Relog => REVOKE_RESERVE_SEGMENTS + 1,
