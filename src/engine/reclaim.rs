@@ -4,6 +4,7 @@
 //! them (docs/engine.md, "The log").
 
 use super::Engine;
+use crate::engine::EngineState;
 use crate::cache::flag;
 use crate::log::OpenFor;
 
@@ -12,9 +13,10 @@ const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
 /// A log more live than this share (9/10) has its head written back, not
 /// moved: moving frees space only by compacting it into dead space, and a
 /// log with next to none would move the same blocks round and round
-/// (a stalled backing device, say, that writes nothing back).
-const LOG_LIVE_MAX_NUM: u64 = 9;
-const LOG_LIVE_MAX_DEN: u64 = 10;
+/// (a stalled backing device, say, that writes nothing back). So does a
+/// segment as live as that when the log is not short of space.
+const LIVE_MAX_NUM: u64 = 9;
+const LIVE_MAX_DEN: u64 = 10;
 
 /// Free segments below which reclamation stops working ahead of the head
 /// and lets a barrier release what it moved first: one more segment's
@@ -35,7 +37,10 @@ impl Engine {
         }
         // A retiring log needs room for its revokes, but gets no new entries.
         self.log.advance_head();
-        if !self.log_active() {
+        // A stop with no request left waits for no log space: moves would
+        // only keep device commands in flight, and the stop waits for those.
+        let stopping = self.state == EngineState::Stopping && self.requests.is_empty();
+        if !self.log_active() || stopping {
             return;
         }
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
@@ -90,8 +95,15 @@ impl Engine {
         self.stats.log_reclaim_live_entries += self.log.live_count(sequence) as u64;
         let slots = self.log.slots();
         let in_use_slots = self.log.segments_in_use() * slots as u64;
-        let log_mostly_live = self.log.live_entries * LOG_LIVE_MAX_DEN > in_use_slots * LOG_LIVE_MAX_NUM;
-        let relog = !log_mostly_live && self.log.segments_free() >= OpenFor::Relog.min_free();
+        let log_mostly_live = self.log.live_entries * LIVE_MAX_DEN > in_use_slots * LIVE_MAX_NUM;
+        // Idle, a mostly live segment is written back (at full depth, as
+        // idle write-back goes): moved, it would come round again as it is,
+        // and an idle log would be moved round and round.
+        let segment_mostly_live = self.log.live_count(sequence) as u64 * LIVE_MAX_DEN > slots as u64 * LIVE_MAX_NUM;
+        let idle_pass = !self.log_space_low();
+        let relog = !log_mostly_live
+            && !(idle_pass && segment_mostly_live)
+            && self.log.segments_free() >= OpenFor::Relog.min_free();
         let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
         entries.clear();
         entries.extend(self.log.segment_slot_lbas(sequence));
