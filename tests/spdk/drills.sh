@@ -134,23 +134,17 @@ drill_remove() { # name
     drill_log "removed $1 (a dead disk)"
 }
 
-# The newest done pass verifies on the server's RAID alone, read by fio
-# through an iSCSI session of its own (the host is down by then).
+# The newest done pass verifies on the server's backing alone, read by
+# server_fio (the spdk kind: a fresh iSCSI session; tgt: its LUN's file);
+# the host is down by then.
 drill_verify_raid() {
     local k
     k=$(drill_last_pass)
-    cat >"$RIG_WORK/iscsi.json" <<JSON
-{"subsystems":[{"subsystem":"bdev","config":[
- {"method":"bdev_iscsi_create","params":{"name":"check","url":"$RIG_ISCSI_URL","initiator_iqn":"$RIG_INITIATOR_IQN-check"}},
- {"method":"bdev_wait_for_examine"}]}]}
-JSON
     # shellcheck disable=SC2046
-    timeout -k 5 "$RIG_FIO_TIMEOUT" "$FIO" --name=raid --ioengine="$RIG_FIO_PLUGIN" --spdk_json_conf="$RIG_WORK/iscsi.json" \
-        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$RIG_FIO_MEM_MB" --filename=check --direct=1 \
-        --bs=4k --iodepth=16 --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --verify_only=1 --verify_fatal=1 \
+    server_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --verify_only=1 --verify_fatal=1 \
         >"$RIG_WORK/verify-raid.log" 2>&1 ||
-        { drill_log "pass $k does not verify on the RAID alone"; tail -20 "$RIG_WORK/verify-raid.log"; return 1; }
-    drill_log "pass $k verifies on the RAID alone (fresh iSCSI session)"
+        { drill_log "pass $k does not verify on the backing alone"; tail -20 "$RIG_WORK/verify-raid.log"; return 1; }
+    drill_log "pass $k verifies on the backing alone ($RIG_SERVER server, read without the host)"
 }
 
 # Writes the server's RAID bdev has completed (bdev_get_iostat).

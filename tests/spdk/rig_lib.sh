@@ -4,10 +4,13 @@
 # tests/spdk/rig.sh is its command line; tests/spdk/run.sh's rig_smoke, the
 # fault drills and the benchmarks use it.
 #
-#   storage server  hhc_tgt --no-huge: aio file -> make_raid (an HDD RAID5
-#                   model) -> iSCSI target node on 127.0.0.1:RIG_ISCSI_PORT
+#   storage server  of kind RIG_SERVER ("the storage server" below): spdk
+#                   (default) hhc_tgt --no-huge: aio file -> make_raid (an
+#                   HDD RAID5 model) -> iSCSI target node; tgt: Debian's
+#                   tgtd with a file-backed LUN; both on
+#                   127.0.0.1:RIG_ISCSI_PORT
 #   host            hhc_tgt (hugepages when it can have them): bdev_iscsi
-#                   (the backing), aio -> make_ssd (cache), aio -> make_hdd
+#                   (the backing, server_backing_create), aio -> make_ssd (cache), aio -> make_hdd
 #                   (1 or 2 log mirrors), hhc0 = bdev_hhc_create; exported
 #                   over NVMe-oF/TCP on 127.0.0.1:RIG_NVMF_PORT and as the
 #                   vhost-blk controller RIG_VHOST_SOCK
@@ -53,7 +56,8 @@ fi
 RIG_HHC=hhc0                                # the HHC bdev on the host
 RIG_BACKING=iscsi0                          # its backing: the bdev_iscsi bdev
 RIG_CACHE=ssd0                              # its cache: make_ssd over aio ssd0_base
-RIG_RAID=raid0                              # the server's RAID: make_raid over aio raid0_base
+# shellcheck disable=SC2034 # (the server kinds' and the drills')
+RIG_RAID=raid0                              # the server's RAID (kind spdk) or LUN (kind tgt)
 RIG_TARGET_IQN=iqn.2016-06.io.spdk:raid0    # the server's iSCSI target node
 RIG_INITIATOR_IQN=iqn.2016-06.io.spdk:hhc-host
 RIG_NQN=nqn.2016-06.io.spdk:hhc
@@ -63,6 +67,7 @@ RIG_VHOST_BDEV=vblk0                        # hhc0 as the virtio-user client see
 
 # Settings with their defaults; rig.env of a running rig overrides them.
 rig_defaults() {
+    RIG_SERVER=${RIG_SERVER:-spdk}          # the storage server's kind: spdk or tgt
     RIG_ISCSI_PORT=${RIG_ISCSI_PORT:-3260}
     RIG_NVMF_PORT=${RIG_NVMF_PORT:-4420}
     RIG_POLICY=${RIG_POLICY:-hhc}
@@ -119,14 +124,15 @@ rig_paths() {
     RIG_SERVER_SOCK=$RIG_WORK/server.sock
     RIG_HOST_SOCK=$RIG_WORK/host.sock
     RIG_CLIENT_SOCK=$RIG_WORK/client.sock   # bdevperf clients' RPC socket
+    # shellcheck disable=SC2034 # (the server kinds')
     RIG_SERVER_LOG=$RIG_WORK/server.log
     RIG_HOST_LOG=$RIG_WORK/host.log
     RIG_VHOST_SOCK=$RIG_WORK/$RIG_VHOST_CTRLR
     RIG_NVMF_JSON=$RIG_WORK/nvmf.json
     RIG_VHOST_JSON=$RIG_WORK/vhost.json
-    RIG_ISCSI_URL=iscsi://127.0.0.1:$RIG_ISCSI_PORT/$RIG_TARGET_IQN/0
+    rig_server_load
+    RIG_ISCSI_URL=iscsi://127.0.0.1:$RIG_ISCSI_PORT/$RIG_TARGET_IQN/$RIG_ISCSI_LUN
 }
-rig_paths
 
 rig_log() { echo "[rig] $*" >&2; }
 rig_loud() {
@@ -235,11 +241,11 @@ rig_huge_cleanup() { # pid
 
 rig_pid() { cat "$RIG_WORK/$1.pid" 2>/dev/null; }
 
-rig_running() { # name: its PID is alive (not a zombie) and runs hhc_tgt
+rig_running() { # name [program]: its PID is alive (not a zombie) and runs program (hhc_tgt)
     local pid state
     pid=$(rig_pid "$1") && [ -n "$pid" ] && [ -e "/proc/$pid" ] || return 1
     state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-    [ -n "$state" ] && [ "$state" != Z ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "hhc_tgt"
+    [ -n "$state" ] && [ "$state" != Z ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "${2:-hhc_tgt}"
 }
 
 rig_spawn() { # name log dir command...: in the background, PID in RIG_WORK/name.pid
@@ -267,19 +273,19 @@ rig_wait_rpc() { # name socket log
     return 1
 }
 
-rig_stop() { # name [signal]: TERM waits up to 30 s for a clean exit, then KILL
-    local name=$1 sig=${2:-TERM} pid
+rig_stop() { # name [signal] [program]: TERM waits up to 30 s for a clean exit, then KILL
+    local name=$1 sig=${2:-TERM} prog=${3:-hhc_tgt} pid
     pid=$(rig_pid "$name")
-    if [ -z "$pid" ] || ! rig_running "$name"; then
+    if [ -z "$pid" ] || ! rig_running "$name" "$prog"; then
         rm -f "$RIG_WORK/$name.pid"
         return 0
     fi
     kill -"$sig" "$pid" 2>/dev/null
-    for _ in $(seq 300); do rig_running "$name" || break; sleep 0.1; done
-    if rig_running "$name"; then
+    for _ in $(seq 300); do rig_running "$name" "$prog" || break; sleep 0.1; done
+    if rig_running "$name" "$prog"; then
         rig_log "$name (pid $pid) still running after SIG$sig, 30 s: KILL"
         kill -KILL "$pid" 2>/dev/null
-        for _ in $(seq 100); do rig_running "$name" || break; sleep 0.1; done
+        for _ in $(seq 100); do rig_running "$name" "$prog" || break; sleep 0.1; done
     fi
     wait "$pid" 2>/dev/null
     rig_huge_cleanup "$pid"
@@ -289,60 +295,59 @@ rig_stop() { # name [signal]: TERM waits up to 30 s for a clean exit, then KILL
 
 # ---- the storage server ----
 
-# Starts the server and builds its RAID and iSCSI export; the RAID's aio
-# file survives restarts and kill -9.
-server_start() {
-    rig_running server && { rig_log "server already running (pid $(rig_pid server))"; return 0; }
-    rm -f "$RIG_SERVER_SOCK"
-    # iSCSI options are taken before the subsystems start only.
-    local wait_for_rpc=
-    [ -z "$RIG_ISCSI_MAX_R2T" ] || wait_for_rpc=--wait-for-rpc
-    rig_spawn server "$RIG_SERVER_LOG" "$RIG_WORK" "$RIG_TGT" --no-huge -s "$RIG_SERVER_MEM_MB" -m "$RIG_SERVER_MASK" \
-        -r "$RIG_SERVER_SOCK" --disable-cpumask-locks $wait_for_rpc
-    rig_wait_rpc server "$RIG_SERVER_SOCK" "$RIG_SERVER_LOG" || return 1
-    local RIG_SOCK=$RIG_SERVER_SOCK
-    if [ -n "$wait_for_rpc" ]; then
-        rig_call iscsi_set_options "{\"max_r2t_per_connection\":$RIG_ISCSI_MAX_R2T}" framework_start_init '{}' \
-                framework_wait_init '{}' >/dev/null || { rig_log "server: iSCSI options or start-up failed"; return 1; }
-    fi
-    if ! server_make_raid; then
-        rig_log "server: the RAID could not be built"
-        return 1
-    fi
-    rig_call iscsi_create_portal_group "{\"tag\":1,\"portals\":[{\"host\":\"127.0.0.1\",\"port\":\"$RIG_ISCSI_PORT\"}]}" \
-            iscsi_create_initiator_group '{"tag":2,"initiators":["ANY"],"netmasks":["127.0.0.1/32"]}' \
-            iscsi_create_target_node "{\"name\":\"${RIG_TARGET_IQN#iqn.2016-06.io.spdk:}\",\"alias_name\":\"HHC rig RAID\",\"luns\":[{\"bdev_name\":\"$RIG_RAID\",\"lun_id\":0}],\"pg_ig_maps\":[{\"pg_tag\":1,\"ig_tag\":2}],\"queue_depth\":128,\"disable_chap\":true}" \
-            >/dev/null || { rig_log "server: building the RAID and its iSCSI export failed"; return 1; }
-    rig_log "server: $RIG_RAID (${RIG_RAID_MB} MiB) exported as $RIG_ISCSI_URL"
+# RIG_SERVER picks the storage server's kind; tests/spdk/rig_server_KIND.sh
+# (sourced by rig_paths) provides, for the rest of the rig and the drills:
+#   server_check_tools     the kind's programs are there (else says what is missing, returns 1)
+#   server_start           starts the server (if not running) and exports a
+#                          backing of RIG_RAID_MB MiB; its data survives
+#                          server_stop, server_kill and a new server_start
+#   server_stop, server_kill      SIGTERM (clean), SIGKILL, by the PID file
+#   server_freeze, server_thaw    SIGSTOP / SIGCONT: a hung server
+#   server_running         whether the server's process is alive
+#   server_describe        one line for rig_status: what the host connects to
+#   server_backing_create NAME INITIATOR
+#                          on the SPDK app of RIG_SOCK (the host), creates the
+#                          bdev NAME over the server's export (the spdk and tgt
+#                          kinds: rig_iscsi_backing_create, bdev_iscsi)
+#   server_fio ARGS        fio on the backing's blocks without the host (the
+#                          drills' verification; the host is down by then);
+#                          ARGS as nvmf_fio's
+# and may set RIG_ISCSI_LUN (the LUN of RIG_ISCSI_URL) and RIG_SERVER_VARS
+# (its settings, saved in rig.env).
+RIG_SERVER_KINDS="spdk tgt"
+rig_server_load() {
+    [ "${RIG_SERVER_LOADED:-}" != "$RIG_SERVER" ] || return 0
+    local f=$RIG_REPO/tests/spdk/rig_server_$RIG_SERVER.sh
+    [ -f "$f" ] || { echo "[rig] RIG_SERVER=$RIG_SERVER: no $f (kinds: $RIG_SERVER_KINDS)" >&2; return 1; }
+    RIG_ISCSI_LUN=0
+    RIG_SERVER_VARS=
+    # shellcheck source=/dev/null
+    . "$f"
+    RIG_SERVER_LOADED=$RIG_SERVER
 }
-# The server's RAID (RIG_SOCK is the server's): by default the RAID5
-# timing model over one aio file; RIG_RAID_LEVEL=raid1 is SPDK's raid1 over
-# two HDD models, each over its own aio file (raid0_m0, raid0_m1), so a
-# member can die (drill_raid_member_death; other bdev_raid levels, e.g.
-# raid0, show that drill failing). raid1 without a superblock: a
-# restart assembles both members again, a dead one's stale file included,
-# so a server restart after a member died is not supported.
-server_make_raid() {
-    local i members= strip=64
-    [ "$RIG_RAID_LEVEL" != raid1 ] || strip=0   # raid1 has no strips
-    if [ "$RIG_RAID_LEVEL" = raid5-model ]; then
-        rig_aio raid0_base "$RIG_WORK/raid0.img" "$RIG_RAID_MB" 512 && make_raid "$RIG_RAID" raid0_base
-        return
+
+# ---- an iSCSI backing (the host's side, for the spdk and tgt kinds) ----
+
+# bdev_iscsi NAME over RIG_ISCSI_URL on RIG_SOCK's app.
+rig_iscsi_backing_create() { # name initiator-iqn
+    if [ -n "$RIG_ISCSI_TIMEOUT" ]; then
+        rig_call bdev_iscsi_set_options "{\"timeout_sec\":$RIG_ISCSI_TIMEOUT}" >/dev/null || return 1
     fi
-    for i in 0 1; do
-        rig_aio "${RIG_RAID}_m${i}_base" "$RIG_WORK/${RIG_RAID}_m$i.img" "$RIG_RAID_MB" 512 &&
-            make_hdd "${RIG_RAID}_m$i" "${RIG_RAID}_m${i}_base" || return 1
-        members=$members${members:+,}\"${RIG_RAID}_m$i\"
-    done
-    rig_call bdev_raid_create "{\"name\":\"$RIG_RAID\",\"raid_level\":\"$RIG_RAID_LEVEL\",\"base_bdevs\":[$members],\"strip_size_kb\":$strip}" \
-        >/dev/null && echo "$RIG_RAID raid $RIG_RAID_LEVEL $members" >>"$RIG_WORK/devices"
+    rig_call bdev_iscsi_create "{\"name\":\"$1\",\"url\":\"$RIG_ISCSI_URL\",\"initiator_iqn\":\"$2\"}" >/dev/null
 }
-server_stop() { rig_stop server TERM; }
-server_kill() { rig_stop server KILL; }
-# A hung server: the process stops answering, its TCP connections stay up
-# (bdev_iscsi then times commands out after 30 s, docs/spdk.md).
-server_freeze() { rig_running server && kill -STOP "$(rig_pid server)"; }
-server_thaw() { rig_running server && kill -CONT "$(rig_pid server)"; }
+
+# fio (spdk_bdev plugin, --no-huge) through an iSCSI session of its own;
+# defaults and ARGS as nvmf_fio.
+rig_iscsi_fio() {
+    cat >"$RIG_WORK/iscsi.json" <<JSON
+{"subsystems":[{"subsystem":"bdev","config":[
+ {"method":"bdev_iscsi_create","params":{"name":"check","url":"$RIG_ISCSI_URL","initiator_iqn":"$RIG_INITIATOR_IQN-check"}},
+ {"method":"bdev_wait_for_examine"}]}]}
+JSON
+    timeout -k 5 "$RIG_FIO_TIMEOUT" "$FIO" --name=backing --ioengine="$RIG_FIO_PLUGIN" --spdk_json_conf="$RIG_WORK/iscsi.json" \
+        --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$RIG_FIO_MEM_MB" --filename=check \
+        --direct=1 --bs=4k --iodepth=16 --size=8m "$@"
+}
 
 # ---- the host ----
 
@@ -374,11 +379,8 @@ host_start() { # [policy]
         rig_aio "hdd${i}_base" "$RIG_WORK/hdd$i.img" "$RIG_HDD_MB" 512 && make_hdd "hdd$i" "hdd${i}_base" || return 1
         logs=$logs${logs:+,}\"hdd$i\"
     done
-    if [ -n "$RIG_ISCSI_TIMEOUT" ]; then
-        rig_call bdev_iscsi_set_options "{\"timeout_sec\":$RIG_ISCSI_TIMEOUT}" >/dev/null || return 1
-    fi
-    rig_call bdev_iscsi_create "{\"name\":\"$RIG_BACKING\",\"url\":\"$RIG_ISCSI_URL\",\"initiator_iqn\":\"$RIG_INITIATOR_IQN\"}" \
-        >/dev/null || { rig_log "host: bdev_iscsi_create $RIG_ISCSI_URL failed (is the server up?)"; return 1; }
+    server_backing_create "$RIG_BACKING" "$RIG_INITIATOR_IQN" ||
+        { rig_log "host: the backing $RIG_BACKING could not be created: $(server_describe) (is the server up?)"; return 1; }
     hhc_params="\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"$RIG_CACHE\",\"logs\":[$logs],\"policy\":\"$policy\",\"segment_size\":$RIG_SEGMENT_SIZE${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
     rig_call bdev_hhc_create "{$hhc_params}" >/dev/null || { rig_log "host: bdev_hhc_create failed"; return 1; }
     if tail -n +"$mark" "$RIG_HOST_LOG" | grep -q "examine: assembling HHC bdev '$RIG_HHC'"; then
@@ -499,7 +501,7 @@ rig_save_env() {
     mkdir -p "$RIG_WORK"
     {
         local v
-        for v in RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_RAID_LEVEL RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
+        for v in RIG_SERVER $RIG_SERVER_VARS RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_RAID_LEVEL RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
             RIG_HHC_ARGS RIG_NVME_OPTS RIG_ISCSI_TIMEOUT RIG_ISCSI_MAX_R2T RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
             RIG_CLIENT_MEM_MB RIG_FIO_MEM_MB RIG_HUGE; do
             printf '%s=%q\n' "$v" "${!v:-}"
@@ -513,12 +515,14 @@ rig_check_tools() {
         if [ -z "$f" ] || [ ! -e "$f" ]; then rig_log "missing ${f:-fio} (make -C spdk-glue; SPDK_DIR; FIO)"; return 1; fi
     done
     [ -n "${SPDK_PY_DIR:-}" ] || { rig_log "missing SPDK's python spdk package under $SPDK_DIR"; return 1; }
+    declare -F server_start >/dev/null || { rig_log "no storage server of kind RIG_SERVER=$RIG_SERVER"; return 1; }
+    server_check_tools
 }
 
 # One command up: the server, then the host with its exports.
 rig_up() { # [policy]
     rig_check_tools || return 1
-    if rig_running server || rig_running host; then
+    if server_running || rig_running host; then
         rig_log "a rig is running in $RIG_WORK already (rig_down first)"
         return 1
     fi
@@ -551,10 +555,9 @@ rig_down() {
 rig_status() {
     local name rc=0
     echo "RIG_WORK=$RIG_WORK"
-    for name in server host; do
-        if rig_running "$name"; then echo "$name: running, pid $(rig_pid "$name")"; else echo "$name: not running"; rc=1; fi
-    done
-    echo "iSCSI: $RIG_ISCSI_URL (initiator $RIG_INITIATOR_IQN)"
+    if server_running; then echo "server ($RIG_SERVER): running, pid $(rig_pid server)"; else echo "server ($RIG_SERVER): not running"; rc=1; fi
+    if rig_running host; then echo "host: running, pid $(rig_pid host)"; else echo "host: not running"; rc=1; fi
+    server_describe
     echo "NVMe-oF: tcp 127.0.0.1:$RIG_NVMF_PORT $RIG_NQN (client bdev $RIG_NVMF_BDEV)"
     if [ "${RIG_HUGE:-0}" = 1 ]; then echo "vhost-blk: $RIG_VHOST_SOCK (client bdev $RIG_VHOST_BDEV)"; else echo "vhost-blk: none (no hugepages)"; fi
     echo "policy: $RIG_POLICY; log mirrors: $RIG_HDDS"
@@ -575,9 +578,12 @@ print("  " + ", ".join("%s %s" % (k, s[k]) for k in ("reads", "writes", "flushes
 # The settings as shell assignments (eval "$(rig.sh env)").
 rig_env() {
     local v
-    for v in RIG_WORK RIG_TGT RIG_SERVER_SOCK RIG_HOST_SOCK RIG_CLIENT_SOCK RIG_SERVER_LOG RIG_HOST_LOG RIG_VHOST_SOCK \
+    for v in RIG_SERVER RIG_WORK RIG_TGT RIG_SERVER_SOCK RIG_HOST_SOCK RIG_CLIENT_SOCK RIG_SERVER_LOG RIG_HOST_LOG RIG_VHOST_SOCK \
         RIG_NVMF_JSON RIG_VHOST_JSON RIG_ISCSI_URL RIG_ISCSI_PORT RIG_NVMF_PORT RIG_NQN RIG_TARGET_IQN RIG_INITIATOR_IQN \
         RIG_HHC RIG_BACKING RIG_CACHE RIG_RAID RIG_NVMF_BDEV RIG_VHOST_BDEV RIG_POLICY RIG_HDDS RIG_HUGE; do
         printf '%s=%q\n' "$v" "${!v:-}"
     done
 }
+
+# The paths and settings, once every function (the server kinds too) is defined.
+rig_paths
