@@ -18,7 +18,8 @@
 # tests alone (each sets up what it needs). POLICIES="wb hhc" narrows the
 # per-policy runs; ONLY=REGEX runs just the tests whose name or command
 # (function name) matches; KEEP_WORK=1 keeps the scratch directory (images,
-# logs) for inspection.
+# logs) for inspection. NVMF_PORT, RIG_NVMF_PORT and RIG_ISCSI_PORT fix
+# the ports (default: random).
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -1184,7 +1185,7 @@ ops_off_owner() {
 # A fault drill of tests/spdk/drills.sh (each says what it checked) on a
 # rig of its own, brought down at its end.
 rig_drill() ( # drill
-    export RIG_WORK RIG_NVMF_PORT=$((NVMF_PORT + 1000)) RIG_ISCSI_PORT=$((NVMF_PORT + 2000)) OUT
+    export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT OUT
     RIG_WORK=$(rig_work)
     # shellcheck source=/dev/null
     . "$REPO/tests/spdk/drills.sh"
@@ -1338,8 +1339,7 @@ rig_work() {
 }
 
 rig_smoke() (
-    export RIG_WORK RIG_NVMF_PORT=$((NVMF_PORT + 1000)) RIG_ISCSI_PORT=$((NVMF_PORT + 2000)) \
-        RIG_FIO_TIMEOUT=60 OUT
+    export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_FIO_TIMEOUT=60 OUT
     RIG_WORK=$(rig_work)
     # (checked on its own: followed here, its assignments look like lost
     # subshell changes to run.sh's own variables)
@@ -1598,7 +1598,10 @@ main() {
     for f in "$MODULE" "$TGT" "$FIO" "$SPDK_DIR/bin/bdevperf" "$SPDK_DIR/lib/fio/spdk_bdev"; do
         [ -e "$f" ] || { log "missing $f"; echo "0 passed, 1 failed"; exit 1; }
     done
-    NVMF_PORT=$((4420 + RANDOM % 1000))
+    # Ports: random unless given (machines shared by several runs).
+    NVMF_PORT=${NVMF_PORT:-$((4420 + RANDOM % 1000))}
+    RIG_NVMF_PORT=${RIG_NVMF_PORT:-$((NVMF_PORT + 1000))}
+    RIG_ISCSI_PORT=${RIG_ISCSI_PORT:-$((NVMF_PORT + 2000))}
     # The per-policy tests' bdev configs (over the files run_test lays).
     for policy in passthrough wt wb wb-flush wb-ordered hhc; do bdev_json "$policy" >"$WORK/$policy.json"; done
     all_tests
