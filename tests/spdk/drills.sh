@@ -36,6 +36,13 @@ drill_pass_args() { # k
     echo "--offset=$(((k % 2) * DRILL_REGION_MB))m --size=${DRILL_REGION_MB}m --randseed=$((DRILL_SEED0 + k))"
 }
 
+# The fio options that verify pass k. crc32c alone passes any intact fio
+# block at its offset, an older pass's too; the header's seed tells them
+# apart, and --verify_only turns that check off unless asked for.
+drill_verify_args() { # k
+    echo "--rw=randwrite $(drill_pass_args "$1") --verify=crc32c --verify_only=1 --verify_fatal=1 --verify_header_seed=1"
+}
+
 # Passes k, k+1, ... through NVMe-oF until fio fails (the fault); each
 # done pass is appended to DRILL_PASSES_FILE.
 drill_pass_loop() {
@@ -89,7 +96,7 @@ drill_verify_hhc() {
     k=$(drill_last_pass)
     [ -n "$k" ] || { drill_log "no pass was ever done"; return 1; }
     # shellcheck disable=SC2046
-    nvmf_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --verify_only=1 --verify_fatal=1 \
+    nvmf_fio $(drill_verify_args "$k") \
         >"$RIG_WORK/verify.log" 2>&1 || { drill_log "pass $k does not verify through hhc0"; tail -20 "$RIG_WORK/verify.log"; return 1; }
     drill_log "pass $k verifies through hhc0"
 }
@@ -141,7 +148,7 @@ drill_verify_raid() {
     local k
     k=$(drill_last_pass)
     # shellcheck disable=SC2046
-    server_fio --rw=randwrite $(drill_pass_args "$k") --verify=crc32c --verify_only=1 --verify_fatal=1 \
+    server_fio $(drill_verify_args "$k") \
         >"$RIG_WORK/verify-raid.log" 2>&1 ||
         { drill_log "pass $k does not verify on the backing alone"; tail -20 "$RIG_WORK/verify-raid.log"; return 1; }
     drill_log "pass $k verifies on the backing alone ($RIG_SERVER server, read without the host)"
@@ -429,9 +436,39 @@ drill_check_can_fail() {
     drill_log "checked: under wb the cache's loss loses the flushed pass, and the RAID check catches it"
 }
 
+# The check must also catch an older version: the newest pass k, written
+# back in full, then 1 MiB of its region on the backing overwritten (by
+# server_fio, the host down) with intact blocks of pass k - 2, the region's
+# previous pass: crc32c alone passes them, the backing check must fail on
+# them, by their seed.
+drill_stale_check_can_fail() {
+    local k
+    rig_up hhc && drill_load_start && drill_wait_passes 3 || return 1
+    drill_load_stop
+    rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null &&
+        drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 300 || return 1
+    host_kill
+    drill_verify_raid || return 1
+    k=$(drill_last_pass)
+    server_fio --rw=randwrite --offset=$(((k % 2) * DRILL_REGION_MB + 1))m --size=1m --randseed=$((DRILL_SEED0 + k - 2)) \
+        --verify=crc32c --do_verify=0 --end_fsync=1 >"$RIG_WORK/stale.log" 2>&1 || { tail -20 "$RIG_WORK/stale.log"; return 1; }
+    drill_log "1 MiB of pass $k's region overwritten on the backing with blocks of pass $((k - 2))"
+    # Intact blocks at their offsets: crc32c alone passes them.
+    # shellcheck disable=SC2046
+    server_fio $(drill_verify_args "$k") --verify_header_seed=0 >"$RIG_WORK/stale-crc.log" 2>&1 ||
+        { drill_log "the older blocks fail even without the seed check"; tail -20 "$RIG_WORK/stale-crc.log"; return 1; }
+    if drill_verify_raid; then
+        drill_log "the backing check passed a region holding an older pass: it cannot tell versions apart"
+        return 1
+    fi
+    grep -q "bad header rand_seed" "$RIG_WORK/verify-raid.log" ||
+        { drill_log "the check failed, but not on the older blocks' seed"; return 1; }
+    drill_log "checked: blocks of an older pass in the newest pass's region fail the backing check (bad header rand_seed)"
+}
+
 # drill_raid_member_death runs only on request (DRILL_RAID_MEMBER=1): SPDK's
 # raid1 crashes at random in it (docs/spdk.md).
-DRILLS="drill_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_server_hang${DRILL_RAID_MEMBER:+ drill_raid_member_death} drill_whole_host_loss"
+DRILLS="drill_check_can_fail drill_stale_check_can_fail drill_power_loss drill_ssd_death drill_hdd_death drill_server_restart drill_server_hang${DRILL_RAID_MEMBER:+ drill_raid_member_death} drill_whole_host_loss"
 
 # Runs one drill on a rig of its own; prints PASS or FAIL.
 drill_run() { # drill
