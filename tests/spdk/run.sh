@@ -1377,6 +1377,53 @@ PY
     log "rig_smoke: $((SECONDS - t0)) s up to rig_down"
 )
 
+# The rig over Debian's tgt (RIG_SERVER=tgt, tests/spdk/rig_server_tgt.sh):
+# hhc0 (policy hhc) over bdev_iscsi to tgtd's file-backed LUN, fio
+# write+verify with fsync through NVMe-oF, hhc0's counters show the writes
+# and flushes over iscsi0; after flush_all the LUN's file alone holds the
+# same data (read directly, seeds checked).
+tgt_rig_smoke() (
+    export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_FIO_TIMEOUT=60 OUT RIG_SERVER=tgt RIG_EXPORTS=nvmf
+    RIG_WORK=$(rig_work)
+    # shellcheck source=/dev/null
+    . "$REPO/tests/spdk/drills.sh"
+    trap 'rc=$?; [ "$rc" -eq 0 ] || tail -n 15 "$RIG_SERVER_LOG" "$RIG_HOST_LOG"; KEEP=${KEEP_WORK:-} rig_down' EXIT
+    trap 'exit 1' INT TERM
+    local t0=$SECONDS
+    rig_up hhc || return 1
+    log "rig up in $((SECONDS - t0)) s: $(server_describe)"
+    nvmf_fio --rw=randwrite --fsync=16 --verify=crc32c --verify_fatal=1 --do_verify=1 --randseed=21 >"$WORK/tgt-nvmf.log" 2>&1 ||
+        { tail -20 "$WORK/tgt-nvmf.log"; return 1; }
+    RIG_SOCK=$RIG_HOST_SOCK rig_call bdev_hhc_get_stats '{"name":"hhc0"}' bdev_get_bdevs '{"name":"iscsi0"}' \
+        >"$WORK/tgt-stats.json" || return 1
+    python3 - "$WORK/tgt-stats.json" <<'PY' || return 1
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+stats, iscsi = json.loads(lines[0]), json.loads(lines[1])[0]
+c = stats["counters"]
+backing = [d for d in stats["devices"] if d["role"] == "backing"][0]
+print("hhc0: writes %d, flushes %d, backing %s (%s, %s)" % (c["writes"], c["flushes"], backing["name"],
+      iscsi["product_name"], backing["health"]))
+assert c["writes"] >= 2048 and c["flushes"] > 0, c
+assert backing["name"] == "iscsi0" and iscsi["product_name"] == "iSCSI LUN" and backing["health"] == "ok"
+PY
+    rig_rpc host bdev_hhc_flush_all -b hhc0 >/dev/null &&
+        drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 60 || return 1
+    server_fio --rw=randwrite --verify=crc32c --verify_only=1 --verify_fatal=1 --verify_header_seed=1 --randseed=21 \
+        >"$WORK/tgt-file.log" 2>&1 || { echo "the LUN's file does not hold the data"; tail -20 "$WORK/tgt-file.log"; return 1; }
+    log "tgt_rig_smoke: the LUN's file verifies after flush_all; $((SECONDS - t0)) s up to rig_down"
+)
+
+# A fault drill over the tgt server. drill_power_loss does
+# TGT_POWER_LOSSES kills (default 8, to fit the default run; 20 with
+# TGT_FULL=1).
+tgt_drill() ( # drill
+    local n=8
+    [ -z "${TGT_FULL:-}" ] || n=20
+    export RIG_SERVER=tgt DRILL_POWER_LOSSES=${TGT_POWER_LOSSES:-$n}
+    rig_drill "$1"
+)
+
 # ---- the tests ----
 # Each test has a name (run.sh --list prints them, run.sh NAME... runs those
 # alone) and sets up what it needs: run_test stops any target left over,
@@ -1516,6 +1563,25 @@ all_tests() {
     run_test drill_whole_host_loss \
         "fault drill: server and host killed together; warm over a new iSCSI session, flushed pass verifies" \
         rig_drill drill_whole_host_loss
+    # The same rig over Debian's tgt instead of the SPDK iSCSI server.
+    if [ -n "$LIST" ] || command -v tgtd >/dev/null; then
+        run_test tgt_rig_smoke "tgt server: hhc0 over bdev_iscsi to tgtd, fio write+verify over NVMe-oF, the LUN's file verifies" \
+            tgt_rig_smoke
+        run_test tgt_drill_check_can_fail "tgt server: the backing check catches a flushed pass lost with the cache under wb" \
+            tgt_drill drill_check_can_fail
+        run_test tgt_drill_stale_check_can_fail "tgt server: the backing check catches blocks of an older pass in the region" \
+            tgt_drill drill_stale_check_can_fail
+        run_test tgt_drill_power_loss \
+            "tgt server: ${TGT_POWER_LOSSES:-8 (TGT_FULL=1: 20)} kill -9 of the host under load, warm restarts, newest pass verifies" \
+            tgt_drill drill_power_loss
+        run_test tgt_drill_ssd_death "tgt server: SSD death under load, log replayed, the LUN's file holds the flushed pass" \
+            tgt_drill drill_ssd_death
+        run_test tgt_drill_server_restart "tgt server: tgtd killed and restarted under load; write-back resumes, nothing lost" \
+            tgt_drill drill_server_restart
+    else
+        log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
+        touch "$WORK/rig-no-tgt"
+    fi
 }
 
 # With --list, prints the test's name and description; with names given,
@@ -1606,6 +1672,7 @@ main() {
     for policy in passthrough wt wb wb-flush wb-ordered hhc; do bdev_json "$policy" >"$WORK/$policy.json"; done
     all_tests
     [ ! -e "$WORK/rig-no-vhost" ] || log "### SKIPPED the vhost half of rig_smoke: no hugepages (not root?) ###"
+    [ ! -e "$WORK/rig-no-tgt" ] || log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
     echo "$PASSED passed, $FAILED failed in $SECONDS s"
     [ "$FAILED" -eq 0 ]
 }
