@@ -1382,6 +1382,7 @@ PY
 # write+verify with fsync through NVMe-oF, hhc0's counters show the writes
 # and flushes over iscsi0; after flush_all the LUN's file alone holds the
 # same data (read directly, seeds checked).
+# shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
 tgt_rig_smoke() (
     export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_FIO_TIMEOUT=60 OUT RIG_SERVER=tgt RIG_EXPORTS=nvmf
     RIG_WORK=$(rig_work)
@@ -1417,6 +1418,7 @@ PY
 # A fault drill over the tgt server. drill_power_loss does
 # TGT_POWER_LOSSES kills (default 8, to fit the default run; 20 with
 # TGT_FULL=1).
+# shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
 tgt_drill() ( # drill
     local n=8
     [ -z "${TGT_FULL:-}" ] || n=20
