@@ -38,7 +38,10 @@
 //! in-sync one failed (passthrough 131131; hhc 130609 and 130760 caught the
 //! first attempt at a fix, which started the log over on it), and a
 //! returned mirror of the instance before a cache loss failing the next
-//! cache-loss scan whole instead of being left out (hhc 142116).
+//! cache-loss scan whole instead of being left out (hhc 142116), and a warm
+//! restart that failed a mirror for want of a valid superblock copy after
+//! the scan had taken parts from it, then repaired none of them onto the
+//! mirror left (hhc 474880).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
@@ -332,6 +335,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 130609, 1000),
     (Policy::Hhc, 130760, 1000),
     (Policy::Hhc, 142116, 1000),
+    (Policy::Hhc, 474880, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),

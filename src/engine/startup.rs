@@ -610,15 +610,21 @@ impl Engine {
     /// hole there at which a later replay from it alone would stop (torture
     /// seed 2002, hhc). So they are copied to every healthy mirror before the
     /// restart completes.
+    ///
+    /// The source need not stay healthy: a mirror whose parts the scan read
+    /// is failed in `rebuild_log` if neither of its superblock copies is
+    /// valid, and the parts taken from it must still reach the mirrors that
+    /// stay (torture seed 474880, hhc).
     fn plan_log_repair(&mut self, scanned: &ScannedLog) {
-        if self.log.healthy_mirrors().count() < 2 {
-            return;
-        }
+        let healthy: Vec<u8> = self.log.healthy_mirrors().collect();
         let newest = crate::log::PARTS_IN_FLIGHT_MAX;
         let from = scanned.segments.len().saturating_sub(newest);
         let layout = self.log_layout.segment;
         let repair = &mut self.startup.as_mut().unwrap().repair;
         for part in &scanned.segments[from..] {
+            if healthy.iter().all(|&m| m == part.mirror) {
+                continue;
+            }
             let bytes = layout.sealed_bytes(part.lbas.len() as u32) as u64;
             // Parts that follow each other on the same mirror go as one copy.
             if let Some(last) = repair.last_mut() {
