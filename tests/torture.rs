@@ -41,7 +41,9 @@
 //! cache-loss scan whole instead of being left out (hhc 142116), and a warm
 //! restart that failed a mirror for want of a valid superblock copy after
 //! the scan had taken parts from it, then repaired none of them onto the
-//! mirror left (hhc 474880).
+//! mirror left (hhc 474880). Fixed in the oracle: a returned mirror still
+//! counted as a good copy after a restart found it stale again and the
+//! engine dropped it (hhc 473125).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
 //! the seeds past this file's sweeps that once failed run below.
 
@@ -335,6 +337,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 130609, 1000),
     (Policy::Hhc, 130760, 1000),
     (Policy::Hhc, 142116, 1000),
+    (Policy::Hhc, 473125, 1000),
     (Policy::Hhc, 474880, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),

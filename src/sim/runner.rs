@@ -204,8 +204,11 @@ struct Sim<'f, F: TargetFactory> {
     verify_queue: VecDeque<(u64, u32)>,
     verify_context: String,
     verify_attempts: BTreeMap<u64, u32>,
-    /// Per mirror: it came back (`Fault::MirrorReturns`) and the target has
-    /// not called it healthy since, so it is no good copy yet.
+    /// Per mirror: it came back (`Fault::MirrorReturns`) and has not been
+    /// replaced since.
+    returned: Vec<bool>,
+    /// Per mirror: it came back and the target's latest report does not
+    /// call it healthy, so it is no good copy.
     returned_unconfirmed: Vec<bool>,
     figures: Figures,
 }
@@ -247,6 +250,7 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             verify_queue: VecDeque::new(),
             verify_context: String::new(),
             verify_attempts: BTreeMap::new(),
+            returned: vec![false; plan.mirrors.len()],
             returned_unconfirmed: vec![false; plan.mirrors.len()],
             figures: Figures::default(),
             plan,
@@ -488,21 +492,29 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         Ok(())
     }
 
-    /// A returned mirror becomes a good copy once the running target calls
-    /// it healthy: from then on a replay from it alone must hold every
-    /// flushed write (a target that reports no states never confirms one).
+    /// A returned mirror is a good copy while the running target calls it
+    /// healthy: then a replay from it alone must hold every flushed write
+    /// (a target that reports no states never confirms one). The claim can
+    /// be withdrawn: a restart may find the mirror stale again (the
+    /// superblock counting it in sync was not yet durable) and the target
+    /// drops it if the last in-sync mirror then fails; a cache loss after
+    /// that is beyond the design (torture seed 473125, hhc).
     fn confirm_returned_mirrors(&mut self) {
-        if !self.returned_unconfirmed.contains(&true) {
+        if !self.returned.contains(&true) {
             return;
         }
         let Some(target) = self.target.as_ref().filter(|t| *t.state() == EngineState::Ready) else { return };
         let Some(states) = target.log_mirror_states() else { return };
         for (mirror, state) in states.iter().enumerate() {
-            if *state == crate::engine::MirrorState::Healthy && self.returned_unconfirmed.get(mirror) == Some(&true) {
-                self.returned_unconfirmed[mirror] = false;
+            if self.returned.get(mirror) != Some(&true) {
+                continue;
+            }
+            let unconfirmed = *state != crate::engine::MirrorState::Healthy;
+            if self.returned_unconfirmed[mirror] != unconfirmed {
+                self.returned_unconfirmed[mirror] = unconfirmed;
                 let now = self.now;
                 if self.tracing {
-                    eprintln!("[{now} ns] returned mirror {mirror} reported healthy");
+                    eprintln!("[{now} ns] returned mirror {mirror} reported {}", state.name());
                 }
             }
         }

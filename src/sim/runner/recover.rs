@@ -65,6 +65,7 @@ impl<F: TargetFactory> Sim<'_, F> {
         self.figures.power_losses += 1;
         self.power_off();
         self.devices.mirrors[mirror as usize].revive();
+        self.returned[mirror as usize] = true;
         self.returned_unconfirmed[mirror as usize] = true;
         self.figures.mirror_returns += 1;
         self.trace(|| format!("mirror {mirror} is back, stale"));
@@ -239,6 +240,7 @@ impl<F: TargetFactory> Sim<'_, F> {
                 mirror.replace();
             }
             // New hardware, or a mirror the new log is formatted on.
+            self.returned[i] = false;
             self.returned_unconfirmed[i] = false;
         }
     }
