@@ -41,7 +41,9 @@
 //! cache-loss scan whole instead of being left out (hhc 142116), and a warm
 //! restart that failed a mirror for want of a valid superblock copy after
 //! the scan had taken parts from it, then repaired none of them onto the
-//! mirror left (hhc 474880). Fixed in the oracle: a returned mirror still
+//! mirror left (hhc 474880), and an idle log whose fully live segments
+//! were moved round and round, which kept a clean stop waiting (hhc
+//! 476131). Fixed in the oracle: a returned mirror still
 //! counted as a good copy after a restart found it stale again and the
 //! engine dropped it (hhc 473125).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
@@ -339,6 +341,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 142116, 1000),
     (Policy::Hhc, 473125, 1000),
     (Policy::Hhc, 474880, 1000),
+    (Policy::Hhc, 476131, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),
