@@ -18,9 +18,9 @@
 # Ports: the mon on 127.0.0.1:CEPH_MON_PORT (6790, msgr v1), the OSD and
 # the mgr in CEPH_PORT_MIN..CEPH_PORT_MAX (6900..6999).
 #
-# Daemons fork into the background and keep the open files of the shell
-# that started them: under `flock LOCK cluster.sh up` the lock stays held
-# until `down` (run without flock then).
+# Daemons fork into the background without the open files of the shell
+# that started them: `flock LOCK cluster.sh up` releases LOCK when `up`
+# returns, the cluster running on.
 set -u -o pipefail
 
 CEPH_DIR=${CEPH_DIR:-/tmp/hhc-ceph}
@@ -155,7 +155,20 @@ ceph_running() { # daemon (mon.a, mgr.x, osd.0)
 # PID file.
 ceph_spawn() { # daemon binary id
     rm -f "$CEPH_DIR/run/$1.pid"
-    "$2" -c "$CEPH_CONF" -i "$3" </dev/null >>"$CEPH_DIR/log/$1.out" 2>&1 || { ceph_log "$2 -i $3 failed"; tail -5 "$CEPH_DIR/log/$1.out" >&2; return 1; }
+    # Without the files this shell has open beyond stdio: a daemon that
+    # kept the descriptor of `flock LOCK cluster.sh up` would hold LOCK
+    # for as long as the cluster runs.
+    if ! (
+        for fd in /proc/"$BASHPID"/fd/*; do
+            fd=${fd##*/}
+            [ "$fd" -le 2 ] || eval "exec $fd>&-"
+        done
+        exec "$2" -c "$CEPH_CONF" -i "$3" </dev/null >>"$CEPH_DIR/log/$1.out" 2>&1
+    ); then
+        ceph_log "$2 -i $3 failed"
+        tail -5 "$CEPH_DIR/log/$1.out" >&2
+        return 1
+    fi
     for _ in $(seq 100); do ceph_running "$1" && return 0; sleep 0.1; done
     ceph_log "$1: no running process after 10 s"
     tail -5 "$CEPH_DIR/log/$1.log" >&2
