@@ -296,6 +296,16 @@ ceph_env() {
     done
 }
 
+# The `config` of a bdev_rbd_create (rados_conf_set keys and values) that
+# reaches this cluster as client.admin with the client op timeouts: a
+# bdev made so comes back from save_config (one made over
+# bdev_rbd_register_cluster does not: SPDK saves neither the cluster nor
+# the bdev's cluster_name).
+ceph_rbd_config_json() {
+    printf '{"mon_host":"v1:%s","keyring":"%s","rados_osd_op_timeout":"%s","rados_mon_op_timeout":"%s","client_mount_timeout":"%s"}' \
+        "$CEPH_MON_ADDR" "$CEPH_KEYRING" "$CEPH_CLIENT_OP_TIMEOUT" "$CEPH_CLIENT_OP_TIMEOUT" $((CEPH_CLIENT_OP_TIMEOUT * 3))
+}
+
 ceph_image() { # name size
     rbd_cmd rm "$CEPH_POOL/$1" >/dev/null 2>&1
     rbd_cmd create "$CEPH_POOL/$1" --size "$2" --image-feature "$CEPH_IMAGE_FEATURES"

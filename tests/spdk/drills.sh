@@ -142,8 +142,8 @@ drill_remove() { # name
 }
 
 # The newest done pass verifies on the server's backing alone, read by
-# server_fio (the spdk kind: a fresh iSCSI session; tgt: its LUN's file);
-# the host is down by then.
+# server_fio (the spdk kind: a fresh iSCSI session; tgt: its LUN's file;
+# ceph: a bdev_rbd of its own); the host is down by then.
 drill_verify_raid() {
     local k
     k=$(drill_last_pass)

@@ -8,9 +8,10 @@
 #                   (default) hhc_tgt --no-huge: aio file -> make_raid (an
 #                   HDD RAID5 model) -> iSCSI target node; tgt: Debian's
 #                   tgtd with a file-backed LUN; both on
-#                   127.0.0.1:RIG_ISCSI_PORT
+#                   127.0.0.1:RIG_ISCSI_PORT; ceph: an RBD image of the
+#                   one-node cluster of tests/ceph/cluster.sh
 #   host            hhc_tgt (hugepages when it can have them): bdev_iscsi
-#                   (the backing, server_backing_create), aio -> make_ssd (cache), aio -> make_hdd
+#                   or bdev_rbd (the backing, server_backing_create), aio -> make_ssd (cache), aio -> make_hdd
 #                   (1 or 2 log mirrors), hhc0 = bdev_hhc_create; exported
 #                   over NVMe-oF/TCP on 127.0.0.1:RIG_NVMF_PORT and as the
 #                   vhost-blk controller RIG_VHOST_SOCK
@@ -67,7 +68,7 @@ RIG_VHOST_BDEV=vblk0                        # hhc0 as the virtio-user client see
 
 # Settings with their defaults; rig.env of a running rig overrides them.
 rig_defaults() {
-    RIG_SERVER=${RIG_SERVER:-spdk}          # the storage server's kind: spdk or tgt
+    RIG_SERVER=${RIG_SERVER:-spdk}          # the storage server's kind: spdk, tgt or ceph
     RIG_ISCSI_PORT=${RIG_ISCSI_PORT:-3260}
     RIG_NVMF_PORT=${RIG_NVMF_PORT:-4420}
     RIG_POLICY=${RIG_POLICY:-hhc}
@@ -308,18 +309,20 @@ rig_stop() { # name [signal] [program]: TERM waits up to 30 s for a clean exit, 
 #   server_backing_create NAME INITIATOR
 #                          on the SPDK app of RIG_SOCK (the host), creates the
 #                          bdev NAME over the server's export (the spdk and tgt
-#                          kinds: rig_iscsi_backing_create, bdev_iscsi)
+#                          kinds: rig_iscsi_backing_create, bdev_iscsi; ceph:
+#                          bdev_rbd)
 #   server_fio ARGS        fio on the backing's blocks without the host (the
 #                          drills' verification; the host is down by then);
 #                          ARGS as nvmf_fio's
-# and may set RIG_ISCSI_LUN (the LUN of RIG_ISCSI_URL) and RIG_SERVER_VARS
-# (its settings, saved in rig.env).
-RIG_SERVER_KINDS="spdk tgt"
+# and may set RIG_ISCSI_LUN (the LUN of RIG_ISCSI_URL), RIG_BACKING (the
+# backing's bdev name) and RIG_SERVER_VARS (its settings, saved in rig.env).
+RIG_SERVER_KINDS="spdk tgt ceph"
 rig_server_load() {
     [ "${RIG_SERVER_LOADED:-}" != "$RIG_SERVER" ] || return 0
     local f=$RIG_REPO/tests/spdk/rig_server_$RIG_SERVER.sh
     [ -f "$f" ] || { echo "[rig] RIG_SERVER=$RIG_SERVER: no $f (kinds: $RIG_SERVER_KINDS)" >&2; return 1; }
     RIG_ISCSI_LUN=0
+    RIG_BACKING=iscsi0
     RIG_SERVER_VARS=
     # shellcheck source=/dev/null
     . "$f"
