@@ -27,7 +27,7 @@ b, hz = a["bdevs"][0], a["tick_rate"]
 us = lambda t, n: t * 1e6 / hz / n if n else 0
 print("%s (bdev_get_iostat): %d writes avg %.0f us, max %.0f us; %d reads avg %.0f us" % (b["name"],
       b["num_write_ops"], us(b["write_latency_ticks"], b["num_write_ops"]), us(b["max_write_latency_ticks"], 1),
-      b["num_read_ops"], us(b["read_latency_ticks"], b["num_read_ops"]), b.get("num_flush_ops", -1)))
+      b["num_read_ops"], us(b["read_latency_ticks"], b["num_read_ops"])))
 sys.exit(0 if b["num_write_ops"] > 0 else 1)'
 }
 
