@@ -23,7 +23,8 @@ RIG_SERVER_VARS="CEPH_DIR RIG_CEPH_IMAGE RIG_CEPH_OWNED"
 
 server_check_tools() {
     ceph_available || { rig_log "missing $CEPH_MISSING (Debian's ceph-mon ceph-osd ceph-mgr ceph-common)"; return 1; }
-    ldd "$RIG_TGT" 2>/dev/null | grep -q libspdk_bdev_rbd ||
+    # (not `ldd | grep -q`: under pipefail ldd's SIGPIPE fails it)
+    [[ $(ldd "$RIG_TGT" 2>/dev/null) == *libspdk_bdev_rbd* ]] ||
         { rig_log "$RIG_TGT has no bdev_rbd (SPDK built without --with-rbd)"; return 1; }
 }
 
