@@ -36,6 +36,8 @@ FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-1024}
 MODULE=$OUT/libspdk_bdev_hhc.so
 TGT=$OUT/hhc_tgt
 WORK=$(mktemp -d /tmp/hhc-spdk-test.XXXXXX)
+# The Ceph cluster of the ceph_* tests: on disk (BlueStore's O_DIRECT).
+CEPH_DIR=$WORK/ceph
 SOCK=$WORK/rpc.sock
 export LD_LIBRARY_PATH=$SPDK_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The plugin first, then SPDK's python package (for raw_call; spdk_find_rpc
@@ -50,6 +52,7 @@ TGT_PID=
 
 cleanup() {
     stop_tgt KILL
+    [ ! -d "$CEPH_DIR/run" ] || bash "$REPO/tests/ceph/cluster.sh" down "$CEPH_DIR" >/dev/null 2>&1
     spdk_trace_leftovers
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
@@ -1192,6 +1195,42 @@ rig_drill() ( # drill
     drill_run "$1"
 )
 
+# HHC over Ceph RBD (tests/spdk/drills_ceph.sh, docs/ceph.md): one cluster
+# (tests/ceph/cluster.sh) for every ceph_* test, up at the first of them
+# and down at exit; each test brings up a rig of its own (RIG_SERVER=ceph)
+# with an image of its own, NVMe-oF on 127.0.0.1:5240.
+
+# Why the ceph_* tests cannot run here (nothing printed: they can).
+ceph_unavailable() {
+    local b
+    if [ "${HHC_CEPH:-1}" = 0 ]; then echo "HHC_CEPH=0"; return 0; fi
+    for b in ceph-mon ceph-osd ceph-mgr ceph ceph-authtool monmaptool rbd; do
+        command -v "$b" >/dev/null 2>&1 || { echo "no $b (Debian's ceph-mon ceph-osd ceph-mgr ceph-common are not installed)"; return 0; }
+    done
+    [[ $(ldd "$TGT" 2>/dev/null) == *libspdk_bdev_rbd* ]] || { echo "$TGT has no bdev_rbd (SPDK built without --with-rbd)"; return 0; }
+    return 1
+}
+
+# The cluster, brought up once (in run.sh's own shell: the tests after
+# this one find it).
+ceph_cluster() {
+    [ "${CEPH_STATE:-}" != up ] || return 0
+    [ -z "${CEPH_STATE:-}" ] || { echo "the Ceph cluster did not come up before"; return 1; }
+    CEPH_STATE=failed
+    bash "$REPO/tests/ceph/cluster.sh" up "$CEPH_DIR" 2>&1 | tee "$WORK/ceph-up.log" | sed 's/^/[spdk-tests] /' || return 1
+    grep -q 'cluster up in' "$WORK/ceph-up.log" || return 1
+    CEPH_STATE=up
+}
+
+ceph_check() { ceph_cluster && ceph_drill "$1"; }
+ceph_drill() ( # check (a name of drills_ceph.sh)
+    export RIG_WORK RIG_SERVER=ceph RIG_NVMF_PORT=5240 RIG_EXPORTS=nvmf CEPH_DIR OUT
+    RIG_WORK=$(rig_work)-ceph
+    # shellcheck source=/dev/null
+    . "$REPO/tests/spdk/drills_ceph.sh"
+    ceph_run "$1"
+)
+
 # Test-only device-model bdevs (module hhc_model, docs/spdk.md "Device models
 # (test only)"). Under hhc_tgt: bad model, unknown or bad parameter, missing or
 # claimed base are refused with nothing created; save_config brings a model
@@ -1584,6 +1623,37 @@ all_tests() {
         log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
         touch "$WORK/rig-no-tgt"
     fi
+    ceph_tests
+}
+
+# HHC over Ceph RBD, skipped loudly when Ceph or bdev_rbd is missing.
+ceph_tests() {
+    local why policy
+    if [ -z "$LIST" ] && why=$(ceph_unavailable); then
+        log "### SKIPPED every ceph_* test: $why ###"
+        return 0
+    fi
+    for policy in $POLICIES; do
+        run_test "ceph_policy_$policy" \
+            "over bdev_rbd, policy $policy: flushed fio passes (hhc: the log wraps), verify via hhc0 and the RBD image alone" \
+            ceph_check "ceph_policy_$policy"
+    done
+    run_test ceph_save_config "over bdev_rbd: save_config, restart from it, hhc0 warm, the flushed pass verifies" \
+        ceph_check ceph_save_config
+    run_test ceph_check_can_fail "Ceph drill: the RBD image check catches a flushed pass lost with the cache under wb" \
+        ceph_check drill_check_can_fail
+    run_test ceph_power_loss \
+        "Ceph drill: ${DRILL_POWER_LOSSES:-20} kill -9 of the host under fio load, warm restarts, newest flushed pass verifies" \
+        ceph_check drill_power_loss
+    run_test ceph_ssd_death "Ceph drill: SSD death under load, log replayed onto RBD, the image alone holds the flushed pass" \
+        ceph_check drill_ssd_death
+    run_test ceph_osd_restart "Ceph drill: the OSD killed -9 and restarted under load; write-back resumes, nothing lost" \
+        ceph_check drill_server_restart
+    run_test ceph_osd_hang \
+        "Ceph drill: the OSD stopped (SIGSTOP) past the client op timeout under load; errors held, nothing lost, write-back resumes" \
+        ceph_check ceph_osd_hang
+    run_test ceph_mon_restart "Ceph drill: the mon restarted under load; passes and write-back go on, nothing lost" \
+        ceph_check ceph_mon_restart
 }
 
 # With --list, prints the test's name and description; with names given,
