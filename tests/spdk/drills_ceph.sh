@@ -100,11 +100,16 @@ PY
 }
 
 # The OSD stopped (SIGSTOP) under load past librados' op timeout: write-
-# backs fail (backing errors) and stay dirty, none counts as written back,
-# passes and their flushes go on; after SIGCONT write-back resumes, and
-# after flush_all the image alone holds the newest pass.
+# backs fail (backing errors) and their blocks stay dirty; no log entry is
+# revoked (a revoke follows a write-back run whose backing FLUSH
+# succeeded); passes and their flushes go on; after SIGCONT write-back
+# resumes, and after flush_all the image alone holds the newest pass.
+# Not checked: `writebacks` standing still. librbd's write-back cache
+# (rbd cache, on by default) completes block writes with the OSD stopped,
+# so the counter rises; the run's backing FLUSH then fails and the blocks
+# stay dirty.
 ceph_osd_hang() {
-    local e0 we0 wb0 t0
+    local e0 we0 wb0 rv0 d0 t0
     rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
     e0=$(drill_stat 's["counters"]["backing_errors"]')
     we0=$(drill_stat 's["counters"]["writeback_errors"]')
@@ -113,8 +118,10 @@ ceph_osd_hang() {
     # Writes the OSD finished just before it stopped may still complete.
     sleep 1
     wb0=$(drill_stat 's["counters"]["writebacks"]')
+    rv0=$(drill_stat 's["counters"]["revokes"]')
+    d0=$(drill_stat 's["gauges"]["dirty_blocks"]')
     drill_log "OSD stopped (SIGSTOP), client op timeout ${CEPH_CLIENT_OP_TIMEOUT} s, held ${CEPH_HANG_S} s;" \
-        "dirty blocks $(drill_stat 's["gauges"]["dirty_blocks"]'), written back so far $wb0"
+        "dirty blocks $d0, written back so far $wb0, log entries revoked $rv0"
     rig_rpc host bdev_hhc_flush_all -b "$RIG_HHC" >/dev/null || return 1
     drill_wait_stat "s['counters']['backing_errors'] > $e0 and s['counters']['writeback_errors'] > $we0" \
         $((CEPH_CLIENT_OP_TIMEOUT * 3)) || { drill_log "no backing error within 3 x the op timeout"; return 1; }
@@ -123,10 +130,10 @@ ceph_osd_hang() {
     [ $((SECONDS - t0)) -ge "$CEPH_HANG_S" ] || sleep $((CEPH_HANG_S - (SECONDS - t0)))
     [ "$(awk '{print $3}' "/proc/$(ceph_pid osd.0)/stat" 2>/dev/null)" = T ] || { drill_log "the OSD did not stay stopped"; return 1; }
     drill_stats >"$RIG_WORK/hang-stats.json"
-    drill_log "after $((SECONDS - t0)) s: $(drill_stat_of "$RIG_WORK/hang-stats.json" '"backing_errors %d, writeback_errors %d, writebacks %d, dirty blocks %d" % (s["counters"]["backing_errors"], s["counters"]["writeback_errors"], s["counters"]["writebacks"], s["gauges"]["dirty_blocks"])'); $(drill_passes_done) passes done"
+    drill_log "after $((SECONDS - t0)) s: $(drill_stat_of "$RIG_WORK/hang-stats.json" '"backing_errors %d, writeback_errors %d, writebacks %d, revokes %d, dirty blocks %d" % (s["counters"]["backing_errors"], s["counters"]["writeback_errors"], s["counters"]["writebacks"], s["counters"]["revokes"], s["gauges"]["dirty_blocks"])'); $(drill_passes_done) passes done"
     server_thaw || return 1
-    [ "$(drill_stat_of "$RIG_WORK/hang-stats.json" "s['counters']['writebacks'] == $wb0 and s['gauges']['dirty_blocks'] > 0")" = True ] ||
-        { drill_log "blocks counted as written back (or none left dirty) while the OSD was stopped"; return 1; }
+    [ "$(drill_stat_of "$RIG_WORK/hang-stats.json" "s['counters']['revokes'] == $rv0 and s['gauges']['dirty_blocks'] >= $d0 > 0")" = True ] ||
+        { drill_log "log entries revoked, or dirty blocks dropped, while the OSD was stopped"; return 1; }
     drill_wait_stat "s['counters']['writebacks'] > $wb0" 60 || { drill_log "write-back did not resume after SIGCONT"; return 1; }
     drill_log "OSD resumed (SIGCONT); write-back resumed ($(drill_stat 's["counters"]["writebacks"]') blocks)"
     drill_wait_passes 1 && drill_load_stop || return 1
@@ -137,7 +144,7 @@ ceph_osd_hang() {
     host_kill
     drill_verify_raid || return 1
     drill_log "checked: the OSD stopped ${CEPH_HANG_S} s under load past the ${CEPH_CLIENT_OP_TIMEOUT} s op timeout: backing errors," \
-        "nothing counted written back, passes and flushes went on; after SIGCONT write-back resumed; after flush_all" \
+        "no log entry revoked, no dirty block dropped, passes and flushes went on; after SIGCONT write-back resumed; after flush_all" \
         "the RBD image alone holds the newest pass"
 }
 
