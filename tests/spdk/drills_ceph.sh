@@ -170,7 +170,26 @@ ceph_mon_restart() {
     drill_log "checked: the mon restarted under load; passes and write-back went on; the RBD image alone holds the newest pass"
 }
 
-CEPH_CHECKS="ceph_policy_passthrough ceph_policy_wt ceph_policy_wb ceph_policy_wb-flush ceph_policy_wb-ordered ceph_policy_hhc ceph_save_config drill_check_can_fail drill_power_loss drill_ssd_death drill_server_restart ceph_osd_hang ceph_mon_restart"
+# SSD death under load with the flushed pass still dirty (write-back held
+# off: threshold 100 %, no idle write-back; RBD takes write-back so fast
+# that otherwise nothing is left to replay): the replay from the log puts
+# it on the image, which alone then holds the newest pass.
+ceph_ssd_death() {
+    RIG_HHC_ARGS='"dirty_threshold":100,"idle_after_ms":600000' rig_up hhc && drill_load_start && drill_wait_passes 2 || return 1
+    drill_log "dirty blocks before the cache goes: $(drill_stat 's["gauges"]["dirty_blocks"]')"
+    drill_remove "$RIG_CACHE" || return 1
+    drill_load_stop
+    drill_wait_stat 's["state"] in ("recovered", "recovery_failed")' || return 1
+    [ "$(drill_stat 's["state"]')" = recovered ] || { drill_stats; return 1; }
+    drill_log "replayed: $(drill_stat 's["recovery"]')"
+    [ "$(drill_stat 's["recovery"]["blocks_replayed"] > 0')" = True ] || { drill_log "nothing was replayed: the drill tested nothing"; return 1; }
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: cache bdev removed under load with the flushed passes dirty, the log replayed onto the RBD image," \
+        "which alone holds the newest flushed pass"
+}
+
+CEPH_CHECKS="ceph_policy_passthrough ceph_policy_wt ceph_policy_wb ceph_policy_wb-flush ceph_policy_wb-ordered ceph_policy_hhc ceph_save_config drill_check_can_fail drill_power_loss ceph_ssd_death drill_server_restart ceph_osd_hang ceph_mon_restart"
 
 # ceph_policy_POLICY NAME runs ceph_policy POLICY.
 ceph_run() { # check

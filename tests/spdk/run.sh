@@ -1646,7 +1646,7 @@ ceph_tests() {
         "Ceph drill: ${DRILL_POWER_LOSSES:-20} kill -9 of the host under fio load, warm restarts, newest flushed pass verifies" \
         ceph_check drill_power_loss
     run_test ceph_ssd_death "Ceph drill: SSD death under load, log replayed onto RBD, the image alone holds the flushed pass" \
-        ceph_check drill_ssd_death
+        ceph_check ceph_ssd_death
     run_test ceph_osd_restart "Ceph drill: the OSD killed -9 and restarted under load; write-back resumes, nothing lost" \
         ceph_check drill_server_restart
     run_test ceph_osd_hang \
