@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # The rig's storage server of kind ceph (RIG_SERVER=ceph): the one-node
-# Ceph cluster of tests/ceph/cluster.sh in CEPH_DIR, and an RBD image of
-# RIG_RAID_MB MiB for each rig (RIG_CEPH_IMAGE); the host's backing is
-# SPDK's bdev_rbd over that image. Sourced by rig_lib.sh, which documents
-# the functions every server kind provides.
+# Ceph cluster of tests/ceph/cluster.sh in CEPH_DIR, and a new RBD image of
+# RIG_RAID_MB MiB for each rig (RIG_CEPH_IMAGE, named when the rig comes
+# up); the host's backing is SPDK's bdev_rbd over that image. Sourced by
+# rig_lib.sh, which documents the functions every server kind provides.
 #
 # A cluster already running in CEPH_DIR is shared: the rig only makes and
 # removes its image. Otherwise server_start brings one up and server_stop
@@ -16,7 +16,7 @@
 
 # shellcheck disable=SC2034 # (rig_lib.sh's)
 RIG_BACKING=rbd0
-RIG_CEPH_IMAGE=${RIG_CEPH_IMAGE:-rig-${RIG_WORK##*/}}
+RIG_CEPH_IMAGE=${RIG_CEPH_IMAGE:-}
 RIG_CEPH_OWNED=${RIG_CEPH_OWNED:-}
 # shellcheck disable=SC2034 # (rig_lib.sh's)
 RIG_SERVER_VARS="CEPH_DIR RIG_CEPH_IMAGE RIG_CEPH_OWNED"
@@ -41,8 +41,13 @@ server_start() {
     fi
     ceph_osd_cont
     if ! ceph_running osd.0; then ceph_osd_start || return 1; fi
-    if ! rbd_cmd info "$CEPH_POOL/$RIG_CEPH_IMAGE" >/dev/null 2>&1; then
+    # A rig coming up gets an image no rig had: an image can outlive its
+    # rig (`rbd rm` refuses while a killed host's watch lasts, 30 s), and
+    # a drill finding an older rig's passes there would pass unearned.
+    if [ ! -e "$RIG_WORK/server.ceph" ]; then
+        RIG_CEPH_IMAGE=rig-${RIG_WORK##*/}-$(date +%s%N)
         ceph_image "$RIG_CEPH_IMAGE" "${RIG_RAID_MB}M" || { rig_log "server: creating image $RIG_CEPH_IMAGE failed"; return 1; }
+        rig_save_env
     fi
     touch "$RIG_WORK/server.ceph"
     rig_log "server: Ceph image $CEPH_POOL/$RIG_CEPH_IMAGE (${RIG_RAID_MB} MiB), mon $CEPH_MON_ADDR, CEPH_DIR=$CEPH_DIR"
@@ -57,7 +62,8 @@ server_stop() {
     if [ -n "$RIG_CEPH_OWNED" ]; then
         ceph_down
     else
-        rbd_cmd rm "$CEPH_POOL/$RIG_CEPH_IMAGE" >/dev/null 2>&1 || rig_log "server: removing image $RIG_CEPH_IMAGE failed"
+        rbd_cmd rm "$CEPH_POOL/$RIG_CEPH_IMAGE" >/dev/null 2>&1 ||
+            rig_log "server: image $RIG_CEPH_IMAGE left in place (a killed host's watch on it lasts 30 s)"
     fi
 }
 server_kill() { ceph_osd_kill; }
