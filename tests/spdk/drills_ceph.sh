@@ -79,7 +79,7 @@ ceph_save_config() {
     timeout 60 "$SPDK_RPC_CMD" -s "$RIG_HOST_SOCK" save_config >"$RIG_WORK/saved.json" || return 1
     python3 - "$RIG_WORK/saved.json" <<'PY' || return 1
 import json, sys
-calls = {c["method"]: c["params"] for s in json.load(open(sys.argv[1]))["subsystems"] for c in s.get("config") or []}
+calls = {c["method"]: c.get("params") for s in json.load(open(sys.argv[1]))["subsystems"] for c in s.get("config") or []}
 rbd, hhc = calls["bdev_rbd_create"], calls["bdev_hhc_create"]
 print("saved: bdev_rbd_create %s/%s config %s; bdev_hhc_create backing %s" % (rbd["pool_name"], rbd["rbd_name"],
       sorted(rbd["config"]), hhc["backing"]))
