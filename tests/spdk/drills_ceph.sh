@@ -32,13 +32,13 @@ sys.exit(0 if b["num_write_ops"] > 0 else 1)'
 }
 
 # One policy over RBD: passes with flushes until the log has wrapped
-# CEPH_POLICY_WRAPS times (policy hhc; the others run 3 passes, no log),
+# CEPH_POLICY_WRAPS times (policy hhc; the others run 2 passes, no log),
 # the newest verifies through hhc0, backing and stats look right, every
 # dirty block is written back, and with the host killed the image alone
 # holds the newest pass.
 ceph_policy() { # policy
     local policy=$1 i wraps max=12
-    [ "$policy" = hhc ] || max=3
+    [ "$policy" = hhc ] || max=2
     # A 16 MiB log: each 8 MiB pass (fsync every 32 writes) fills half of it.
     RIG_HDD_MB=16 rig_up "$policy" || return 1
     for i in $(seq "$max"); do

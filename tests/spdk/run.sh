@@ -1745,6 +1745,7 @@ main() {
     all_tests
     [ ! -e "$WORK/rig-no-vhost" ] || log "### SKIPPED the vhost half of rig_smoke: no hugepages (not root?) ###"
     [ ! -e "$WORK/rig-no-tgt" ] || log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
+    [ ! -s "$WORK/ceph-up.log" ] || grep -h 'cluster up in' "$WORK/ceph-up.log" | sed 's/^/[spdk-tests] /'
     echo "$PASSED passed, $FAILED failed in $SECONDS s"
     [ "$FAILED" -eq 0 ]
 }
