@@ -1198,7 +1198,7 @@ rig_drill() ( # drill
 # HHC over Ceph RBD (tests/spdk/drills_ceph.sh, docs/ceph.md): one cluster
 # (tests/ceph/cluster.sh) for every ceph_* test, up at the first of them
 # and down at exit; each test brings up a rig of its own (RIG_SERVER=ceph)
-# with an image of its own, NVMe-oF on 127.0.0.1:5240.
+# with an image of its own, NVMe-oF on 127.0.0.1:RIG_NVMF_PORT.
 
 # Why the ceph_* tests cannot run here (nothing printed: they can).
 ceph_unavailable() {
@@ -1224,7 +1224,7 @@ ceph_cluster() {
 
 ceph_check() { ceph_cluster && ceph_drill "$1"; }
 ceph_drill() ( # check (a name of drills_ceph.sh)
-    export RIG_WORK RIG_SERVER=ceph RIG_NVMF_PORT=5240 RIG_EXPORTS=nvmf CEPH_DIR OUT
+    export RIG_WORK RIG_SERVER=ceph RIG_NVMF_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
     RIG_WORK=$(rig_work)-ceph
     # shellcheck source=/dev/null
     . "$REPO/tests/spdk/drills_ceph.sh"
