@@ -556,9 +556,11 @@ rig_down() {
 }
 
 rig_status() {
-    local name rc=0
+    local name rc=0 pid
     echo "RIG_WORK=$RIG_WORK"
-    if server_running; then echo "server ($RIG_SERVER): running, pid $(rig_pid server)"; else echo "server ($RIG_SERVER): not running"; rc=1; fi
+    # (the ceph kind has no PID file: server_describe says what runs)
+    pid=$(rig_pid server)
+    if server_running; then echo "server ($RIG_SERVER): running${pid:+, pid $pid}"; else echo "server ($RIG_SERVER): not running"; rc=1; fi
     if rig_running host; then echo "host: running, pid $(rig_pid host)"; else echo "host: not running"; rc=1; fi
     server_describe
     echo "NVMe-oF: tcp 127.0.0.1:$RIG_NVMF_PORT $RIG_NQN (client bdev $RIG_NVMF_BDEV)"
