@@ -110,7 +110,7 @@ run_fio() { # json filename rw extra-args...
 }
 
 fio_write_verify() { run_fio "$1" hhc0 randwrite --fsync=16 --do_verify=1; }
-fio_verify_only() { run_fio "$1" "${2:-hhc0}" randwrite --verify_only=1; }
+fio_verify_only() { run_fio "$1" "${2:-hhc0}" randwrite --verify_only=1 --verify_header_seed=1; }
 
 bdevperf_verify() { # json
     timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$BDEVPERF_MEM_MB" \
@@ -277,7 +277,8 @@ delete_bounded() {
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] && grep "stopped cleanly" "$WORK/tgt.log" &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         grep -q "warm start from cache bdev ssd" "$WORK/tgt.log" &&
-        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 && remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
+        $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
+        remote_fio randwrite --randseed=8 --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # scripts/hhc-quickstart.sh up, as a user runs it from the README: it builds
@@ -401,7 +402,8 @@ verify_recipe() {
         { tail -20 "$out"; return 1; }
     dd if="$WORK/gen1.img" of="$WORK/back.img" bs=1M skip=1 seek=1 count=1 conv=notrunc status=none || return 1
     rm -f "$WORK/gen1.img"
-    run_fio "$json" hhc0 randwrite --randseed=2 --size=4m --verify_only=1 >"$out" 2>&1 ||
+    # crc32c alone: the seed check off, as verify_only leaves it unasked.
+    run_fio "$json" hhc0 randwrite --randseed=2 --size=4m --verify_only=1 --verify_header_seed=0 >"$out" 2>&1 ||
         { echo "crc32c alone failed on the stale region (it used to pass)"; tail -20 "$out"; return 1; }
     echo "crc32c alone: the stale region passes"
     if recipe_fio "$json" 2 0 4m --verify_only=1 >"$out" 2>&1; then echo "the recipe passed the stale region"; return 1; fi
@@ -445,7 +447,7 @@ forget_cache() {
         $RPC bdev_get_bdevs -b ssd | grep '"claimed": false' >/dev/null &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         tgt_log_since "$mark" | grep -q "formatting cache bdev ssd" &&
-        export_nvmf && remote_fio randwrite --verify_only=1 >/dev/null
+        export_nvmf && remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # The bdev's UUID from bdev_get_bdevs output: it derives from the cache
@@ -486,6 +488,9 @@ nvmf_json() {
 EOF
 }
 
+# A check with --verify_only=1 also passes --verify_header_seed=1: fio
+# turns the header's seed check off under verify_only otherwise, and
+# crc32c alone passes an intact block of an older version.
 remote_fio() { # rw extra-args... (no preload: the client needs no HHC)
     local rw=$1
     shift
@@ -502,7 +507,7 @@ crash_after_flush() {
     stop_tgt KILL
     start_tgt && tgt_bases &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
-        export_nvmf && remote_fio randwrite --verify_only=1
+        export_nvmf && remote_fio randwrite --verify_only=1 --verify_header_seed=1
 }
 
 # The engine's stats field `$1` of hhc0, from bdev_hhc_get_bdevs.
@@ -539,7 +544,7 @@ steady_crash() {
     start_tgt && tgt_bases && steady_create back && export_nvmf && write_until_wrapped || return 1
     stop_tgt KILL
     start_tgt && tgt_bases && steady_create back && export_nvmf &&
-        remote_fio randwrite --randseed="$LAST_SEED" --verify_only=1
+        remote_fio randwrite --randseed="$LAST_SEED" --verify_only=1 --verify_header_seed=1
 }
 
 # The cache bdev removed after the log has wrapped 10 times: the replay puts
@@ -603,14 +608,14 @@ recover_passthrough() {
         $RPC bdev_hhc_recover -b hhc0 -m passthrough | grep '"hhc0"' >/dev/null &&
         ops recovered-as passthrough &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
-        remote_fio randwrite --verify_only=1 >/dev/null &&
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/pt.json" || return 1
     hhc_create_call "$WORK/pt.json" | tee "$WORK/pt-create"
     grep -q '"policy": "passthrough"' "$WORK/pt-create" && ! grep -q '"cache"' "$WORK/pt-create" || return 1
     stop_tgt
     start_tgt --json "$WORK/pt.json" || return 1
     for _ in $(seq 600); do $RPC bdev_get_bdevs -b hhc0 >/dev/null 2>&1 && break; sleep 0.1; done
-    ops recovered-as passthrough && remote_fio randwrite --verify_only=1 >/dev/null
+    ops recovered-as passthrough && remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # bdev_hhc_recover cache: a new HHC instance over the backing bdev, a fresh
@@ -624,13 +629,13 @@ recover_cache() {
         grep -q "formatting cache bdev ssd2" "$WORK/tgt.log" &&
         ops recovered-as hhc ssd2 &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
-        remote_fio randwrite --verify_only=1 >/dev/null &&
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null &&
         remote_fio randwrite --randseed=9 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/rc.json" || return 1
     hhc_create_call "$WORK/rc.json" | tee "$WORK/rc-create"
     grep -q '"cache": "ssd2"' "$WORK/rc-create" && grep -q '"logs": \["hdd0"\]' "$WORK/rc-create" || return 1
     restart_warm_from "$WORK/rc.json" ssd2 &&
-        remote_fio randwrite --randseed=9 --verify_only=1 >/dev/null
+        remote_fio randwrite --randseed=9 --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # The way back from bdev_hhc_recover passthrough to a cache: mode cache on
@@ -653,11 +658,11 @@ recover_back_to_cache() {
         ops recovered-as hhc ssd2 && ops logs-are hdd0 &&
         grep -q "back from a passthrough to an HHC bdev over fresh cache bdev ssd2" "$WORK/tgt.log" &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
-        remote_fio randwrite --randseed=12 --verify_only=1 >/dev/null &&
+        remote_fio randwrite --randseed=12 --verify_only=1 --verify_header_seed=1 >/dev/null &&
         remote_fio randwrite --randseed=13 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/back.json" &&
         restart_warm_from "$WORK/back.json" ssd2 &&
-        remote_fio randwrite --randseed=13 --verify_only=1 >/dev/null
+        remote_fio randwrite --randseed=13 --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # A replay that cannot write to the backing bdev (bdev_error fails every
@@ -681,7 +686,7 @@ recover_replay_retry() {
         $RPC bdev_hhc_recover -b hhc0 -m passthrough >/dev/null &&
         ops recovered-as passthrough &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
-        remote_fio randwrite --verify_only=1 >/dev/null
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # bdev_hhc_delete drops a record: the backing and log bdevs are released.
@@ -708,7 +713,8 @@ backing_verifies() { # seed
     bdev_json unused back | sed '/bdev_hhc_create/,+1d;/bdev_delay_create/,+1d' >"$WORK/back-only.json"
     timeout -k 5 120 "$FIO" --name=job --ioengine="$SPDK_DIR/lib/fio/spdk_bdev" --spdk_json_conf="$WORK/back-only.json" \
         --thread=1 --env_context="--no-huge --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" --filename=back --direct=1 \
-        --bs=4k --iodepth=16 --rw=randwrite --size=8m --verify=crc32c --verify_fatal=1 --randseed="$1" --verify_only=1
+        --bs=4k --iodepth=16 --rw=randwrite --size=8m --verify=crc32c --verify_fatal=1 --randseed="$1" \
+        --verify_only=1 --verify_header_seed=1
 }
 
 # Hot-remove: losing one of two log mirrors leaves the bdev serving, flushes
@@ -732,7 +738,7 @@ hot_remove() {
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         grep -q "warm start from cache bdev ssd" "$WORK/tgt.log" &&
         $RPC nvmf_subsystem_add_ns nqn.2016-06.io.spdk:hhc hhc0 &&
-        remote_fio randwrite --verify_only=1
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1
 }
 
 # examine: a restarted target given only the base bdevs assembles the HHC
@@ -748,7 +754,7 @@ examine_assembles() {
     grep -q "examine: assembling HHC bdev 'hhc0'" "$WORK/tgt.log" &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         ! $RPC bdev_hhc_create -b hhc0 --backing ssd --cache back --logs hdd0 --policy hhc >/dev/null 2>&1 &&
-        export_nvmf && remote_fio randwrite --verify_only=1
+        export_nvmf && remote_fio randwrite --verify_only=1 --verify_header_seed=1
 }
 
 # Rewrites the name in both copies of the owner record of ssd.img (units 1
@@ -804,7 +810,7 @@ ops_stats() {
         ops check-moved 2048 &&
         $RPC bdev_hhc_get_stats -b hhc0 >"$WORK/get_stats.json" && grep -q '"flush_latency_us"' "$WORK/get_stats.json" &&
         $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null && ops check-reset && ops check-errors &&
-        remote_fio randwrite --verify_only=1 >/dev/null && ops read-misses-zero
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null && ops read-misses-zero
 }
 
 # `hhc stats` (src/cli/stats) on the target while fio_passes run: one
@@ -865,7 +871,7 @@ end_fio_passes() { # pid
     touch "$WORK/load-done"
     wait "$1" || return 1
     echo "fio passes: $(( $(cat "$WORK/load-seed") - 200 ))"
-    remote_fio randwrite --randseed="$(cat "$WORK/load-seed")" --verify_only=1
+    remote_fio randwrite --randseed="$(cat "$WORK/load-seed")" --verify_only=1 --verify_header_seed=1
 }
 
 # bdev_hhc_set_policy hhc -> wt -> wb -> hhc, each waited for, under
@@ -931,7 +937,7 @@ ops_set_options() {
         grep -q '"dirty_threshold": 50' "$WORK/options-create" &&
         grep -q '"writeback_parallelism": 8' "$WORK/options-create" &&
         $RPC bdev_hhc_set_options -b hhc0 --seq-cutoff-policy never --dirty-threshold 30 >/dev/null &&
-        remote_fio randwrite --randseed=3 --verify_only=1 >/dev/null
+        remote_fio randwrite --randseed=3 --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # SPDK's bdev_get_iostat of hhc0 counts what was issued over NVMe-oF:
@@ -940,7 +946,7 @@ iostat_counts() {
     start_tgt && tgt_bases &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
         export_nvmf && remote_fio randwrite --do_verify=0 >/dev/null && ops iostat 2048 0 &&
-        remote_fio randwrite --verify_only=1 >/dev/null && ops iostat 2048 2048
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null && ops iostat 2048 2048
 }
 
 # The bases of the hostile requests besides hhc0's (tests/spdk/ops_checks.py).
@@ -993,7 +999,7 @@ ops_flush_all() {
     kill "$load" 2>/dev/null
     wait "$load"
     [ "$rc" -eq 0 ] && ops contexts-drained && $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
-        remote_fio randwrite --randseed=11 --verify_only=1 >/dev/null && ops read-misses-zero || return 1
+        remote_fio randwrite --randseed=11 --verify_only=1 --verify_header_seed=1 >/dev/null && ops read-misses-zero || return 1
     stop_tgt KILL
     backing_verifies 11
 }
@@ -1040,7 +1046,7 @@ save_config_restart() {
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/saved-again.json" &&
         hhc_create_call "$WORK/saved-again.json" >"$WORK/saved-again-create" &&
         cmp "$WORK/saved-create" "$WORK/saved-again-create" &&
-        remote_fio randwrite --verify_only=1 >/dev/null
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # Log mirrors detached and attached online (ops_checks.py log_mirrors):
@@ -1101,7 +1107,7 @@ mirror_replaced_restart() {
         tgt_log_since "$mark" | grep "examine: assembling HHC bdev 'hhc0'" >/dev/null &&
         ! tgt_log_since "$mark" | grep "exists with other devices" &&
         ops logs-are hdd0 hdd2 &&
-        remote_fio randwrite --randseed=8 --verify_only=1 >/dev/null
+        remote_fio randwrite --randseed=8 --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # A detached log mirror whose bdev was then deleted: save_config keeps its
@@ -1121,7 +1127,7 @@ detached_slot_restart() {
     grep '"logs": \["hdd0", ""\]' "$WORK/detached-create" >/dev/null || return 1
     restart_warm_from "$WORK/detached.json" ssd &&
         ops logs-are hdd0 - &&
-        remote_fio randwrite --verify_only=1 >/dev/null &&
+        remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null &&
         $RPC bdev_aio_create "$WORK/hdd2.img" hdd2 512 >/dev/null &&
         $RPC bdev_hhc_attach_log -b hhc0 -l hdd2 >/dev/null &&
         remote_fio randwrite --randseed=9 --fsync=16 --end_fsync=1 --do_verify=1 >/dev/null &&
@@ -1157,7 +1163,7 @@ examine_stack() {
         tgt_log_since "$mark" | grep "examine: bdev ssd_raw holds the HHC cache of 'hhc0'.*names bdev ssd as its cache" >/dev/null &&
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/stack.json" && grep -q '"name": "ssd"' "$WORK/stack.json" &&
         tgt_log_since "$mark" | grep "warm start from cache bdev ssd " >/dev/null &&
-        export_nvmf && remote_fio randwrite --verify_only=1 >/dev/null
+        export_nvmf && remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null
 }
 
 # The operator RPCs on an HHC bdev whose owner thread runs on another
@@ -1180,7 +1186,7 @@ ops_off_owner() {
     grep '"cpumask": "0x2"' "$WORK/off-owner-create" >/dev/null && grep '"dirty_threshold": 40' "$WORK/off-owner-create" >/dev/null &&
         restart_warm_from "$WORK/off-owner.json" ssd -m 0x3 &&
         ops owner-on-core hhc0 1 &&
-        remote_fio randwrite --randseed=5 --verify_only=1 >/dev/null &&
+        remote_fio randwrite --randseed=5 --verify_only=1 --verify_header_seed=1 >/dev/null &&
         $RPC bdev_hhc_delete hhc0 &&
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ]
 }
