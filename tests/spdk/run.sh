@@ -1229,6 +1229,7 @@ ceph_cluster() {
 }
 
 ceph_check() { ceph_cluster && ceph_drill "$1"; }
+# shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
 ceph_drill() ( # check (a name of drills_ceph.sh)
     export RIG_WORK RIG_SERVER=ceph RIG_NVMF_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
     RIG_WORK=$(rig_work)-ceph
@@ -1648,6 +1649,7 @@ ceph_tests() {
         ceph_check ceph_save_config
     run_test ceph_check_can_fail "Ceph drill: the RBD image check catches a flushed pass lost with the cache under wb" \
         ceph_check drill_check_can_fail
+    # shellcheck disable=SC2031 # (tgt_drill's own DRILL_POWER_LOSSES stays in its subshell)
     run_test ceph_power_loss \
         "Ceph drill: ${DRILL_POWER_LOSSES:-20} kill -9 of the host under fio load, warm restarts, newest flushed pass verifies" \
         ceph_check drill_power_loss
