@@ -189,7 +189,7 @@ ceph_ssd_death() {
         "which alone holds the newest flushed pass"
 }
 
-CEPH_CHECKS="ceph_policy_passthrough ceph_policy_wt ceph_policy_wb ceph_policy_wb-flush ceph_policy_wb-ordered ceph_policy_hhc ceph_save_config drill_check_can_fail drill_power_loss ceph_ssd_death drill_server_restart ceph_osd_hang ceph_mon_restart"
+CEPH_CHECKS="ceph_policy_passthrough ceph_policy_wt ceph_policy_wb ceph_policy_wb-flush ceph_policy_wb-ordered ceph_policy_hhc ceph_save_config drill_check_can_fail drill_stale_check_can_fail drill_power_loss ceph_ssd_death drill_server_restart ceph_osd_hang ceph_mon_restart"
 
 # ceph_policy_POLICY NAME runs ceph_policy POLICY.
 ceph_run() { # check

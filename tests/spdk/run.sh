@@ -1649,6 +1649,8 @@ ceph_tests() {
         ceph_check ceph_save_config
     run_test ceph_check_can_fail "Ceph drill: the RBD image check catches a flushed pass lost with the cache under wb" \
         ceph_check drill_check_can_fail
+    run_test ceph_stale_check_can_fail "Ceph drill: the RBD image check catches blocks of an older pass in the region" \
+        ceph_check drill_stale_check_can_fail
     # shellcheck disable=SC2031 # (tgt_drill's own DRILL_POWER_LOSSES stays in its subshell)
     run_test ceph_power_loss \
         "Ceph drill: ${DRILL_POWER_LOSSES:-20} kill -9 of the host under fio load, warm restarts, newest flushed pass verifies" \
