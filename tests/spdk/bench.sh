@@ -314,6 +314,15 @@ note_short() {
 # a few reads) keeps the process and its RPC server up after the measured
 # job, so the engine's counters can be read after every write of the run.
 # Called in this shell (not in $(...)), so that PIDS keeps what it starts.
+# fio_bench_job, fio_workload and fio_title are hooks a script sourcing
+# this one may redefine (tests/spdk/bench_ceph.sh); FIO_EXTRA_TIME (s) adds
+# to the timeouts for jobs that run before the measured one.
+FIO_EXTRA_TIME=${FIO_EXTRA_TIME:-0}
+fio_bench_job() { # fsync time: sets FIO_JOB, the measured job's fio arguments
+    FIO_JOB=(--name=bench --rw=randwrite --iodepth=32 --fsync="$1" --time_based=1 --runtime="$2" --norandommap=1 --randrepeat=0)
+}
+fio_workload() { echo "fsync=$1"; }
+
 fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
     local t=$1 n=$2 time=$3 kind json sock out poll ppid pid
     kind=$(target_kind "$t")
@@ -322,18 +331,18 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
     out=$WORK/fio-${t//\//-}-$n.json
     poll=$WORK/poll-${t//\//-}-$n.jsonl
     bdev_json "$t" >"$json"
+    fio_bench_job "$n" "$time"
     rm -f "$sock" "$out" "$poll"
     if [ "$kind" != none ]; then
-        timeout $((time + 200)) $LIB poll "$sock" "$kind" "$poll" 2>/dev/null &
+        timeout $((time + FIO_EXTRA_TIME + 200)) $LIB poll "$sock" "$kind" "$poll" 2>/dev/null &
         ppid=$!
         PIDS+=("$ppid")
     fi
-    timeout -k 5 $((time + 150)) env LD_PRELOAD="$(target_module "$t")" "$FIO" --ioengine="$FIO_PLUGIN" --spdk_json_conf="$json" \
+    timeout -k 5 $((time + FIO_EXTRA_TIME + 150)) env LD_PRELOAD="$(target_module "$t")" "$FIO" --ioengine="$FIO_PLUGIN" --spdk_json_conf="$json" \
         --thread=1 --env_context="$NO_HUGE --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" \
         --spdk_rpc_listen_addr="$sock" --filename=bench0 --direct=1 --bs=4k \
         --output-format=json --output="$out" \
-        --name=bench --rw=randwrite --iodepth=32 --fsync="$n" --time_based=1 --runtime="$time" \
-        --norandommap=1 --randrepeat=0 \
+        "${FIO_JOB[@]}" \
         --name=hold --stonewall --rw=read --iodepth=1 --time_based=1 --runtime=3 --rate_iops=10 \
         >"$WORK/fio-${t//\//-}-$n.log" 2>&1 &
     pid=$!
@@ -350,21 +359,22 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
 }
 
 bench_fio() { # target fsync
-    local t=$1 n=$2 label title time rec more
+    local t=$1 n=$2 label title time rec more w
     label=$(target_label "$t")
     title=$(fio_title "$n")
+    w=$(fio_workload "$n")
     time=$BENCH_TIME
     while :; do
-        log "$label: fio randwrite fsync=$n ${time} s"
-        fio_once "$t" "$n" "$time" || { skip "fsync=$n" "$title" "$label" "fio failed (see the log above)"; return; }
+        log "$label: fio $w ${time} s"
+        fio_once "$t" "$n" "$time" || { skip "$w" "$title" "$label" "fio failed (see the log above)"; return; }
         rec=$(cat "$WORK/fio-rec.json")
         more=$(longer_time "$rec" "$time")
         [ -n "$more" ] || break
-        log "$label: fsync=$n: $(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["wraps"])' "$rec") log wraps in ${time} s; again for ${more} s"
+        log "$label: $w: $(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["wraps"])' "$rec") log wraps in ${time} s; again for ${more} s"
         time=$more
     done
     note_short "$rec"
-    record "fsync=$n" "$title" "$label" "$rec"
+    record "$w" "$title" "$label" "$rec"
 }
 
 have_ocf() {
@@ -417,4 +427,5 @@ main() {
     [ -z "${KEEP_WORK:-}" ] || cp "$RESULTS" "$WORK/results-final.jsonl"
 }
 
-main "$@"
+# Sourced (bench_ceph.sh): its functions and settings only.
+[ "${BASH_SOURCE[0]}" != "$0" ] || main "$@"
