@@ -185,21 +185,37 @@ def pctl(p, key):
     return p.get(key) / 1000.0 if p and p.get(key) is not None else None
 
 
+def fio_section(job):
+    """The part of a fio job's result the row shows: its writes, its reads
+    for a job that only reads, the reads and writes together for a mixed
+    one (unified_rw_reporting=both gives them as "mixed")."""
+    if "mixed" in job:
+        return job["mixed"]
+    if job["write"]["total_ios"] == 0 and job["read"]["total_ios"] > 0:
+        return job["read"]
+    return job["write"]
+
+
 def cmd_fio(fio_json, poll_path):
     text = open(fio_json).read()
     # fio may print plugin lines before the JSON document.
     job = next(j for j in json.loads(text[text.index("{"):])["jobs"] if j["jobname"] == "bench")
     w, sync = job["write"], job.get("sync", {})
+    m = fio_section(job)
     lat = sync.get("lat_ns", {})
-    rec = {"iops": w["iops"], "mean_us": w["clat_ns"]["mean"] / 1000.0,
-           "p50_us": pctl(w["clat_ns"].get("percentile"), "50.000000"),
-           "p99_us": pctl(w["clat_ns"].get("percentile"), "99.000000"),
-           "max_us": w["clat_ns"]["max"] / 1000.0, "runtime_s": w["runtime"] / 1000.0,
+    rec = {"iops": m["iops"], "mean_us": m["clat_ns"]["mean"] / 1000.0,
+           "p50_us": pctl(m["clat_ns"].get("percentile"), "50.000000"),
+           "p99_us": pctl(m["clat_ns"].get("percentile"), "99.000000"),
+           "max_us": m["clat_ns"]["max"] / 1000.0, "runtime_s": m["runtime"] / 1000.0,
            "writes": w["total_ios"], "flushes": sync.get("total_ios", 0),
            "flush_p50_us": pctl(lat.get("percentile"), "50.000000"),
            "flush_p99_us": pctl(lat.get("percentile"), "99.000000"),
            "flush_max_us": lat["max"] / 1000.0 if lat.get("N") else None,
            "io_failed": job.get("error", 0)}
+    reads = job["read"]["total_ios"]
+    if reads and w["total_ios"]:
+        for d in ("read", "write"):
+            rec[d[0] + "_p99_us"] = pctl(job[d]["clat_ns"].get("percentile"), "99.000000")
     samples = [json.loads(line) for line in open(poll_path) if line.strip()] if os.path.exists(poll_path) else []
     if samples and samples[-1].get("hhc") is not None:
         # The process made the bdev: its counters start at zero. The "after" is
@@ -210,8 +226,15 @@ def cmd_fio(fio_json, poll_path):
             after = samples[-1]
             rec["note"] = (f"stats sampled before the last writes: engine saw {after['hhc']['writes']} "
                            f"of {w['total_ios']}")
-        zero = {k: 0 for k in after["hhc"]}
-        add_stats(rec, {"hhc": zero}, after)
+        before = {"hhc": {k: 0 for k in after["hhc"]}}
+        if reads:
+            # A job that reads may follow a fill pass (bench_ceph.sh): the
+            # counters from the last sample before it started (job_start, ms)
+            # to the last one, which the hold job's few reads barely move.
+            start = job.get("job_start", 0) / 1000.0
+            before = next((s for s in reversed(samples) if s["hhc"] and s["t"] <= start), before)
+            after = samples[-1]
+        add_stats(rec, before, after)
     print(json.dumps(rec))
 
 
@@ -227,6 +250,13 @@ def fmt(v, digits=1):
     if abs(v) >= 100:
         return f"{v:.0f}"
     return f"{v:.{digits}f}"
+
+
+def refs():
+    """The targets of the ratio columns: BENCH_REFS, "NAME=TARGET ...",
+    each a column "vs NAME" (bench.sh: hhc:wb and bdev_passthru)."""
+    spec = os.environ.get("BENCH_REFS", "wb=hhc:wb passthru=bdev_passthru")
+    return [tuple(x.split("=", 1)) for x in spec.split()]
 
 
 def ratio(a, b):
@@ -259,10 +289,10 @@ def median_rows(rows):
         rep = dict(measured[(len(measured) - 1) // 2])
         rep["iops"] = statistics.median(r["iops"] for r in measured)
         rep["rounds"] = len(measured)
-        for key, other in (("vs_wb", "hhc:wb"), ("vs_passthru", "bdev_passthru")):
+        for name, other in refs():
             ratios = per_round_ratios(rows, t, other)
             if ratios:
-                rep[key] = (statistics.median(ratios), ratios[0], ratios[-1])
+                rep["vs_" + name] = (statistics.median(ratios), ratios[0], ratios[-1])
         out.append(rep)
     return out
 
@@ -282,35 +312,42 @@ def cmd_report(results_path):
             order.append(r["workload"])
     how = sorted({r["wraps_how"] for r in recs if r.get("wraps_how")})
     rounds = max((r.get("round", 1) for r in recs), default=1)
+    # BENCH_P50=1: a p50 column, and flush columns only where a run flushed.
+    p50 = os.environ.get("BENCH_P50") == "1"
     if rounds > 1:
         print(f"\n{rounds} rounds, each target once per round: IOPS are medians; a ratio is the median of the"
               " rounds' ratios, with their range")
     for wl in order:
         rows = median_rows([r for r in recs if r["workload"] == wl])
         by = {r["target"]: r for r in rows if "iops" in r}
-        wb = by.get("hhc:wb", {}).get("iops")
-        pt = by.get("bdev_passthru", {}).get("iops")
-        flush = any("flush_p50_us" in r for r in rows)
+        ref_iops = [(name, by.get(other, {}).get("iops")) for name, other in refs()]
+        flush = any(r.get("flush_p50_us") is not None for r in rows) or (
+            not p50 and any("flush_p50_us" in r for r in rows))
         # Hits only mean something for the read workload (a write run's
         # only reads are the fio hold job's few).
-        hits = wl == "randread"
+        hits = wl in os.environ.get("BENCH_HITS", "randread").split()
+        rw = any("r_p99_us" in r for r in rows)
         print()
         print(f"== {rows[0]['title']} ==")
-        cols = ["target", "IOPS", "mean us", "p99 us"]
+        cols = ["target", "IOPS", "mean us"] + (["p50 us"] if p50 else []) + ["p99 us"]
+        if rw:
+            cols += ["rd p99", "wr p99"]
         if flush:
             cols += ["flush p50", "flush p99", "flush max"]
-        cols += ["vs wb", "vs passthru"] + (["hit %"] if hits else []) + ["wraps", "run s"]
+        cols += ["vs " + name for name, _ in ref_iops] + (["hit %"] if hits else []) + ["wraps", "run s"]
         table = [cols]
         for r in rows:
             if "iops" not in r:
                 table.append([r["target"], "SKIPPED: " + r.get("skipped", "?")])
                 continue
-            line = [r["target"], fmt(r["iops"], 0), fmt(r["mean_us"]), fmt(r["p99_us"])]
+            line = [r["target"], fmt(r["iops"], 0), fmt(r["mean_us"])] + ([fmt(r.get("p50_us"))] if p50 else []) + [fmt(r["p99_us"])]
+            if rw:
+                line += [fmt(r.get("r_p99_us")), fmt(r.get("w_p99_us"))]
             if flush:
                 line += [fmt(r.get("flush_p50_us")), fmt(r.get("flush_p99_us")), fmt(r.get("flush_max_us"))]
             wraps = r.get("wraps")
             uses_log = r.get("stats", {}).get("log_segments_written", 0) > 0
-            line += [ratio_cell(r, "vs_wb", r["iops"], wb), ratio_cell(r, "vs_passthru", r["iops"], pt)]
+            line += [ratio_cell(r, "vs_" + name, r["iops"], iops) for name, iops in ref_iops]
             if hits:
                 line.append(fmt(r.get("hit_pct")))
             line += [(fmt(wraps) if uses_log else "0") if wraps is not None else "-", fmt(r.get("runtime_s"))]
