@@ -235,6 +235,11 @@ def cmd_fio(fio_json, poll_path):
             before = next((s for s in reversed(samples) if s["hhc"] and s["t"] <= start), before)
             after = samples[-1]
         add_stats(rec, before, after)
+    elif reads and samples and samples[-1].get("ocf") is not None:
+        # OCF's request counters, over the measured job as above.
+        start = job.get("job_start", 0) / 1000.0
+        before = next((s for s in reversed(samples) if s["ocf"] and s["t"] <= start), samples[0])
+        add_stats(rec, before, samples[-1])
     print(json.dumps(rec))
 
 
