@@ -338,6 +338,10 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
         ppid=$!
         PIDS+=("$ppid")
     fi
+    # SIGPIPE ignored (inherited through exec): the fio plugin leaves it at
+    # its default, so a stats call that timed out and hung up before its
+    # answer would kill fio with the answer's write.
+    trap '' PIPE
     timeout -k 5 $((time + FIO_EXTRA_TIME + 150)) env LD_PRELOAD="$(target_module "$t")" "$FIO" --ioengine="$FIO_PLUGIN" --spdk_json_conf="$json" \
         --thread=1 --env_context="$NO_HUGE --legacy-mem" --spdk_mem="$FIO_SPDK_MEM_MB" \
         --spdk_rpc_listen_addr="$sock" --filename=bench0 --direct=1 --bs=4k \
@@ -346,6 +350,7 @@ fio_once() { # target fsync time: writes the record to $WORK/fio-rec.json
         --name=hold --stonewall --rw=read --iodepth=1 --time_based=1 --runtime=3 --rate_iops=10 \
         >"$WORK/fio-${t//\//-}-$n.log" 2>&1 &
     pid=$!
+    trap - PIPE
     PIDS+=("$pid")
     wait "$pid"
     local rc=$?
