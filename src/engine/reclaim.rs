@@ -101,9 +101,8 @@ impl Engine {
         // and an idle log would be moved round and round.
         let segment_mostly_live = self.log.live_count(sequence) as u64 * LIVE_MAX_DEN > slots as u64 * LIVE_MAX_NUM;
         let idle_pass = !self.log_space_low();
-        let relog = !log_mostly_live
-            && !(idle_pass && segment_mostly_live)
-            && self.log.segments_free() >= OpenFor::Relog.min_free();
+        let write_back_instead = log_mostly_live || (idle_pass && segment_mostly_live);
+        let relog = !write_back_instead && self.log.segments_free() >= OpenFor::Relog.min_free();
         let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
         entries.clear();
         entries.extend(self.log.segment_slot_lbas(sequence));
