@@ -3,8 +3,7 @@
 //! by logging.rs) or their blocks written back, so that the head can pass
 //! them (docs/engine.md, "The log").
 
-use super::Engine;
-use crate::engine::EngineState;
+use super::{Engine, EngineState};
 use crate::cache::flag;
 use crate::log::OpenFor;
 
@@ -28,9 +27,9 @@ const AHEAD_FREE_MIN: u64 = OpenFor::Relog.min_free() + 2;
 impl Engine {
     /// Active reclamation when the log runs short (or is idle and half
     /// full): the live entries of the oldest segments are logged again from
-    /// the cache device (compacting them), or — when even re-logging has no
-    /// room — their blocks are written back (passive reclamation); either
-    /// way the head can then advance.
+    /// the cache device (compacting them), or — when re-logging has no room
+    /// or would gain nothing (`reclaim_segment`) — their blocks are written
+    /// back (passive reclamation); either way the head can then advance.
     pub(super) fn reclaim_log_space(&mut self) {
         if !self.log_revocable() {
             return;
