@@ -1388,6 +1388,22 @@ rig_work() {
     if [ -d /dev/shm ] && [ -w /dev/shm ]; then echo "/dev/shm/${WORK##*/}-rig"; else echo "$WORK/rig"; fi
 }
 
+# hhc0's stats and iscsi0's bdev (two JSON lines in FILE) show at least
+# MIN writes, some flushes, and iscsi0 as a healthy iSCSI LUN backing.
+rig_stats_show_iscsi_backing() { # file min-writes
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+stats, iscsi = json.loads(lines[0]), json.loads(lines[1])[0]
+c = stats["counters"]
+backing = [d for d in stats["devices"] if d["role"] == "backing"][0]
+print("hhc0: writes %d, flushes %d, backing %s (%s, %s)" % (c["writes"], c["flushes"], backing["name"],
+      iscsi["product_name"], backing["health"]))
+assert c["writes"] >= int(sys.argv[2]) and c["flushes"] > 0, c
+assert backing["name"] == "iscsi0" and iscsi["product_name"] == "iSCSI LUN" and backing["health"] == "ok"
+PY
+}
+
 rig_smoke() (
     export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_FIO_TIMEOUT=60 OUT
     RIG_WORK=$(rig_work)
@@ -1413,17 +1429,7 @@ rig_smoke() (
     esac
     RIG_SOCK=$RIG_HOST_SOCK rig_call bdev_hhc_get_stats '{"name":"hhc0"}' bdev_get_bdevs '{"name":"iscsi0"}' \
         >"$WORK/rig-stats.json" || return 1
-    python3 - "$WORK/rig-stats.json" "$writes" <<'PY' || return 1
-import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-stats, iscsi = json.loads(lines[0]), json.loads(lines[1])[0]
-c = stats["counters"]
-backing = [d for d in stats["devices"] if d["role"] == "backing"][0]
-print("hhc0: writes %d, flushes %d, backing %s (%s, %s)" % (c["writes"], c["flushes"], backing["name"],
-      iscsi["product_name"], backing["health"]))
-assert c["writes"] >= int(sys.argv[2]) and c["flushes"] > 0, c
-assert backing["name"] == "iscsi0" and iscsi["product_name"] == "iSCSI LUN" and backing["health"] == "ok"
-PY
+    rig_stats_show_iscsi_backing "$WORK/rig-stats.json" "$writes" || return 1
     log "rig_smoke: $((SECONDS - t0)) s up to rig_down"
 )
 
@@ -1447,17 +1453,7 @@ tgt_rig_smoke() (
         { tail -20 "$WORK/tgt-nvmf.log"; return 1; }
     RIG_SOCK=$RIG_HOST_SOCK rig_call bdev_hhc_get_stats '{"name":"hhc0"}' bdev_get_bdevs '{"name":"iscsi0"}' \
         >"$WORK/tgt-stats.json" || return 1
-    python3 - "$WORK/tgt-stats.json" <<'PY' || return 1
-import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-stats, iscsi = json.loads(lines[0]), json.loads(lines[1])[0]
-c = stats["counters"]
-backing = [d for d in stats["devices"] if d["role"] == "backing"][0]
-print("hhc0: writes %d, flushes %d, backing %s (%s, %s)" % (c["writes"], c["flushes"], backing["name"],
-      iscsi["product_name"], backing["health"]))
-assert c["writes"] >= 2048 and c["flushes"] > 0, c
-assert backing["name"] == "iscsi0" and iscsi["product_name"] == "iSCSI LUN" and backing["health"] == "ok"
-PY
+    rig_stats_show_iscsi_backing "$WORK/tgt-stats.json" 2048 || return 1
     rig_rpc host bdev_hhc_flush_all -b hhc0 >/dev/null &&
         drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 60 || return 1
     server_fio --rw=randwrite --verify=crc32c --verify_only=1 --verify_fatal=1 --verify_header_seed=1 --randseed=21 \
