@@ -532,7 +532,10 @@ impl Engine {
     }
 
     /// Forgets the log (nothing in it will be replayed) and starts a new one
-    /// at `first`: revokes owed to old entries go with it.
+    /// at `first`: revokes owed to old entries go with it, and so do the
+    /// blocks' places in it, which name nothing in the new log (kept, a
+    /// block re-logged or revoked there would take a live entry off the new
+    /// log's counts, and the head could pass an entry still live).
     fn start_new_log(&mut self, first: u64) {
         // Sequences name segments' places and a scan tells logs apart by
         // them: a new log starts past every sequence the old one used.
@@ -542,15 +545,17 @@ impl Engine {
         self.logging.relog_queue.clear();
         self.writeback.revokes.clear();
         self.startup_revokes.clear();
+        for block in 0..self.cache.blocks_count() {
+            if self.cache.state(block) == BlockState::Mapped {
+                self.cache.set_log_loc(block, LOC_NONE);
+            }
+        }
     }
 
     /// Marks every dirty block as missing from the log.
     pub(super) fn relog_all_dirty(&mut self) {
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY) {
-                if !self.log.has_healthy_mirror() {
-                    self.cache.set_log_loc(block, LOC_NONE);
-                }
                 self.cache.set_logged(block, false);
             }
         }
@@ -570,7 +575,6 @@ impl Engine {
         self.logging.restarted_head = first;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
-                self.cache.set_log_loc(block, LOC_NONE);
                 self.cache.set_logged(block, false);
             }
         }
