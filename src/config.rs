@@ -325,6 +325,9 @@ pub enum Mutation {
     /// A warm start calls a stale mirror (outside the newest superblock's
     /// in-sync mask) healthy at once instead of re-syncing it.
     StaleMirrorHealthy,
+    /// A mirror attached online is called healthy at once instead of
+    /// syncing (it lacks every entry logged before it joined).
+    AttachedMirrorHealthy,
     /// The log's head passes a segment whose entries are dead only by
     /// supersession before a durable barrier covers the superseding entries
     /// (`LogManager::advance_head`), so a cache-loss replay, which stops at

@@ -172,6 +172,9 @@ pub trait Machine: IoMachine {
     fn handle_timer(&mut self, now: Nanos);
     /// A device was hot-removed or died.
     fn handle_device_removed(&mut self, now: Nanos, role: DeviceRole);
+    /// A fresh log mirror was attached in slot `mirror` (whose device was
+    /// removed before, with none of its commands still in flight).
+    fn handle_mirror_attached(&mut self, now: Nanos, mirror: u8);
     /// Switches the write policy at run time.
     fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError>;
     /// Changes the options an operator tunes online (a target that has

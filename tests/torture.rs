@@ -43,7 +43,11 @@
 //! the scan had taken parts from it, then repaired none of them onto the
 //! mirror left (hhc 474880), and an idle log whose fully live segments
 //! were moved round and round, which kept a clean stop waiting (hhc
-//! 476131). Fixed in the oracle: a returned mirror still
+//! 476131), and a mirror attached with no mirror in sync left, which
+//! started the log over but kept the old log's places in the cache's
+//! index, so that moves and revokes in the new log took live entries off
+//! its counts (`mirror-replaced`, hhc 66 at 5,000 requests; 157 at 300).
+//! Fixed in the oracle: a returned mirror still
 //! counted as a good copy after a restart found it stale again and the
 //! engine dropped it (hhc 473125).
 //! Longer sweeps still find a few (docs/torture.md, "The last long sweeps");
@@ -71,6 +75,10 @@ const MUTATION_SEEDS: u64 = 64;
 /// catch moves with any change to when the engine does what, so the bound
 /// leaves room.
 const STALE_MUTATION_SEEDS: u64 = 1200;
+/// Attached-mirror-healthy needs a seed with `mirror-replaced` whose new
+/// mirror is then the last copy and misses an entry still live: seeds 0-799
+/// at 300 requests: 14, 518, 598 and 649. The bound leaves room, as above.
+const ATTACHED_MUTATION_SEEDS: u64 = 1200;
 /// Superseded-freed-early needs a cache loss while the head has passed a
 /// superseded entry whose successor no durable barrier covers yet: about
 /// one seed in 250 at 300 requests (seeds 0-999: 27, 389, 584 and 799),
@@ -120,6 +128,7 @@ fn merge(seen: &mut FaultKinds, kinds: &FaultKinds) {
     seen.policy_switches |= kinds.policy_switches;
     seen.seq_cutoff |= kinds.seq_cutoff;
     seen.mirror_returns |= kinds.mirror_returns;
+    seen.mirror_replaced |= kinds.mirror_replaced;
 }
 
 fn every_kind() -> FaultKinds {
@@ -137,6 +146,7 @@ fn every_kind() -> FaultKinds {
         policy_switches: true,
         seq_cutoff: true,
         mirror_returns: true,
+        mirror_replaced: true,
     }
 }
 
@@ -146,6 +156,7 @@ fn sweep_hhc() {
     assert!(figures.corruptions_injected > 0, "no log corruption was injected");
     assert!(figures.cutoff_writes > 0 && figures.options_changes > 0, "the sequential cutoff never bypassed the cache");
     assert!(figures.mirror_returns > 0, "no stale mirror came back");
+    assert!(figures.mirror_attaches > 0, "no mirror was replaced online");
     assert!(figures.log_gap_blocks > 0, "no gap was left after a barrier part");
 }
 
@@ -289,6 +300,13 @@ fn mutation_stale_mirror_healthy_is_caught() {
         Some((seed, report)) => eprintln!("{mutation:?} under {policy} caught by seed {seed}: {report}"),
         None => panic!("{mutation:?} survived {STALE_MUTATION_SEEDS} seeds: the oracle cannot see it"),
     }
+}
+
+/// An engine that calls a mirror attached online healthy at once, without
+/// re-syncing it: only seeds with `mirror-replaced` can show it.
+#[test]
+fn mutation_attached_mirror_healthy_is_caught() {
+    assert_caught_within(Mutation::AttachedMirrorHealthy, Policy::Hhc, 1, ATTACHED_MUTATION_SEEDS);
 }
 
 /// One seed reproduces one run: the figures of a rerun are identical.

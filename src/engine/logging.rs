@@ -518,7 +518,8 @@ impl Engine {
             self.start_new_log(first);
             first
         };
-        self.log.mirrors[mirror as usize] = if self.log.has_healthy_mirror() {
+        let syncs = self.log.has_healthy_mirror() && self.mutation() != crate::config::Mutation::AttachedMirrorHealthy;
+        self.log.mirrors[mirror as usize] = if syncs {
             MirrorHealth::Syncing { from_sequence }
         } else {
             MirrorHealth::Healthy

@@ -31,6 +31,9 @@ impl Machine for Engine {
     fn handle_device_removed(&mut self, now: Nanos, role: DeviceRole) {
         Engine::handle_device_removed(self, now, role)
     }
+    fn handle_mirror_attached(&mut self, now: Nanos, mirror: u8) {
+        Engine::handle_mirror_attached(self, now, mirror)
+    }
     fn set_policy(&mut self, now: Nanos, policy: Policy) -> Result<(), ConfigError> {
         Engine::set_policy(self, now, policy)
     }

@@ -23,6 +23,10 @@ pub enum Fault {
     /// contents it had when it died (a flaky disk back after a reboot, a
     /// saved configuration naming a detached mirror).
     MirrorReturns(u8),
+    /// A fresh device attached online in mirror slot `m`, whose device was
+    /// removed (an operator's `bdev_hhc_attach_log`); skipped unless the
+    /// slot's device is dead and the target serves.
+    MirrorAttached(u8),
     SwitchPolicy(Policy),
     /// `set_options` while the engine serves (the cutoff, dirty threshold,
     /// write-back depth, idle time).
@@ -58,6 +62,10 @@ pub struct FaultKinds {
     /// A dead mirror comes back, stale, at a restart; later the other mirror
     /// and then the cache die (drawn from a PRNG of its own).
     pub mirror_returns: bool,
+    /// A mirror replaced online: removed, a fresh one attached (it
+    /// re-syncs), later the other mirror and then the cache die (drawn from
+    /// a PRNG of its own).
+    pub mirror_replaced: bool,
 }
 
 impl FaultKinds {
@@ -77,6 +85,7 @@ impl FaultKinds {
             (self.policy_switches, "policy-switches"),
             (self.seq_cutoff, "seq-cutoff"),
             (self.mirror_returns, "mirror-returns"),
+            (self.mirror_replaced, "mirror-replaced"),
         ];
         all.into_iter().filter(|(on, _)| *on).map(|(_, name)| name).collect()
     }
@@ -120,6 +129,8 @@ impl FaultPlan {
         let mut returns_prng = Prng::new(seed ^ 0x5245_5455_524E);
         let mut plan = FaultPlan { config, cache, mirrors, backing, workload, faults, kinds };
         draw_mirror_returns(&mut returns_prng, ops, &mut plan);
+        // And online mirror replacement (its own PRNG too).
+        draw_mirror_replaced(&mut Prng::new(seed ^ 0x5245_504C_4143), ops, &mut plan);
         // And the gap after barrier parts (its own PRNG too).
         draw_barrier_gap(&mut Prng::new(seed ^ 0x4741_5053), &mut plan.config);
         plan
@@ -141,6 +152,7 @@ fn draw_kinds(prng: &mut Prng) -> FaultKinds {
         policy_switches: prng.percent(20),
         seq_cutoff: false, // drawn last, from its own PRNG (draw_seq_cutoff)
         mirror_returns: false, // likewise (draw_mirror_returns)
+        mirror_replaced: false, // likewise (draw_mirror_replaced)
     }
 }
 
@@ -261,6 +273,41 @@ fn draw_mirror_returns(prng: &mut Prng, ops: u64, plan: &mut FaultPlan) {
     }
     // Stable: the other faults keep their order.
     faults.sort_by_key(|f| f.at_op);
+}
+
+/// A fifth of the seeds with two or more mirrors replace one online, as an
+/// operator swaps a failing log disk: mirror a is removed, a fresh device
+/// is attached in its slot and re-syncs (it counts once every live entry
+/// lies in segments written to it), later mirror b is removed, later the
+/// cache dies, so the replay has only the new mirror's copy, and only if
+/// the engine called it healthy by then (`cache_loss_survivable`). Some
+/// seeds leave time to re-sync, some do not.
+fn draw_mirror_replaced(prng: &mut Prng, ops: u64, plan: &mut FaultPlan) {
+    let mirrors_count = plan.config.mirrors_count;
+    plan.kinds.mirror_replaced = mirrors_count >= 2 && prng.percent(20);
+    if !plan.kinds.mirror_replaced {
+        return;
+    }
+    let a = prng.below(mirrors_count as u64) as u8;
+    let b = (a + prng.between(1, mirrors_count as u64 - 1) as u8) % mirrors_count;
+    let ops = ops.max(8);
+    let removed = prng.between(1, ops / 4);
+    let attached = removed + prng.between(0, 2);
+    let other_removed = if prng.percent(25) { attached + prng.between(0, 2) } else { prng.between(attached + 1, 3 * ops / 4) };
+    let cache_died = prng.between(other_removed + 1, ops - 1);
+    let sequence = [
+        (removed, Fault::MirrorDeath(a)),
+        (attached, Fault::MirrorAttached(a)),
+        (other_removed, Fault::MirrorDeath(b)),
+        (cache_died, Fault::CacheDeath),
+    ];
+    let mut delay_before = 0;
+    for (at_op, fault) in sequence {
+        let delay_ns = prng.between(0, 3_000_000) + delay_before;
+        delay_before = delay_ns;
+        plan.faults.push(PlannedFault { at_op, delay_ns, fault });
+    }
+    plan.faults.sort_by_key(|f| f.at_op);
 }
 
 /// The gap the engine may leave after a barrier part: none, one block, a
@@ -414,7 +461,7 @@ mod tests {
         assert!(any(|k| k.power_loss) && any(|k| k.cache_death) && any(|k| k.mirror_death) && any(|k| k.all_mirrors_death));
         assert!(any(|k| k.log_corruption) && any(|k| k.backing_errors) && any(|k| k.latency_spikes));
         assert!(any(|k| k.backing_without_flush) && any(|k| k.buffer_pool_exhaustion) && any(|k| k.log_fills_up));
-        assert!(any(|k| k.policy_switches) && any(|k| k.seq_cutoff) && any(|k| k.mirror_returns));
+        assert!(any(|k| k.policy_switches) && any(|k| k.seq_cutoff) && any(|k| k.mirror_returns) && any(|k| k.mirror_replaced));
     }
 
     #[test]

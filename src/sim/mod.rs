@@ -32,6 +32,8 @@ pub struct Figures {
     pub options_changes: u64,
     /// Dead log mirrors found again, stale, at a restart (`mirror-returns`).
     pub mirror_returns: u64,
+    /// Fresh log mirrors attached online to a removed one's slot (`mirror-replaced`).
+    pub mirror_attaches: u64,
     /// Writes the sequential cutoff sent to the backing device alone.
     pub cutoff_writes: u64,
     /// Log blocks left unwritten after barrier parts (`Stats::log_gap_blocks`).
@@ -53,7 +55,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        let pairs: [(&mut u64, u64); 19] = [
+        let pairs: [(&mut u64, u64); 20] = [
             (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
@@ -65,6 +67,7 @@ impl Figures {
             (&mut self.policy_switches, other.policy_switches),
             (&mut self.options_changes, other.options_changes),
             (&mut self.mirror_returns, other.mirror_returns),
+            (&mut self.mirror_attaches, other.mirror_attaches),
             (&mut self.cutoff_writes, other.cutoff_writes),
             (&mut self.log_gap_blocks, other.log_gap_blocks),
             (&mut self.batched_inputs, other.batched_inputs),
@@ -80,7 +83,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 19] {
+    pub fn named(&self) -> [(&'static str, u64); 20] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -92,6 +95,7 @@ impl Figures {
             ("policy_switches", self.policy_switches),
             ("options_changes", self.options_changes),
             ("mirror_returns", self.mirror_returns),
+            ("mirror_attaches", self.mirror_attaches),
             ("cutoff_writes", self.cutoff_writes),
             ("log_gap_blocks", self.log_gap_blocks),
             ("batched_inputs", self.batched_inputs),
@@ -111,22 +115,24 @@ pub fn reproduce_command(spec: &RunSpec) -> String {
     format!("hhc torture --seed {} --ops {} --policy {}{batch}", spec.seed, spec.ops, spec.policy)
 }
 
-pub const MUTATION_NAMES: [&str; 7] = [
+pub const MUTATION_NAMES: [&str; 8] = [
     "none",
     "flush-skips-log",
     "revoke-before-backing-flush",
     "commit-before-data",
     "read-wrong-block",
     "stale-mirror-healthy",
+    "attached-mirror-healthy",
     "superseded-freed-early",
 ];
-const MUTATIONS: [Mutation; 7] = [
+const MUTATIONS: [Mutation; 8] = [
     Mutation::None,
     Mutation::FlushSkipsLog,
     Mutation::RevokeBeforeBackingFlush,
     Mutation::CommitBeforeData,
     Mutation::ReadWrongBlock,
     Mutation::StaleMirrorHealthy,
+    Mutation::AttachedMirrorHealthy,
     Mutation::SupersededFreedEarly,
 ];
 

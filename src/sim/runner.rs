@@ -204,12 +204,12 @@ struct Sim<'f, F: TargetFactory> {
     verify_queue: VecDeque<(u64, u32)>,
     verify_context: String,
     verify_attempts: BTreeMap<u64, u32>,
-    /// Per mirror: it came back (`Fault::MirrorReturns`) and has not been
-    /// replaced since.
-    returned: Vec<bool>,
-    /// Per mirror: it came back and the target's latest report does not
+    /// Per mirror: it came back (`Fault::MirrorReturns`) or was attached
+    /// online (`Fault::MirrorAttached`) and has not been replaced since.
+    rejoined: Vec<bool>,
+    /// Per mirror: it rejoined and the target's latest report does not
     /// call it healthy, so it is no good copy.
-    returned_unconfirmed: Vec<bool>,
+    rejoined_unconfirmed: Vec<bool>,
     figures: Figures,
 }
 
@@ -250,8 +250,8 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             verify_queue: VecDeque::new(),
             verify_context: String::new(),
             verify_attempts: BTreeMap::new(),
-            returned: vec![false; plan.mirrors.len()],
-            returned_unconfirmed: vec![false; plan.mirrors.len()],
+            rejoined: vec![false; plan.mirrors.len()],
+            rejoined_unconfirmed: vec![false; plan.mirrors.len()],
             figures: Figures::default(),
             plan,
         }
@@ -361,7 +361,7 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         let deadline = self.now.saturating_add(limit_ns);
         loop {
             self.drain_target()?;
-            self.confirm_returned_mirrors();
+            self.confirm_rejoined_mirrors();
             if done(self) {
                 return Ok(());
             }
@@ -492,29 +492,29 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         Ok(())
     }
 
-    /// A returned mirror is a good copy while the running target calls it
+    /// A rejoined mirror is a good copy while the running target calls it
     /// healthy: then a replay from it alone must hold every flushed write
     /// (a target that reports no states never confirms one). The claim can
     /// be withdrawn: a restart may find the mirror stale again (the
     /// superblock counting it in sync was not yet durable) and the target
     /// drops it if the last in-sync mirror then fails; a cache loss after
     /// that is beyond the design (torture seed 473125, hhc).
-    fn confirm_returned_mirrors(&mut self) {
-        if !self.returned.contains(&true) {
+    fn confirm_rejoined_mirrors(&mut self) {
+        if !self.rejoined.contains(&true) {
             return;
         }
         let Some(target) = self.target.as_ref().filter(|t| *t.state() == EngineState::Ready) else { return };
         let Some(states) = target.log_mirror_states() else { return };
         for (mirror, state) in states.iter().enumerate() {
-            if self.returned.get(mirror) != Some(&true) {
+            if self.rejoined.get(mirror) != Some(&true) {
                 continue;
             }
             let unconfirmed = *state != crate::engine::MirrorState::Healthy;
-            if self.returned_unconfirmed[mirror] != unconfirmed {
-                self.returned_unconfirmed[mirror] = unconfirmed;
+            if self.rejoined_unconfirmed[mirror] != unconfirmed {
+                self.rejoined_unconfirmed[mirror] = unconfirmed;
                 let now = self.now;
                 if self.tracing {
-                    eprintln!("[{now} ns] returned mirror {mirror} reported {}", state.name());
+                    eprintln!("[{now} ns] rejoined mirror {mirror} reported {}", state.name());
                 }
             }
         }
@@ -522,12 +522,38 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
 
     // ---- faults -----------------------------------------------------------
 
+    /// A fresh device in mirror slot `mirror`, attached to the running
+    /// target as an operator would: only into a slot whose device is gone,
+    /// and only once none of the old device's commands is in flight (the
+    /// SPDK module refuses the attach until the removed bdev drained).
+    fn attach_fresh_mirror(&mut self, mirror: u8) {
+        let now = self.now;
+        let serving = self.target.as_ref().is_some_and(|t| *t.state() == EngineState::Ready);
+        if !serving || !self.devices.mirrors[mirror as usize].is_dead() {
+            return;
+        }
+        if self.in_flight.values().any(|io| io.device == DeviceRole::Log(mirror)) {
+            self.push_event(now + 100_000, Event::Fault(Fault::MirrorAttached(mirror)));
+            return;
+        }
+        self.devices.mirrors[mirror as usize].replace();
+        self.rejoined[mirror as usize] = true;
+        self.rejoined_unconfirmed[mirror as usize] = true;
+        self.figures.mirror_attaches += 1;
+        self.trace(|| format!("fresh mirror {mirror} attached"));
+        self.target_mut().handle_mirror_attached(now, mirror);
+    }
+
     fn fire(&mut self, fault: Fault) -> Result<(), Violation> {
         let now = self.now;
         self.trace(|| format!("fault {fault:?}"));
         match fault {
             Fault::PowerLoss => self.recover_after_power_loss("recovery after power loss"),
             Fault::MirrorReturns(mirror) => self.recover_with_mirror_back(mirror),
+            Fault::MirrorAttached(mirror) => {
+                self.attach_fresh_mirror(mirror);
+                Ok(())
+            }
             Fault::CacheDeath => {
                 self.devices.cache.kill();
                 self.figures.device_deaths += 1;

@@ -108,6 +108,9 @@ impl Machine for ToyTarget {
 
     fn handle_device_removed(&mut self, _now: Nanos, _role: DeviceRole) {}
 
+    /// The toy keeps no log.
+    fn handle_mirror_attached(&mut self, _now: Nanos, _mirror: u8) {}
+
     fn set_policy(&mut self, _now: Nanos, _policy: Policy) -> Result<(), ConfigError> {
         Ok(())
     }

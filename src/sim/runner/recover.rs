@@ -65,8 +65,8 @@ impl<F: TargetFactory> Sim<'_, F> {
         self.figures.power_losses += 1;
         self.power_off();
         self.devices.mirrors[mirror as usize].revive();
-        self.returned[mirror as usize] = true;
-        self.returned_unconfirmed[mirror as usize] = true;
+        self.rejoined[mirror as usize] = true;
+        self.rejoined_unconfirmed[mirror as usize] = true;
         self.figures.mirror_returns += 1;
         self.trace(|| format!("mirror {mirror} is back, stale"));
         self.start_target(StartMode::Open)?;
@@ -193,7 +193,7 @@ impl<F: TargetFactory> Sim<'_, F> {
         if !self.log_ever_used {
             return true;
         }
-        let returned = &self.returned_unconfirmed;
+        let returned = &self.rejoined_unconfirmed;
         self.devices.mirrors.iter().enumerate().any(|(i, m)| !m.is_dead() && !m.spec().silent.any() && !returned[i])
     }
 
@@ -240,8 +240,8 @@ impl<F: TargetFactory> Sim<'_, F> {
                 mirror.replace();
             }
             // New hardware, or a mirror the new log is formatted on.
-            self.returned[i] = false;
-            self.returned_unconfirmed[i] = false;
+            self.rejoined[i] = false;
+            self.rejoined_unconfirmed[i] = false;
         }
     }
 }
