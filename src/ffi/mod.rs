@@ -22,7 +22,8 @@
 //!
 //! Rooms, each importing only those above it in this list:
 //! - `errno`, `json`, `iov`, `params`, `report` (stat fields, latency
-//!   histogram, counter baselines): no SPDK calls; build and test everywhere.
+//!   histogram, counter baselines), `latency` (each base bdev's command
+//!   latencies): no SPDK calls; build and test everywhere.
 //! - `sys` (bindgen), `logger`, `memory`, `owner` (threads, time, the
 //!   cells of a node's state), `rpc` (answers): thin wrappers of the C shim.
 //! - `base` (base bdevs and lanes), `bypass` (requests past the engine),
@@ -44,6 +45,7 @@
 pub mod errno;
 pub mod iov;
 pub mod json;
+pub mod latency;
 pub mod model;
 pub mod params;
 pub mod report;

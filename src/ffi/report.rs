@@ -118,6 +118,11 @@ impl Baseline {
         self.sampled_at_ns = now_ns;
     }
 
+    /// Counter `name`'s count since the last reset, of its raw total `value`.
+    pub fn since_reset(&self, name: &str, value: u64) -> u64 {
+        value.saturating_sub(value_of(&self.at_reset, name))
+    }
+
     /// `fields` (counters and gauges, raw totals) as the report's
     /// `since_reset_ms`, `counters`, `gauges` and `rates` (per second over
     /// `window_ms`, since the previous report or reset); then this report
@@ -132,7 +137,7 @@ impl Baseline {
                 gauges = gauges.number(name, value);
                 continue;
             }
-            counters = counters.number(name, value.saturating_sub(value_of(&self.at_reset, name)));
+            counters = counters.number(name, self.since_reset(name, value));
             let delta = value.saturating_sub(value_of(&self.sampled, name)) as u128;
             let per_s = if window_ns == 0 { 0 } else { delta * 1_000_000_000 / window_ns as u128 };
             rates = rates.number(&format!("{name}_per_s"), per_s.min(u64::MAX as u128) as u64);
@@ -204,5 +209,6 @@ mod tests {
         assert_eq!(r["counters"]["reads"], 20);
         assert_eq!(r["gauges"]["dirty_blocks"], 9);
         assert_eq!((r["rates"]["reads_per_s"].as_u64(), r["since_reset_ms"].as_u64()), (Some(20), Some(1000)));
+        assert_eq!((b.since_reset("reads", 171), b.since_reset("never_reset", 4)), (21, 4));
     }
 }
