@@ -41,6 +41,8 @@ struct hhc_dev_io {
 	uint64_t offset_bytes;
 	uint64_t len_bytes;
 	uint64_t tag;
+	/* When HHC handed it over (hhc_glue_now_ns): its latency is timed from here. */
+	uint64_t start_ns;
 	int iovs_count;
 	struct iovec *iovs;
 	struct iovec inline_iovs[HHC_INLINE_IOVS];
@@ -229,16 +231,18 @@ dev_io_finish(struct hhc_dev_io *io, int status)
 	struct hhc_glue_lane *lane = io->lane;
 	uint32_t slot = io->lane_slot;
 	uint64_t tag = io->tag;
+	enum hhc_glue_io_kind kind = io->kind;
+	uint64_t latency_ns = hhc_glue_now_ns() - io->start_ns;
 
 	dev_io_put(io);
 	if (lane != NULL) {
 		lane_command_done(lane, slot);
-		hhc_rs_lane_io_done(lane->rs_channel, tag, status);
+		hhc_rs_lane_io_done(lane->rs_channel, tag, status, kind, latency_ns);
 		return;
 	}
 	base->outstanding--;
 	if (!base->closing) {
-		hhc_rs_base_io_done(base->rs_base, tag, status);
+		hhc_rs_base_io_done(base->rs_base, tag, status, kind, latency_ns);
 	} else if (base->outstanding == 0) {
 		base_finish_close(base);
 	}
@@ -338,6 +342,7 @@ dev_io_fill(struct hhc_dev_io *io, enum hhc_glue_io_kind kind, uint64_t offset_b
 	io->offset_bytes = offset_bytes;
 	io->len_bytes = len_bytes;
 	io->tag = tag;
+	io->start_ns = hhc_glue_now_ns();
 	io->iovs_count = iovs_count;
 	io->iovs = iovs_count <= HHC_INLINE_IOVS ? io->inline_iovs : calloc(iovs_count, sizeof(*iovs));
 	if (io->iovs == NULL) {
@@ -573,6 +578,7 @@ struct hhc_bypass_ctx {
 	enum hhc_glue_io_kind kind;
 	uint64_t offset_bytes;
 	uint64_t len_bytes;
+	uint64_t start_ns;
 	struct spdk_bdev_io_wait_entry wait;
 };
 
@@ -586,7 +592,8 @@ bypass_done(struct spdk_bdev_io *base_io, bool success, void *cb_arg)
 
 	spdk_bdev_free_io(base_io);
 	lane_command_done(ctx->lane, 0);
-	hhc_rs_bypass_done(ctx->lane->rs_channel, (struct hhc_glue_io *)io, ctx->kind, success ? 0 : -EIO);
+	hhc_rs_bypass_done(ctx->lane->rs_channel, (struct hhc_glue_io *)io, ctx->kind, success ? 0 : -EIO,
+			   hhc_glue_now_ns() - ctx->start_ns);
 }
 
 /* Starts a bypassed request on the backing bdev; -ENOMEM waits for a
@@ -639,7 +646,8 @@ bypass_retry(void *arg)
 		SPDK_ERRLOG("hhc: resubmitting a request to %s failed: %s\n", spdk_bdev_get_name(ctx->backing->bdev),
 			    spdk_strerror(-rc));
 		lane_command_done(ctx->lane, 0);
-		hhc_rs_bypass_done(ctx->lane->rs_channel, (struct hhc_glue_io *)io, ctx->kind, rc);
+		hhc_rs_bypass_done(ctx->lane->rs_channel, (struct hhc_glue_io *)io, ctx->kind, rc,
+				   hhc_glue_now_ns() - ctx->start_ns);
 	}
 }
 
@@ -664,6 +672,7 @@ hhc_glue_lane_bypass(struct hhc_glue_lane *lane, struct hhc_glue_base *backing, 
 	ctx->kind = kind;
 	ctx->offset_bytes = offset_bytes;
 	ctx->len_bytes = len_bytes;
+	ctx->start_ns = hhc_glue_now_ns();
 	rc = bypass_start(io);
 	if (rc == 0) {
 		lane->in_flight[0]++;

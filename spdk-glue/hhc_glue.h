@@ -281,10 +281,13 @@ void hhc_rs_examine_disk(const char *name, const uint8_t *unit, size_t len);
 /* Module teardown: every HHC bdev is gone by now. */
 void hhc_rs_module_fini(void);
 
-void hhc_rs_base_io_done(void *rs_base, uint64_t tag, int status);
+/* A base I/O (a bypassed request) is back: `status` 0 or a negative errno,
+ * `latency_ns` from its submission to now, by hhc_glue_now_ns. */
+void hhc_rs_base_io_done(void *rs_base, uint64_t tag, int status, enum hhc_glue_io_kind kind, uint64_t latency_ns);
 void hhc_rs_base_removed(void *rs_base);
-void hhc_rs_lane_io_done(void *rs_channel, uint64_t tag, int status);
-void hhc_rs_bypass_done(void *rs_channel, struct hhc_glue_io *io, enum hhc_glue_io_kind kind, int status);
+void hhc_rs_lane_io_done(void *rs_channel, uint64_t tag, int status, enum hhc_glue_io_kind kind, uint64_t latency_ns);
+void hhc_rs_bypass_done(void *rs_channel, struct hhc_glue_io *io, enum hhc_glue_io_kind kind, int status,
+			uint64_t latency_ns);
 int hhc_rs_channel_update(void *rs_channel, void *iter);
 void hhc_rs_node_channels_updated(void *rs_node);
 

@@ -1,8 +1,10 @@
 //! The base bdevs of a node: backing, cache, then the log mirrors in order,
 //! each opened and claimed for module hhc. They start device I/O, count
-//! what is outstanding and close once removed and drained.
+//! what is outstanding, its errors and latency, and close once removed and
+//! drained.
 
 use super::errno::{self, Error};
+use super::latency::DeviceLatency;
 use super::params::BaseFacts;
 use super::sys;
 use crate::io::{DeviceIo, DeviceRole, IoKind, IoStatus};
@@ -23,6 +25,25 @@ pub struct BaseCtx {
     pub role: DeviceRole,
 }
 
+/// How long a base I/O took, as C timed it, and its kind.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub kind: sys::hhc_glue_io_kind,
+    pub latency_ns: u64,
+}
+
+impl Timing {
+    /// The engine's kind of command; None for a RESET (never sent to a base).
+    pub fn io_kind(self) -> Option<IoKind> {
+        match self.kind {
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_READ => Some(IoKind::Read),
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_WRITE => Some(IoKind::Write),
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_FLUSH => Some(IoKind::Flush),
+            sys::hhc_glue_io_kind::HHC_GLUE_IO_RESET => None,
+        }
+    }
+}
+
 pub struct Base {
     pub name: String,
     glue: *mut sys::hhc_glue_base,
@@ -32,6 +53,8 @@ pub struct Base {
     outstanding: u32,
     /// I/Os that completed with an error, since the node started.
     pub errors: u64,
+    /// Its commands' latencies since the last stats reset.
+    pub latency: DeviceLatency,
     pub removed: bool,
     /// Detached by `bdev_hhc_detach_log` (then also `removed`).
     pub detached: bool,
@@ -62,7 +85,18 @@ impl Base {
         let mut info = no_base_info();
         // SAFETY: glue is open; info is a valid out structure.
         unsafe { sys::hhc_glue_base_get_info(glue, &mut info) };
-        Ok(Base { name: name.to_string(), glue, _ctx: ctx, info, outstanding: 0, errors: 0, removed: false, detached: false, closed: false })
+        Ok(Base {
+            name: name.to_string(),
+            glue,
+            _ctx: ctx,
+            info,
+            outstanding: 0,
+            errors: 0,
+            latency: DeviceLatency::default(),
+            removed: false,
+            detached: false,
+            closed: false,
+        })
     }
 
     /// A log mirror slot without a bdev (an empty name at create): as a
@@ -77,6 +111,7 @@ impl Base {
             info,
             outstanding: 0,
             errors: 0,
+            latency: DeviceLatency::default(),
             removed: true,
             detached: true,
             closed: true,
@@ -153,7 +188,8 @@ impl Default for Bases {
 /// writes), which runs only once the engine's commands have drained.
 pub const COMMANDS_BESIDE_ENGINE: usize = 4 * crate::recovery::replay::REPLAY_PARALLELISM + 64;
 
-fn role_index(role: DeviceRole) -> usize {
+/// A role's place among a node's bases (and in its per-base counters).
+pub fn role_index(role: DeviceRole) -> usize {
     match role {
         DeviceRole::Backing => 0,
         DeviceRole::Cache => 1,
@@ -234,6 +270,11 @@ impl Bases {
 
     pub fn all(&self) -> &[Base] {
         &self.bases
+    }
+
+    /// A stats reset: every base's latencies start again from none.
+    pub fn clear_latency(&mut self) {
+        self.bases.iter_mut().for_each(|b| b.latency.clear());
     }
 
     /// Starts one I/O on a base bdev; Err carries the status to report
@@ -317,12 +358,16 @@ impl Bases {
         }
     }
 
-    /// A base I/O came back with `status` (0 or a negative errno). A removed
-    /// base that drains is closed by the owner's next `close_drained`.
-    pub fn done(&mut self, role: DeviceRole, status: i32) -> IoStatus {
+    /// A base I/O came back with `status` (0 or a negative errno) after
+    /// `timing`. A removed base that drains is closed by the owner's next
+    /// `close_drained`.
+    pub fn done(&mut self, role: DeviceRole, status: i32, timing: Timing) -> IoStatus {
         let base = &mut self.bases[role_index(role)];
         base.outstanding -= 1;
         base.errors += u64::from(status != 0);
+        if let Some(kind) = timing.io_kind() {
+            base.latency.record(kind, timing.latency_ns);
+        }
         let io_status = match (status, base.removed) {
             (0, _) => IoStatus::Ok,
             (_, true) => IoStatus::DeviceLost,

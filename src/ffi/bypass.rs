@@ -12,7 +12,12 @@
 //! it answers only once its bypassed requests are back. So when the
 //! iteration completes on the owner, no request is out past the engine and
 //! none can start: only then does the engine cache again.
+//!
+//! Each channel times its requests too (the backing bdev's latencies in
+//! the stats), from the stats epoch its node's last reset started
+//! (latency.rs, `SharedLatency`).
 
+use super::latency::{DeviceLatency, SharedLatency};
 use super::sys;
 use crate::io::RequestKind;
 use std::cell::Cell;
@@ -40,11 +45,14 @@ pub const LANE_SLOTS: usize = sys::HHC_GLUE_LANE_SLOTS as usize;
 // backing base is open (the owner takes the routes away before it closes).
 unsafe impl Send for Route {}
 
-/// Requests bypassed, by kind, and their errors; written only by the
-/// channel's own thread (a load and a store, no locked instruction), read
-/// by the owner for the stats.
+/// Requests bypassed, by kind, their errors and latencies; written only by
+/// the channel's own thread (a load and a store, no locked instruction),
+/// read by the owner for the stats.
 #[derive(Default)]
-pub struct Counters([AtomicU64; 4]);
+pub struct Counters {
+    counts: [AtomicU64; 4],
+    latency: SharedLatency,
+}
 
 const ERRORS: usize = 3;
 
@@ -58,12 +66,12 @@ fn kind_index(kind: RequestKind) -> usize {
 
 impl Counters {
     fn bump(&self, index: usize) {
-        let counter = &self.0[index];
+        let counter = &self.counts[index];
         counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     fn get(&self, index: usize) -> u64 {
-        self.0[index].load(Ordering::Relaxed)
+        self.counts[index].load(Ordering::Relaxed)
     }
 }
 
@@ -85,6 +93,10 @@ pub struct Bypass {
     channels: Mutex<Vec<Arc<Counters>>>,
     /// What channels now gone counted.
     retired: [AtomicU64; 4],
+    /// Stats resets so far: the epoch the channels' latencies count from.
+    epoch: AtomicU64,
+    /// The latencies of channels now gone, since the last reset.
+    retired_latency: Mutex<DeviceLatency>,
 }
 
 impl Bypass {
@@ -111,6 +123,22 @@ impl Bypass {
     /// Bypassed requests the backing bdev failed.
     pub fn errors(&self) -> u64 {
         self.sum(ERRORS)
+    }
+
+    /// The latencies of the requests bypassed since the last reset.
+    pub fn latency(&self) -> DeviceLatency {
+        let mut latency = self.retired_latency.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.iter().for_each(|c| c.latency.add_to(epoch, &mut latency));
+        latency
+    }
+
+    /// The stats were reset: the latencies start again from none.
+    pub fn reset_latency(&self) {
+        let mut retired = self.retired_latency.lock().unwrap_or_else(|p| p.into_inner());
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        retired.clear();
     }
 }
 
@@ -152,6 +180,8 @@ impl ChannelBypass {
         for (index, total) in bypass.retired.iter().enumerate() {
             total.fetch_add(self.counters.get(index), Ordering::Relaxed);
         }
+        let epoch = bypass.epoch.load(Ordering::Relaxed);
+        self.counters.latency.add_to(epoch, &mut bypass.retired_latency.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
     /// Sends request `io` (of `blocks_count` blocks at `lba`) straight to
@@ -200,12 +230,14 @@ impl ChannelBypass {
         }
     }
 
-    /// A bypassed request came back from the backing bdev.
+    /// A bypassed request came back from the backing bdev of the node
+    /// whose `bypass` this is, after `latency_ns`.
     ///
     /// # Safety
     /// `io` was sent by `try_send` on this channel and is completed once, here.
-    pub unsafe fn done(&self, io: *mut sys::hhc_glue_io, kind: RequestKind, status: i32) {
+    pub unsafe fn done(&self, bypass: &Bypass, io: *mut sys::hhc_glue_io, kind: RequestKind, status: i32, latency_ns: u64) {
         self.counters.bump(kind_index(kind));
+        self.counters.latency.record(bypass.epoch.load(Ordering::Relaxed), kind, latency_ns);
         if status != 0 {
             self.counters.bump(ERRORS);
         }

@@ -3,7 +3,7 @@
 //! owner's channels, queued for the owner when another thread is inside)
 //! and what comes back, with the request buffers they borrow.
 
-use super::base::{TAG_LANE_CACHE, TAG_PROBE, TAG_RECOVERY};
+use super::base::{Timing, TAG_LANE_CACHE, TAG_PROBE, TAG_RECOVERY};
 use super::iov::region_iovec;
 use super::node::Core;
 use super::request::LaneDone;
@@ -89,7 +89,7 @@ impl Core {
     /// an engine command like any other, its base named by its tag.
     pub(super) fn lane_io_done(&mut self, done: LaneDone) {
         let role = if done.tag & TAG_LANE_CACHE != 0 { DeviceRole::Cache } else { DeviceRole::Backing };
-        self.device_io_done(role, done.tag, done.status);
+        self.device_io_done(role, done.tag, done.status, done.timing);
     }
 
     fn release_lender(&mut self, tag: u64) {
@@ -99,8 +99,8 @@ impl Core {
         }
     }
 
-    pub(super) fn device_io_done(&mut self, role: DeviceRole, tag: u64, status: i32) {
-        let io_status = self.bases.done(role, status);
+    pub(super) fn device_io_done(&mut self, role: DeviceRole, tag: u64, status: i32, timing: Timing) {
+        let io_status = self.bases.done(role, status, timing);
         if tag & TAG_PROBE != 0 {
             return self.probe_done(io_status);
         }

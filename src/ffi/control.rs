@@ -8,7 +8,7 @@ use super::errno::Error;
 use super::json::{self, JsonObject};
 use super::node::{Core, Phase};
 use super::owner::now_ns;
-use super::base::Base;
+use super::base::{role_index, Base};
 use super::create::decode_options;
 use super::params::{check_base_block_size, check_name, CreateParams, OptionParams};
 use super::report::{latency_json, stat_fields, Protection};
@@ -197,13 +197,19 @@ impl Core {
     /// Every counter and gauge: the engine's, flush_all's and each base's errors.
     fn counter_fields(&self, engine: &Engine) -> Vec<(&'static str, u64)> {
         let mut fields = self.engine_fields(engine);
-        let bypass = &self.node().shared.bypass;
         let progress = engine.flush_all_progress();
         fields.push(("flush_alls_completed", progress.completed));
         fields.push(("flush_all_errors", progress.errors));
-        let bypass_errors = |role| if role == 0 { bypass.errors() } else { 0 };
-        fields.extend(BASE_ERRORS.iter().zip(self.bases.all()).enumerate().map(|(i, (&name, base))| (name, base.errors + bypass_errors(i))));
+        fields.extend(self.base_error_fields());
         fields
+    }
+
+    /// Each base's I/O errors (the backing's with those of the requests
+    /// sent to it past the engine), by counter name.
+    fn base_error_fields(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        let bypass = &self.node().shared.bypass;
+        let bypass_errors = |role| if role == 0 { bypass.errors() } else { 0 };
+        BASE_ERRORS.iter().zip(self.bases.all()).enumerate().map(move |(i, (&name, base))| (name, base.errors + bypass_errors(i)))
     }
 
     /// Whether flushed writes survive the loss of the cache bdev now; None
@@ -239,12 +245,27 @@ impl Core {
         }
     }
 
-    fn devices_json(&self) -> String {
+    /// Each base bdev: its role, name, health, and since the last reset its
+    /// commands' latencies and I/O errors (`counters`: the raw totals of
+    /// `counter_fields`); a log mirror's state.
+    fn devices_json(&self, counters: &[(&'static str, u64)]) -> String {
         let mirrors = self.engine.as_ref().map(Engine::mirror_states).unwrap_or_default();
+        let since_reset = |name: &str| {
+            let total = counters.iter().find(|(n, _)| *n == name).map_or(0, |&(_, v)| v);
+            self.baseline.since_reset(name, total)
+        };
         let device = |role: DeviceRole| {
             let base = self.bases.get(role);
-            let object =
+            let mut latency = base.latency.clone();
+            if role == DeviceRole::Backing {
+                latency.merge(&self.node().shared.bypass.latency());
+            }
+            let mut object =
                 JsonObject::new().string("role", &role.to_string()).string("name", &base.name).string("health", base.health());
+            object = latency.add_to(object, base.info.supports_flush).number("errors", since_reset(BASE_ERRORS[role_index(role)]));
+            if role == DeviceRole::Backing && self.engine.is_some() {
+                object = object.number("writeback_errors", since_reset("writeback_errors"));
+            }
             let DeviceRole::Log(i) = role else { return object.finish() };
             let Some(&mirror) = mirrors.get(i as usize) else { return object.finish() };
             let behind = match mirror {
@@ -279,19 +300,23 @@ impl Core {
         if let Some(progress) = self.recovery_now() {
             object = object.raw("recovery", &super::recovery::progress_json(&progress));
         }
+        let counters = match &self.engine {
+            Some(engine) => self.counter_fields(engine),
+            None => self.base_error_fields().collect(),
+        };
+        let devices = self.devices_json(&counters);
         if let Some(engine) = &self.engine {
             let progress = engine.flush_all_progress();
-            let fields = self.counter_fields(engine);
             object = object
                 .boolean("flush_all_in_progress", progress.in_progress)
                 .number("flush_all_blocks_remaining", progress.blocks_remaining)
                 .raw("flush_latency_us", &latency_json(&self.requests.flush_latency))
                 .raw("options", &options_json(engine.config().options()));
-            object = self.baseline.report(now_ns(), fields, object);
+            object = self.baseline.report(now_ns(), counters, object);
         }
         let (in_use, total) = self.bases.io_contexts();
         let contexts = JsonObject::new().number("in_use", in_use.into()).number("total", total.into()).finish();
-        Ok(object.raw("base_io_contexts", &contexts).raw("devices", &self.devices_json()).finish())
+        Ok(object.raw("base_io_contexts", &contexts).raw("devices", &devices).finish())
     }
 
     fn reset_stats(&mut self) -> Result<String, Error> {
@@ -299,6 +324,8 @@ impl Core {
         let fields = self.counter_fields(engine);
         self.baseline.reset(now_ns(), fields);
         self.requests.flush_latency.clear();
+        self.bases.clear_latency();
+        self.node().shared.bypass.reset_latency();
         log::info!("{}: stats reset", self.params.name);
         Ok("true".to_string())
     }

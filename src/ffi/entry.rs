@@ -2,7 +2,7 @@
 //! the base bdev callbacks: each turns raw pointers from C back into the
 //! Rust objects they came from and hands over to the node.
 
-use super::base::BaseCtx;
+use super::base::{BaseCtx, Timing};
 use super::lifecycle;
 use super::node::{Core, Node};
 use super::registry;
@@ -26,10 +26,10 @@ unsafe fn base_ctx<'a>(rs_base: *mut c_void) -> (&'a BaseCtx, &'a Node) {
 /// # Safety
 /// See `base_ctx`; called on the owner thread (base channels are its).
 #[no_mangle]
-pub unsafe extern "C" fn hhc_rs_base_io_done(rs_base: *mut c_void, tag: u64, status: c_int) {
+pub unsafe extern "C" fn hhc_rs_base_io_done(rs_base: *mut c_void, tag: u64, status: c_int, kind: sys::hhc_glue_io_kind, latency_ns: u64) {
     // SAFETY: the function's contract.
     let (ctx, node) = unsafe { base_ctx(rs_base) };
-    node.base_done(ctx.role, tag, status);
+    node.base_done(ctx.role, tag, status, Timing { kind, latency_ns });
 }
 
 /// # Safety
@@ -110,11 +110,11 @@ pub unsafe extern "C" fn hhc_rs_channel_create(rs_node: *mut c_void, lane: *mut 
 /// `rs_channel` is a live channel of the calling thread, whose lane started
 /// the command with this tag.
 #[no_mangle]
-pub unsafe extern "C" fn hhc_rs_lane_io_done(rs_channel: *mut c_void, tag: u64, status: c_int) {
+pub unsafe extern "C" fn hhc_rs_lane_io_done(rs_channel: *mut c_void, tag: u64, status: c_int, kind: sys::hhc_glue_io_kind, latency_ns: u64) {
     // SAFETY: a lane command uses a request's buffer, so the request and
     // its channel are alive until the node has seen it back.
     let channel = unsafe { &*(rs_channel as *const Channel) };
-    channel.push_lane_done(LaneDone { tag, status });
+    channel.push_lane_done(LaneDone { tag, status, timing: Timing { kind, latency_ns } });
 }
 
 /// # Safety
@@ -144,12 +144,18 @@ pub unsafe extern "C" fn hhc_rs_channel_poll(rs_channel: *mut c_void) -> c_int {
 /// `rs_channel` is the live channel of the calling thread on which `io`
 /// was bypassed (`Channel::try_bypass`).
 #[no_mangle]
-pub unsafe extern "C" fn hhc_rs_bypass_done(rs_channel: *mut c_void, io: *mut sys::hhc_glue_io, kind: sys::hhc_glue_io_kind, status: c_int) {
+pub unsafe extern "C" fn hhc_rs_bypass_done(
+    rs_channel: *mut c_void,
+    io: *mut sys::hhc_glue_io,
+    kind: sys::hhc_glue_io_kind,
+    status: c_int,
+    latency_ns: u64,
+) {
     // SAFETY: the function's contract.
     let channel = unsafe { &*(rs_channel as *const Channel) };
     let SubmitKind::Engine(kind) = SubmitKind::from_glue(kind) else { unreachable!("a RESET is never bypassed") };
     // SAFETY: the function's contract.
-    unsafe { channel.bypass.done(io, kind, status) };
+    unsafe { channel.bypass.done(&channel.shared().bypass, io, kind, status, latency_ns) };
 }
 
 /// Returns 1 when answered now, 0 when the channel answers later through

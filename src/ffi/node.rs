@@ -10,7 +10,7 @@
 
 use crate::queue::Rewind;
 use super::channels::ChannelsState;
-use super::base::{Bases, TAG_PROBE};
+use super::base::{Bases, Timing, TAG_PROBE};
 use super::errno::{Error, Refusal};
 use super::iov::IovecData;
 use super::owner::{now_ns, Entered, NodeCell, OwnerCell, Thread};
@@ -35,7 +35,7 @@ const PUBLISH_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Something that happened to a base bdev, queued for the owner's loop.
 enum Input {
-    BaseDone { role: DeviceRole, tag: u64, status: i32 },
+    BaseDone { role: DeviceRole, tag: u64, status: i32, timing: Timing },
     BaseRemoved(DeviceRole),
 }
 
@@ -237,8 +237,8 @@ impl Node {
         node
     }
 
-    pub fn base_done(&self, role: DeviceRole, tag: u64, status: i32) {
-        self.push_input(Input::BaseDone { role, tag, status });
+    pub fn base_done(&self, role: DeviceRole, tag: u64, status: i32, timing: Timing) {
+        self.push_input(Input::BaseDone { role, tag, status, timing });
         self.run();
     }
 
@@ -351,7 +351,7 @@ impl Entered for Core {
 impl Core {
     fn handle_input(&mut self, input: Input) {
         match input {
-            Input::BaseDone { role, tag, status } => self.device_io_done(role, tag, status),
+            Input::BaseDone { role, tag, status, timing } => self.device_io_done(role, tag, status, timing),
             Input::BaseRemoved(role) => self.device_removed(role),
         }
     }

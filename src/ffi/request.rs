@@ -12,6 +12,7 @@
 use super::errno::{self, Refusal};
 use super::iov::sub_range;
 use super::bypass::{Bypass, ChannelBypass};
+use super::base::Timing;
 use super::channels::ResetDrain;
 use super::owner::Thread;
 use crate::histogram::Histogram;
@@ -105,10 +106,11 @@ pub struct Finished {
 // SAFETY: only handed to hhc_glue_io_complete on the submitting thread.
 unsafe impl Send for Finished {}
 
-/// A lane's device command came back: its tag and status.
+/// A lane's device command came back: its tag, status and timing.
 pub struct LaneDone {
     pub tag: u64,
     pub status: i32,
+    pub timing: Timing,
 }
 
 /// The part of a node other threads touch without entering it.
