@@ -56,7 +56,7 @@ ceph_policy() { # policy
     fi
     drill_verify_hhc || return 1
     drill_log "$(drill_stat '"hhc0: writes %d, flushes %d, writebacks %d, backing_errors %d, flush p50/p99 %d/%d us; backing %s" % (s["counters"]["writes"], s["counters"]["flushes"], s["counters"]["writebacks"], s["counters"]["backing_errors"], s["flush_latency_us"]["p50"], s["flush_latency_us"]["p99"], [x["name"] + " " + x["health"] for x in s["devices"] if x["role"] == "backing"][0])')"
-    [ "$(drill_stat '[x for x in s["devices"] if x["role"] == "backing"][0] == {"role": "backing", "name": "rbd0", "health": "ok"} and s["counters"]["backing_errors"] == 0')" = True ] ||
+    [ "$(drill_stat '[(x["name"], x["health"]) for x in s["devices"] if x["role"] == "backing"] == [("rbd0", "ok")] and s["counters"]["backing_errors"] == 0')" = True ] ||
         { drill_log "the backing is not rbd0 in health, or had errors"; drill_stats | cut -c1-900; return 1; }
     ceph_backing_iostat || { drill_log "no write reached $RIG_BACKING"; return 1; }
     if [ "$policy" != passthrough ]; then
