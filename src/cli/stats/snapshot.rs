@@ -21,6 +21,11 @@ pub struct Device {
     /// Log mirrors only: `healthy`, `syncing` or `failed`.
     pub mirror: Option<String>,
     pub segments_behind: Option<u64>,
+    /// Its commands' latencies since the last reset, by kind (`read`,
+    /// `write`, `flush`), in the answer's order.
+    pub latency: Vec<(String, Latency)>,
+    /// I/O errors since the last reset.
+    pub errors: Option<u64>,
 }
 
 /// Whether flushed writes survive the loss of the cache bdev now.
@@ -178,8 +183,13 @@ fn required(fields: &Fields, group: &str, key: &str) -> Result<u64, String> {
 }
 
 fn latency(object: &Map<String, Value>) -> Result<Latency, String> {
+    latency_of("flush_latency_us", object)
+}
+
+/// The `{count, p50, p99, max}` object at `key`.
+fn latency_of(key: &str, object: &Map<String, Value>) -> Result<Latency, String> {
     let fields = Fields(object);
-    let get = |key| required(&fields, "flush_latency_us", key);
+    let get = |field| required(&fields, key, field);
     Ok(Latency { count: get("count")?, p50_us: get("p50")?, p99_us: get("p99")?, max_us: get("max")? })
 }
 
@@ -215,12 +225,21 @@ fn devices(value: Option<&Value>) -> Result<Vec<Device>, String> {
             let object = device.as_object().ok_or_else(|| format!("a device is not an object: {}", short(device)))?;
             let fields = Fields(object);
             let text = |key| fields.string(key).map_err(|e| format!("device {e}"))?.ok_or_else(|| format!("a device has no {key}"));
+            let mut latency = Vec::new();
+            for kind in ["read", "write", "flush"] {
+                let key = format!("{kind}_latency_us");
+                if let Some(object) = fields.object(&key).map_err(|e| format!("device {e}"))? {
+                    latency.push((kind.to_string(), latency_of(&format!("device {key}"), object)?));
+                }
+            }
             Ok(Device {
                 role: text("role")?,
                 name: text("name")?,
                 health: text("health")?,
                 mirror: fields.string("mirror").map_err(|e| format!("device {e}"))?,
                 segments_behind: fields.number("segments_behind").map_err(|e| format!("device {e}"))?,
+                latency,
+                errors: fields.number("errors").map_err(|e| format!("device {e}"))?,
             })
         })
         .collect()
@@ -248,6 +267,9 @@ mod tests {
         assert_eq!(s.base_io_contexts.map(|(_, total)| total), Some(24096));
         assert_eq!(s.devices.iter().map(|d| d.role.as_str()).collect::<Vec<_>>(), ["backing", "cache", "log0"]);
         assert_eq!(s.devices[2].mirror.as_deref(), Some("healthy"));
+        let log = &s.devices[2];
+        assert_eq!(log.latency.iter().map(|(kind, _)| kind.as_str()).collect::<Vec<_>>(), ["read", "write", "flush"]);
+        assert_eq!((log.latency[1].1.count, log.errors), (166, Some(0)));
         assert_eq!(s.counters.first().map(|(n, _)| n.as_str()), Some("reads"), "the answer's order is kept");
         assert!(s.recovery.is_none() && s.other.is_empty());
     }
@@ -283,6 +305,9 @@ mod tests {
         assert!(wrong(json!({"gauges": [1]})).contains("gauges is not an object"));
         assert!(wrong(json!({"flush_latency_us": {"count": 1}})).contains("flush_latency_us has no p50"));
         assert!(wrong(json!({"devices": [{"role": "cache"}]})).contains("a device has no name"));
+        let no_p99 = json!({"devices": [{"role": "cache", "name": "ssd", "health": "ok",
+            "write_latency_us": {"count": 1, "p50": 2, "max": 3}}]});
+        assert!(wrong(no_p99).contains("device write_latency_us has no p99"));
         assert!(wrong(json!({"state": 3})).contains("state is not a string"));
         assert!(Snapshot::parse(&json!([1, 2])).unwrap_err().contains("not a JSON object"));
     }

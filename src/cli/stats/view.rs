@@ -1,6 +1,7 @@
 //! The text report of one bdev's stats, grouped like Open CAS's
 //! `casadm -P`: header, requests, blocks, write-back, log, metadata,
-//! devices, flush latency, errors, the recovery of a lost cache. Groups
+//! devices, their commands' latencies, flush latency, errors, the recovery
+//! of a lost cache. Groups
 //! print what the answer has. Counters and gauges no group names are
 //! listed under "other counters" and unknown top-level keys under "other",
 //! so a newer target's additions show without breaking the view.
@@ -30,6 +31,7 @@ pub fn render(stats: &Snapshot, window: Option<&Window>) -> String {
     view.log();
     view.metadata();
     view.devices();
+    view.device_commands();
     view.flush_latency();
     view.errors();
     view.recovery();
@@ -278,6 +280,33 @@ impl View<'_> {
         }
         if let Some((in_use, total)) = s.base_io_contexts {
             self.text("base I/O contexts", &format!("{in_use} in use of {total}"));
+        }
+    }
+
+    /// A row per device and kind of command it took since the reset:
+    /// count and latency; the device's I/O errors on its first row.
+    fn device_commands(&mut self) {
+        let s = self.stats;
+        if s.devices.iter().all(|d| d.latency.is_empty()) {
+            return;
+        }
+        let width = s.devices.iter().map(|d| d.role.len() + 1 + d.name.len()).max().unwrap_or(0).max(6);
+        let _ = writeln!(self.out, "\ndevice commands (us)");
+        let heading = format!("  {:<width$}  {:<5}{:>9}{:>9}{:>9}{:>9}{:>8}", "device", "kind", "count", "p50", "p99", "max", "errors");
+        let _ = writeln!(self.out, "{heading}");
+        for d in s.devices.iter().filter(|d| !d.latency.is_empty()) {
+            let mut device = format!("{} {}", d.role, d.name);
+            let mut errors = d.errors.map_or_else(String::new, |n| n.to_string());
+            let timed: Vec<_> = d.latency.iter().filter(|(_, l)| l.count > 0).collect();
+            if timed.is_empty() {
+                let _ = writeln!(self.out, "  {device:<width$}  {:<5}{:>9}{:>9}{:>9}{:>9}{errors:>8}", "-", 0, "-", "-", "-");
+                continue;
+            }
+            for (kind, l) in timed {
+                let row = format!("  {device:<width$}  {kind:<5}{:>9}{:>9}{:>9}{:>9}{errors:>8}", l.count, l.p50_us, l.p99_us, l.max_us);
+                let _ = writeln!(self.out, "{}", row.trim_end());
+                (device, errors) = (String::new(), String::new());
+            }
         }
     }
 
@@ -571,6 +600,41 @@ mod tests {
             assert!(!report.lines().any(|l| l == absent), "{absent} in\n{report}");
         }
         assert!(line(&report, "backing").contains("back"));
+    }
+
+    /// The lines of `report`'s group titled `title`, up to the blank line.
+    fn group<'a>(report: &'a str, title: &str) -> Vec<&'a str> {
+        report.lines().skip_while(|l| *l != title).skip(1).take_while(|l| !l.is_empty()).collect()
+    }
+
+    #[test]
+    fn each_device_shows_its_commands_by_kind_with_its_errors() {
+        let report = render(&fixture("get_stats_running_2.json"), None);
+        assert_eq!(
+            group(&report, "device commands (us)"),
+            [
+                "  device            kind     count      p50      p99      max  errors",
+                "  backing slowback  read         4     3440     3768     3793       0",
+                "                    write       81    11927    25427    25461",
+                "                    flush       16     7798    25290    25290",
+                "  cache ssd         read      4108     7405   132510   132510       0",
+                "                    write     2291     7798    27525    31928",
+                "                    flush      263     5439    19660   119619",
+                "  log0 hdd0         write      166     3899    22806    23791       0",
+                "                    flush      165     4096    15859    17610",
+            ]
+        );
+        let mut answer = raw("get_stats_running_2.json");
+        answer["devices"][2]["errors"] = json!(3);
+        for kind in ["read", "write", "flush"] {
+            answer["devices"][2][format!("{kind}_latency_us")] = json!({"count": 0, "p50": 0, "p99": 0, "max": 0});
+        }
+        let report = render(&Snapshot::parse(&answer).unwrap(), None);
+        let rows = group(&report, "device commands (us)");
+        assert_eq!(rows.last(), Some(&"  log0 hdd0         -            0        -        -        -       3"), "{report}");
+        // An answer without device latencies (an older target): no group.
+        let report = render(&fixture("get_stats_running_1.json"), None);
+        assert!(!report.contains("device commands"), "{report}");
     }
 
     #[test]
