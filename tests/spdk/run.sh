@@ -1376,6 +1376,132 @@ PY
     return "$rc"
 }
 
+# Each base bdev's command latencies in bdev_hhc_get_stats and hhc stats:
+# hhc0 over RAM bdevs, its backing behind a 20 ms write delay (a remote
+# RAID), its log mirror behind a 50 ms one (a mirror on another host), the
+# cache not delayed; delays this long stand out of what a busy two-core
+# machine adds (a reactor waiting for its core: 2 ms and 5 ms came out
+# 3 and 14 ms there). After fio with fsyncs and a flush_all every device's
+# writes and flushes are timed where they belong (bdev_delay delays no
+# FLUSH), a flush of hhc0 costs about its mirror's write, and nothing
+# erred; the same checks refuse the answer with backing and mirror swapped
+# and with the latencies zeroed. A reset zeroes them; under passthrough
+# (once a flush has retired the log) the requests sent straight to the
+# backing bdev are its writes.
+device_stats() {
+    start_tgt && $RPC bdev_malloc_create -b back 64 512 >/dev/null && $RPC bdev_malloc_create -b ssd 32 4096 >/dev/null &&
+        $RPC bdev_malloc_create -b hdd0 64 512 >/dev/null &&
+        $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 20000 -n 20000 >/dev/null &&
+        $RPC bdev_delay_create -b hdd0 -d slowlog -r 100 -t 100 -w 50000 -n 50000 >/dev/null &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs slowlog --policy hhc --segment-size 262144 &&
+        export_nvmf && remote_fio randwrite --size=1m --fsync=8 --end_fsync=1 --do_verify=0 >/dev/null &&
+        device_stats_check timed || return 1
+    timeout 30 "$HHC" stats --socket "$SOCK" --name hhc0 >"$WORK/device-stats.txt" || return 1
+    sed -n '/^device commands/,/^$/p' "$WORK/device-stats.txt"
+    device_table_shows "$WORK/device-stats.txt" || return 1
+    $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null && device_stats_check reset &&
+        $RPC bdev_hhc_set_policy -b hhc0 -p passthrough >/dev/null && ops wait-switched passthrough &&
+        remote_fio randwrite --size=1m --end_fsync=1 --do_verify=0 >/dev/null &&
+        wait_log "hhc0: requests go straight to the backing bdev" 1 &&
+        $RPC bdev_hhc_reset_stats -b hhc0 >/dev/null &&
+        remote_fio randwrite --size=1m --do_verify=0 >/dev/null && device_stats_check bypassed
+}
+
+# The "device commands" table of an `hhc stats` report (FILE) has the
+# backing's and the mirror's writes, each p50 in its delay's range.
+device_table_shows() { # file
+    python3 - "$1" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("device commands (us)\n", 1)[1].split("\n\n")[0].splitlines()[1:]
+rows, device = {}, None
+for line in lines:
+    cells = line.split()
+    if not line.startswith("   "):
+        device, cells = " ".join(cells[:2]), cells[2:]
+    rows[(device, cells[0])] = [int(x) for x in cells[1:5]]
+ranges = {("backing slowback", "write"): (19000, 45000), ("log0 slowlog", "write"): (49000, 120000)}
+bad = [(k, rows.get(k)) for k, (low, high) in ranges.items() if not (k in rows and rows[k][0] > 0 and low <= rows[k][1] <= high)]
+print("rows out of range or missing: %s" % bad if bad else "the table shows both delays")
+sys.exit(1 if bad else 0)
+PY
+}
+
+device_stats_check() { # timed | reset | bypassed
+    timeout 150 python3 - "$SOCK" "$1" <<'PY'
+import copy, json, sys, time
+from spdk.rpc.client import JSONRPCClient
+client = JSONRPCClient(sys.argv[1], timeout=50)
+stage = sys.argv[2]
+
+def stats():
+    return client.call("bdev_hhc_get_stats", {"name": "hhc0"})
+
+def problems(s):
+    """What is wrong with the devices of answer `s` at this stage."""
+    d = {x["role"]: x for x in s["devices"]}
+    if sorted(d) != ["backing", "cache", "log0"]:
+        return ["devices %s" % sorted(d)]
+    out = []
+    def want(ok, text):
+        if not ok:
+            out.append(text)
+    def lat(role, kind):
+        return d[role].get(kind + "_latency_us", {"count": 0, "p50": 0})
+    for role in d:
+        want(d[role]["errors"] == 0, "%s: %d I/O errors" % (role, d[role]["errors"]))
+    want(d["backing"].get("writeback_errors") == 0, "backing: write-back errors %s" % d["backing"].get("writeback_errors"))
+    if stage == "timed":
+        b, c, m = lat("backing", "write"), lat("cache", "write"), lat("log0", "write")
+        want(b["count"] > 0 and 19000 <= b["p50"] <= 45000, "backing writes (20 ms) p50 in 19-45 ms: %s" % b)
+        want(m["count"] > 0 and 49000 <= m["p50"] <= 120000, "mirror writes (50 ms) p50 in 49-120 ms: %s" % m)
+        want(c["count"] >= 256 and c["p50"] < 10000, "cache writes (RAM) p50 under 10 ms: %s" % c)
+        for role in d:
+            f = lat(role, "flush")
+            want(f["count"] > 0 and f["p50"] < 10000, "%s flushes (not delayed) p50 under 10 ms: %s" % (role, f))
+        host = s["flush_latency_us"]
+        want(host["p50"] >= 0.8 * m["p50"], "a flush of hhc0 (p50 %d us) waits for its mirror's write (p50 %d us)" % (host["p50"], m["p50"]))
+    elif stage == "reset":
+        for role in d:
+            counts = [lat(role, k)["count"] for k in ("read", "write", "flush")]
+            want(role != "backing" or counts == [0, 0, 0], "%s: commands after the reset %s" % (role, counts))
+    else:
+        b, c = lat("backing", "write"), lat("cache", "write")
+        want(b["count"] >= 256 and 19000 <= b["p50"] <= 45000, "bypassed writes timed on the backing: %s" % b)
+        want(c["count"] == 0, "no cache writes under passthrough: %s" % c)
+    return out
+
+if stage == "timed":
+    client.call("bdev_hhc_flush_all", {"name": "hhc0"})
+    for _ in range(600):
+        s = stats()
+        if not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0:
+            break
+        time.sleep(0.1)
+s = stats()
+for x in s["devices"]:
+    print(json.dumps(x))
+print("flush_latency_us", s["flush_latency_us"])
+found = problems(s)
+for text in found:
+    print("FAIL", text)
+if stage == "timed" and not found:
+    # The check itself: backing and mirror swapped, then nothing timed.
+    swapped = copy.deepcopy(s)
+    back, log = swapped["devices"][0], swapped["devices"][2]
+    back["write_latency_us"], log["write_latency_us"] = log["write_latency_us"], back["write_latency_us"]
+    zeroed = copy.deepcopy(s)
+    for x in zeroed["devices"]:
+        for kind in ("read", "write", "flush"):
+            x[kind + "_latency_us"] = {"count": 0, "p50": 0, "p99": 0, "max": 0}
+    for name, doctored in (("swapped", swapped), ("zeroed", zeroed)):
+        caught = problems(doctored)
+        print("the check on the answer %s: %s" % (name, caught or "passed (it must not)"))
+        if not caught:
+            found.append(name)
+sys.exit(1 if found else 0)
+PY
+}
+
 # The topology rig (tests/spdk/rig.sh, docs/spdk.md "Topology rig"): a
 # storage server exporting a RAID over iSCSI, hhc0 (policy hhc) on a host
 # over bdev_iscsi, fio write+verify (4 KiB randwrite, fsync) through the
@@ -1547,6 +1673,9 @@ all_tests() {
     run_test hot_remove \
         "log mirror hot-removed: degraded, still serving; backing hot-removed: unregistered, warm again when re-created" hot_remove
     run_test ops_stats "bdev_hhc_get_stats/reset_stats: counters move under I/O, reset zeroes them, bad names refused" ops_stats
+    run_test device_stats \
+        "per-device latency: backing behind 20 ms writes, mirror behind 50 ms, each timed where it belongs, no errors; reset; bypass" \
+        device_stats
     run_test stats_view \
         "hhc stats: reports of hhc0 under fio write+verify passes, refreshes with rates, --json, an unknown name refused" stats_view
     run_test ops_policy_switch "bdev_hhc_set_policy hhc -> wt -> wb -> hhc under fio write+verify passes; data verifies" \
