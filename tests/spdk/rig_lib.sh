@@ -360,16 +360,10 @@ JSON
 # there, and the bdev_hhc_create that follows then only confirms it (and
 # switches the policy if it differs). The server must be up.
 host_start() { # [policy]
-    local policy=${1:-$RIG_POLICY} mem logs i hhc_params
+    local policy=${1:-$RIG_POLICY} logs i hhc_params
     rig_running host && { rig_log "host already running (pid $(rig_pid host))"; return 0; }
     RIG_POLICY=$policy
-    rig_save_env
-    if [ "${RIG_HUGE:-0}" = 1 ]; then mem=(-s "$RIG_HOST_MEM_MB"); else mem=(--no-huge -s "$RIG_HOST_MEM_MB"); fi
-    rm -f "$RIG_HOST_SOCK" "$RIG_VHOST_SOCK"
-    # In RIG_WORK: hhc_tgt puts vhost sockets in its working directory.
-    rig_spawn host "$RIG_HOST_LOG" "$RIG_WORK" "$RIG_TGT" "${mem[@]}" -m "$RIG_HOST_MASK" -r "$RIG_HOST_SOCK" \
-        --disable-cpumask-locks
-    rig_wait_rpc host "$RIG_HOST_SOCK" "$RIG_HOST_LOG" || return 1
+    host_spawn || return 1
     local RIG_SOCK=$RIG_HOST_SOCK
     local mark
     mark=$(wc -l <"$RIG_HOST_LOG")
@@ -395,6 +389,18 @@ host_start() { # [policy]
         rig_log "host: $RIG_HHC created (cache $RIG_CACHE formatted), policy $policy"
     fi
     host_export
+}
+
+# The host's hhc_tgt, no bdevs yet, its RPC socket up; rig.env saved.
+host_spawn() {
+    local mem
+    rig_save_env
+    if [ "${RIG_HUGE:-0}" = 1 ]; then mem=(-s "$RIG_HOST_MEM_MB"); else mem=(--no-huge -s "$RIG_HOST_MEM_MB"); fi
+    rm -f "$RIG_HOST_SOCK" "$RIG_VHOST_SOCK"
+    # In RIG_WORK: hhc_tgt puts vhost sockets in its working directory.
+    rig_spawn host "$RIG_HOST_LOG" "$RIG_WORK" "$RIG_TGT" "${mem[@]}" -m "$RIG_HOST_MASK" -r "$RIG_HOST_SOCK" \
+        --disable-cpumask-locks
+    rig_wait_rpc host "$RIG_HOST_SOCK" "$RIG_HOST_LOG"
 }
 
 # vhost-blk when the host has hugepages, then NVMe-oF/TCP. In that order:
@@ -522,7 +528,9 @@ rig_check_tools() {
     server_check_tools
 }
 
-# One command up: the server, then the host with its exports.
+# One command up: the server, then the host with its exports. The host is
+# brought up by RIG_HOST_START (default host_start) with the policy.
+RIG_HOST_START=${RIG_HOST_START:-host_start}
 rig_up() { # [policy]
     rig_check_tools || return 1
     if server_running || rig_running host; then
@@ -536,7 +544,7 @@ rig_up() { # [policy]
     rig_save_env
     rig_client_json
     local t0=$SECONDS
-    if ! server_start || ! host_start "$RIG_POLICY"; then rig_log "rig up FAILED; logs in $RIG_WORK"; return 1; fi
+    if ! server_start || ! "$RIG_HOST_START" "$RIG_POLICY"; then rig_log "rig up FAILED; logs in $RIG_WORK"; return 1; fi
     rig_log "rig up in $((SECONDS - t0)) s: RIG_WORK=$RIG_WORK"
 }
 
