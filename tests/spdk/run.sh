@@ -1229,14 +1229,16 @@ ceph_cluster() {
     CEPH_STATE=up
 }
 
-ceph_check() { ceph_cluster && ceph_drill "$1"; }
+ceph_check() { ceph_cluster && ceph_drill drills_ceph.sh ceph_run "$1"; }
+# What each cache in front of RBD loses (tests/spdk/drills_ceph_losses.sh).
+ceph_loss() { ceph_cluster && ceph_drill drills_ceph_losses.sh loss_run "$1"; }
 # shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
-ceph_drill() ( # check (a name of drills_ceph.sh)
+ceph_drill() ( # script (of tests/spdk) function check
     export RIG_WORK RIG_SERVER=ceph RIG_NVMF_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
     RIG_WORK=$(rig_work)-ceph
     # shellcheck source=/dev/null
-    . "$REPO/tests/spdk/drills_ceph.sh"
-    ceph_run "$1"
+    . "$REPO/tests/spdk/$1"
+    "$2" "$3"
 )
 
 # Test-only device-model bdevs (module hhc_model, docs/spdk.md "Device models
@@ -1790,6 +1792,29 @@ ceph_tests() {
         ceph_check ceph_osd_hang
     run_test ceph_mon_restart "Ceph drill: the mon restarted under load; passes and write-back go on, nothing lost" \
         ceph_check ceph_mon_restart
+    ceph_loss_tests
+}
+
+# What each cache in front of RBD keeps of a flushed write when its SSD
+# dies or its host is killed (docs/ceph.md, "What each cache loses").
+ceph_loss_tests() {
+    local kills=${LOSS_KILLS:-2}
+    run_test ceph_loss_rbd_kill "loss drill: raw bdev_rbd (rbd_cache off), $kills kill -9 under load: the flushed pass kept" \
+        ceph_loss rbd:kill
+    run_test ceph_loss_rbd_cache_kill "loss drill: bdev_rbd with rbd_cache on, $kills kill -9 under load: the flushed pass kept" \
+        ceph_loss rbd-cache:kill
+    run_test ceph_loss_ocf_wt_ssd "loss drill: OCF wt over bdev_rbd, its SSD dead under load: the image alone holds the flushed pass" \
+        ceph_loss ocf-wt:ssd
+    run_test ceph_loss_ocf_wt_kill "loss drill: OCF wt over bdev_rbd, $kills kill -9 under load: the flushed pass kept" \
+        ceph_loss ocf-wt:kill
+    run_test ceph_loss_ocf_wb_ssd "loss drill: OCF wb over bdev_rbd, its SSD dead under load: the check catches the lost flushed pass" \
+        ceph_loss ocf-wb:ssd
+    run_test ceph_loss_ocf_wb_remove "loss drill: OCF wb over bdev_rbd, its cache bdev hot-removed: OCF flushes it, the image holds the pass" \
+        ceph_loss ocf-wb:remove
+    run_test ceph_loss_ocf_wb_kill "loss drill: OCF wb over bdev_rbd, kill -9: a new cache on restart, the check catches the lost pass" \
+        ceph_loss ocf-wb:kill
+    run_test ceph_loss_hhc_wb_kill "loss drill: HHC wb over bdev_rbd, $kills kill -9 under load, warm restarts: the flushed pass kept" \
+        ceph_loss hhc-wb:kill
 }
 
 # With --list, prints the test's name and description; with names given,
