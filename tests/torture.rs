@@ -46,7 +46,11 @@
 //! 476131), and a mirror attached with no mirror in sync left, which
 //! started the log over but kept the old log's places in the cache's
 //! index, so that moves and revokes in the new log took live entries off
-//! its counts (`mirror-replaced`, hhc 66 at 5,000 requests; 157 at 300).
+//! its counts (`mirror-replaced`, hhc 66 at 5,000 requests; 157 at 300),
+//! and a flush's write-back of a hot block that found it in flight
+//! whenever it was tried, while runs started from a neighbour's entry
+//! wrote it back again and again (wb-flush 1759 at 5,000 requests: a
+//! flush outstanding for 10 s of virtual time).
 //! Fixed in the oracle: a returned mirror still
 //! counted as a good copy after a restart found it stale again and the
 //! engine dropped it (hhc 473125).
@@ -352,6 +356,7 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::WriteBackFlush, 22721, 300),
     (Policy::WriteBackFlush, 33306, 300),
     (Policy::WriteBackFlush, 38838, 300),
+    (Policy::WriteBackFlush, 1759, 5000),
     (Policy::Passthrough, 2085, 1000),
     (Policy::Passthrough, 131131, 1000),
     (Policy::Hhc, 130609, 1000),

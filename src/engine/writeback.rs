@@ -15,9 +15,10 @@ use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::config::Mutation;
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
 use super::in_flight::LbasInFlight;
+use super::lba_hash::LbaTable;
 use super::lba_queue::LbaQueue;
 use super::revokes::RevokeWaits;
-use super::writeback_queue::{Passes, PASS_NONE};
+use super::writeback_queue::{Passes, PASS_NONE, PASS_TAKEN};
 use std::collections::VecDeque;
 
 /// Largest write-back run where the backing device declares no stripe:
@@ -62,10 +63,6 @@ struct Extent {
     blocks: Vec<u32>,
     reads_pending: u32,
     failed: bool,
-    /// The pass whose queued entry started the run (`PASS_NONE` if none),
-    /// and that entry's LBA (writeback_queue.rs).
-    pass: u64,
-    pass_lba: u32,
 }
 
 pub(super) struct Writeback {
@@ -87,10 +84,10 @@ pub(super) struct Writeback {
     /// never crosses a stripe boundary.
     stripe_blocks: u32,
     /// Write-backs whose backing write completed, waiting for a backing FLUSH
-    /// generation: (block, ticket, pass). Each block stays pinned, its LBA in
+    /// generation: (block, ticket). Each block stays pinned, its LBA in
     /// `lbas_in_flight`, until its entry leaves: no more entries than
     /// write-back LBAs in flight, nor than cache blocks (`awaiting_max`).
-    awaiting_flush: VecDeque<(u32, u64, u64)>,
+    awaiting_flush: VecDeque<(u32, u64)>,
     awaiting_max: u32,
     /// Written-back blocks waiting for their revoke, and revokes owed.
     pub revokes: RevokeWaits,
@@ -106,6 +103,11 @@ pub(super) struct Writeback {
     dry: Option<(u64, u64, u32, Nanos)>,
     /// LBAs with a backing write in flight (in_flight.rs).
     pub lbas_in_flight: LbasInFlight,
+    /// Each write-back LBA of `lbas_in_flight`: the block written back and
+    /// the pass that write-back counts for (`PASS_NONE` if none), which a
+    /// pass that finds the block still current counts on too
+    /// (writeback_queue.rs). As many as `awaiting_flush` may hold.
+    pub in_flight_passes: LbaTable<(u32, u64)>,
     pub backing: BackingFlusher,
     /// Depth while requests arrive (pacing.rs).
     pub pacer: WritebackPacer,
@@ -135,8 +137,6 @@ impl Writeback {
             blocks: Vec::with_capacity(run_blocks_max as usize),
             reads_pending: 0,
             failed: false,
-            pass: PASS_NONE,
-            pass_lba: 0,
         };
         Writeback {
             queue: LbaQueue::with_capacity(blocks_count as usize),
@@ -154,6 +154,7 @@ impl Writeback {
             old_live_cached: None,
             dry: None,
             lbas_in_flight: LbasInFlight::new(writeback_lbas_max, config.request_blocks_max, blocks_count),
+            in_flight_passes: LbaTable::with_capacity_and_hasher(awaiting_max as usize, Default::default()),
             backing: BackingFlusher::default(),
             pacer: WritebackPacer::new(parallelism),
             over_from: over_from(blocks_count, config.dirty_threshold_percent),
@@ -182,9 +183,9 @@ impl Writeback {
         (self.extents.len() - self.extents_free.len()) as u32
     }
 
-    fn await_backing_flush(&mut self, block: u32, ticket: u64, pass: u64) {
+    fn await_backing_flush(&mut self, block: u32, ticket: u64) {
         assert!(self.awaiting_flush.len() < self.awaiting_max as usize, "block {block}: more write-backs awaiting a FLUSH than {}", self.awaiting_max);
-        self.awaiting_flush.push_back((block, ticket, pass));
+        self.awaiting_flush.push_back((block, ticket));
     }
 }
 
@@ -303,6 +304,9 @@ impl Engine {
             let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
             queued = queued.saturating_sub(1);
             if let Some((lba, pass)) = from_queue {
+                if pass == PASS_TAKEN {
+                    continue;
+                }
                 if !self.start_writeback(lba, pass) {
                     // Busy, or not committed yet: try again later.
                     self.writeback.queue.push_back(lba, pass);
@@ -481,8 +485,7 @@ impl Engine {
         let mut blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
         blocks.clear();
         blocks.push(first);
-        self.cache.pin(first);
-        self.writeback.lbas_in_flight.insert_writeback(lba);
+        self.begin_writeback(first, counted);
         let mut next = lba;
         while extend && next < last_lba && blocks.len() < self.writeback.run_blocks_max as usize {
             next += 1;
@@ -491,8 +494,7 @@ impl Engine {
             }
             let Some(block) = self.writeback_ready(next) else { break };
             blocks.push(block);
-            self.cache.pin(block);
-            self.writeback.lbas_in_flight.insert_writeback(next);
+            self.begin_writeback(block, counted);
         }
         let bs = self.config.block_size as u64;
         let base = extent * self.writeback.run_blocks_max * bs as u32;
@@ -506,7 +508,39 @@ impl Engine {
         e.blocks = blocks;
         e.lba_first = lba;
         e.failed = false;
-        (e.pass, e.pass_lba) = counted;
+    }
+
+    /// `block` joins a run started by the entry `counted` (pass, LBA): it
+    /// is pinned and its LBA in flight, and its write-back counts for the
+    /// entry's pass or, if it is another current block, for the pass of
+    /// its LBA's queued entry, which the run takes over. Left queued, that
+    /// entry found its LBA in flight whenever it was tried, while a hot
+    /// block's runs kept starting from a neighbour's entry (torture seed
+    /// 1759, wb-flush).
+    fn begin_writeback(&mut self, block: u32, (pass, lba): (u64, u32)) {
+        let block_lba = self.cache.lba(block);
+        let pass = if block_lba == lba && pass != PASS_NONE {
+            pass
+        } else if self.cache.lookup(block_lba) == Some(block) {
+            self.take_queued_pass(block_lba)
+        } else {
+            // A block retained for its epoch: not the value a pass waits for.
+            PASS_NONE
+        };
+        self.cache.pin(block);
+        self.writeback.lbas_in_flight.insert_writeback(block_lba);
+        self.writeback.in_flight_passes.insert(block_lba, (block, pass));
+    }
+
+    /// `block`'s write-back ended (done or failed): its LBA leaves those in
+    /// flight. Returns the pass it counted for.
+    fn end_writeback(&mut self, block: u32) -> u64 {
+        let lba = self.cache.lba(block);
+        self.writeback.lbas_in_flight.remove_writeback(lba);
+        match self.writeback.in_flight_passes.remove(&lba) {
+            Some((in_flight, pass)) if in_flight == block => pass,
+            other => panic!("write-back of block {block} (lba {lba}) ended, in flight: {other:?}"),
+        }
     }
 
     /// Frees an extent; its blocks stay dirty. A waiting flush learns of the error.
@@ -514,14 +548,13 @@ impl Engine {
         self.stats.writeback_errors += 1;
         let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
         for &block in &blocks {
-            self.writeback.lbas_in_flight.remove_writeback(self.cache.lba(block));
+            let lba = self.cache.lba(block);
+            let pass = self.end_writeback(block);
             self.cache.unpin(block);
+            self.writeback_resolved(pass, lba, false);
         }
-        let e = &mut self.writeback.extents[extent as usize];
-        e.blocks = blocks;
-        let (pass, lba) = (std::mem::replace(&mut e.pass, PASS_NONE), e.pass_lba);
+        self.writeback.extents[extent as usize].blocks = blocks;
         self.writeback.extents_free.push(extent);
-        self.writeback_resolved(pass, lba, false);
     }
 
     pub(super) fn writeback_read_done(&mut self, extent: u32, status: IoStatus) {
@@ -552,20 +585,15 @@ impl Engine {
         }
         self.writeback.pacer.writeback_done();
         let blocks = std::mem::take(&mut self.writeback.extents[extent as usize].blocks);
-        let e = &mut self.writeback.extents[extent as usize];
-        let (pass, pass_lba) = (std::mem::replace(&mut e.pass, PASS_NONE), e.pass_lba);
         self.writeback.extents_free.push(extent);
         self.stats.writebacks += blocks.len() as u64;
         for &block in &blocks {
-            // The entry's own block carries its pass, so that a failure
-            // knows which LBA the waiters after it still need.
-            let block_pass = if self.cache.lba(block) == pass_lba { pass } else { PASS_NONE };
             if self.mutation() == Mutation::RevokeBeforeBackingFlush {
-                self.finish_writeback(block, block_pass);
+                self.finish_writeback(block);
                 continue;
             }
             let ticket = self.writeback.backing.request(self.config.backing_has_flush);
-            self.writeback.await_backing_flush(block, ticket, block_pass);
+            self.writeback.await_backing_flush(block, ticket);
         }
         self.writeback.extents[extent as usize].blocks = blocks;
         if !self.config.backing_has_flush {
@@ -575,7 +603,7 @@ impl Engine {
 
     /// Write-backs whose backing FLUSH generation completed become clean.
     pub(super) fn finish_durable_writebacks(&mut self) {
-        while let Some(&(block, ticket, pass)) = self.writeback.awaiting_flush.front() {
+        while let Some(&(block, ticket)) = self.writeback.awaiting_flush.front() {
             if self.writeback.backing.completed < ticket {
                 break;
             }
@@ -583,20 +611,20 @@ impl Engine {
             if self.writeback.backing.failed_for(ticket) {
                 self.stats.writeback_errors += 1;
                 let lba = self.cache.lba(block);
-                self.writeback.lbas_in_flight.remove_writeback(lba);
+                let pass = self.end_writeback(block);
                 self.cache.unpin(block);
                 self.writeback_resolved(pass, lba, false);
                 continue;
             }
-            self.finish_writeback(block, pass);
+            self.finish_writeback(block);
         }
     }
 
     /// The backing device durably holds `block`'s data.
-    fn finish_writeback(&mut self, block: u32, pass: u64) {
+    fn finish_writeback(&mut self, block: u32) {
         let current = self.cache.state(block) == BlockState::Mapped && self.cache.has(block, flag::DIRTY);
         let lba = self.cache.lba(block);
-        self.writeback.lbas_in_flight.remove_writeback(lba);
+        let pass = self.end_writeback(block);
         self.ordered_written_back(block, current);
         if current && !self.clean_block(block) {
             // Stays pinned while it waits, so it is not written back again.

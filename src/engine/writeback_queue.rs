@@ -15,14 +15,33 @@
 //! first waiter it counted for; the waiters after it still need the block,
 //! so it is queued again for the next of them, as their own entry would
 //! have been tried again.
+//!
+//! A pass needs, of each LBA it queued, a value at least as new as the
+//! newest acknowledged when it began durable on the backing device: a
+//! newer value covers the older. So a run that writes back a queued LBA's
+//! current block (started from a neighbour's entry, or a background one)
+//! takes the entry's pass over, and a pass that finds an LBA's newest
+//! acknowledged value being written back counts on that write-back
+//! (`Writeback::in_flight_passes`, one pass each, as an entry). A hot
+//! LBA's entry left queued found its LBA in flight whenever it was tried,
+//! while the next run over it started from a neighbour's entry: a flush
+//! waited more than 10 s while its block was written back again and again
+//! (torture seed 1759, wb-flush). A pass that queued an LBA being written
+//! back waited for one more write-back after it, of a newer value, which a
+//! block rewritten faster than the commits that let it go back may never
+//! get (tests/flush_hot_blocks.rs).
 
 use super::Engine;
-use crate::cache::{flag, BlockState};
+use crate::cache::{flag, serial_newer, BlockState};
 use crate::io::RequestError;
 use std::collections::VecDeque;
 
 /// The pass of an entry or a waiter that counts on none.
 pub(super) const PASS_NONE: u64 = 0;
+
+/// An entry whose pass a run took over (`take_queued_pass`): it only waits
+/// to be popped and dropped. Passes never get this far.
+pub(super) const PASS_TAKEN: u64 = u64::MAX;
 
 /// The passes whose entries are not all resolved.
 pub(super) struct Passes {
@@ -124,11 +143,23 @@ impl Engine {
     }
 
     /// Queues `lba` (dirty) for write-back, counting for `pass` unless it
-    /// is queued for that pass or an earlier one already.
+    /// is queued for that pass or an earlier one already, or its current
+    /// block is being written back for one.
     pub(super) fn queue_writeback(&mut self, lba: u32, pass: u64) {
         debug_assert!(self.holds_dirty(lba), "lba {lba} queued for write-back with nothing dirty");
+        if pass != PASS_NONE && self.count_on_writeback_in_flight(lba, pass) {
+            return;
+        }
         let passes = &mut self.writeback.passes;
         match self.writeback.queue.get_mut(lba) {
+            Some(queued) if *queued == PASS_TAKEN => {
+                // The run that took it started before this pass.
+                *queued = pass;
+                if pass != PASS_NONE {
+                    passes.add(pass, 1);
+                }
+                return;
+            }
             Some(queued) if pass != PASS_NONE && (*queued == PASS_NONE || *queued > pass) => {
                 let later = std::mem::replace(queued, pass);
                 if later != PASS_NONE {
@@ -149,12 +180,47 @@ impl Engine {
         }
     }
 
+    /// Whether `pass` counts on the write-back in flight of `lba`, as on a
+    /// queued entry: it does if that write-back holds a value at least as
+    /// new as the newest acknowledged, its block being the current one or
+    /// every newer one still being written.
+    fn count_on_writeback_in_flight(&mut self, lba: u32, pass: u64) -> bool {
+        let Some(current) = self.cache.lookup(lba) else { return false };
+        // The block being written back is pinned; a newer one is busy.
+        if self.cache.pins(current) == 0 && !self.cache.has(current, flag::BUSY) {
+            return false;
+        }
+        let Some(&(block, counted)) = self.writeback.in_flight_passes.get(&lba) else { return false };
+        if block != current && !newest_acknowledged(&self.cache, lba, block) {
+            return false;
+        }
+        if counted == PASS_NONE || counted > pass {
+            self.writeback.in_flight_passes.insert(lba, (block, pass));
+            if counted != PASS_NONE {
+                self.writeback.passes.resolve(counted);
+            }
+            self.writeback.passes.add(pass, 1);
+        }
+        true
+    }
+
+    /// A run is about to write back `lba`'s current block: it takes over
+    /// the pass of the LBA's queued entry (`PASS_NONE` if none), which is
+    /// then dropped when popped. An entry for no pass (a policy switch's)
+    /// has no waiter to hand over, and stays as it was.
+    pub(super) fn take_queued_pass(&mut self, lba: u32) -> u64 {
+        match self.writeback.queue.get_mut(lba) {
+            Some(queued) if *queued != PASS_NONE && *queued != PASS_TAKEN => std::mem::replace(queued, PASS_TAKEN),
+            _ => PASS_NONE,
+        }
+    }
+
     /// Entries whose LBA holds no dirty data any more resolve as they would
     /// when popped (`start_writeback`): what is left are distinct dirty LBAs.
     fn drop_clean_writeback_entries(&mut self) {
         let (cache, passes) = (&self.cache, &mut self.writeback.passes);
         self.writeback.queue.retain(|lba| holds_dirty(cache, lba), |pass| {
-            if pass != PASS_NONE {
+            if pass != PASS_NONE && pass != PASS_TAKEN {
                 passes.resolve(pass);
             }
         });
@@ -201,4 +267,15 @@ impl Engine {
 
 fn holds_dirty(cache: &crate::cache::CacheIndex, lba: u32) -> bool {
     cache.lookup(lba).is_some_and(|block| cache.has(block, flag::DIRTY))
+}
+
+/// Whether `block` of `lba` holds a value at least as new as the newest
+/// acknowledged: every newer block is still being written. A newer block
+/// whose write completed stays in the LBA's map until an even newer one
+/// completes or, committed, until a commit invalidates it after a newer
+/// one is durable (`CacheIndex::supersede`), so it would be found.
+fn newest_acknowledged(cache: &crate::cache::CacheIndex, lba: u32, block: u32) -> bool {
+    let newer = |other: u32| other != block && serial_newer(cache.version(other), cache.version(block));
+    let busy_if_newer = |other: u32| !newer(other) || cache.has(other, flag::BUSY);
+    cache.lookup(lba).is_some_and(busy_if_newer) && cache.superseded_of(lba).all(busy_if_newer)
 }
