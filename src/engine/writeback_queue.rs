@@ -29,7 +29,7 @@
 //! (torture seed 1759, wb-flush). A pass that queued an LBA being written
 //! back waited for one more write-back after it, of a newer value, which a
 //! block rewritten faster than the commits that let it go back may never
-//! get (tests/flush_hot_blocks.rs).
+//! get (tests/flush_writeback.rs).
 
 use super::Engine;
 use crate::cache::{flag, serial_newer, BlockState};
