@@ -143,8 +143,8 @@ impl Engine {
     }
 
     /// Queues `lba` (dirty) for write-back, counting for `pass` unless it
-    /// is queued for that pass or an earlier one already, or its current
-    /// block is being written back for one.
+    /// is queued for that pass or an earlier one already, or its newest
+    /// acknowledged value is being written back for one.
     pub(super) fn queue_writeback(&mut self, lba: u32, pass: u64) {
         debug_assert!(self.holds_dirty(lba), "lba {lba} queued for write-back with nothing dirty");
         if pass != PASS_NONE && self.count_on_writeback_in_flight(lba, pass) {
@@ -182,16 +182,10 @@ impl Engine {
 
     /// Whether `pass` counts on the write-back in flight of `lba`, as on a
     /// queued entry: it does if that write-back holds a value at least as
-    /// new as the newest acknowledged, its block being the current one or
-    /// every newer one still being written.
+    /// new as the newest acknowledged.
     fn count_on_writeback_in_flight(&mut self, lba: u32, pass: u64) -> bool {
-        let Some(current) = self.cache.lookup(lba) else { return false };
-        // The block being written back is pinned; a newer one is busy.
-        if self.cache.pins(current) == 0 && !self.cache.has(current, flag::BUSY) {
-            return false;
-        }
         let Some(&(block, counted)) = self.writeback.in_flight_passes.get(&lba) else { return false };
-        if block != current && !newest_acknowledged(&self.cache, lba, block) {
+        if !newest_acknowledged(&self.cache, lba, block) {
             return false;
         }
         if counted == PASS_NONE || counted > pass {
@@ -270,10 +264,11 @@ fn holds_dirty(cache: &crate::cache::CacheIndex, lba: u32) -> bool {
 }
 
 /// Whether `block` of `lba` holds a value at least as new as the newest
-/// acknowledged: every newer block is still being written. A newer block
-/// whose write completed stays in the LBA's map until an even newer one
-/// completes or, committed, until a commit invalidates it after a newer
-/// one is durable (`CacheIndex::supersede`), so it would be found.
+/// acknowledged: it is the current block, or every newer one is still
+/// being written. A newer block whose write completed stays in the LBA's
+/// map until an even newer one completes or, committed, until a commit
+/// invalidates it after a newer one is durable (`CacheIndex::supersede`),
+/// so it would be found.
 fn newest_acknowledged(cache: &crate::cache::CacheIndex, lba: u32, block: u32) -> bool {
     let newer = |other: u32| other != block && serial_newer(cache.version(other), cache.version(block));
     let busy_if_newer = |other: u32| !newer(other) || cache.has(other, flag::BUSY);
