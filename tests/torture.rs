@@ -50,7 +50,10 @@
 //! and a flush's write-back of a hot block that found it in flight
 //! whenever it was tried, while runs started from a neighbour's entry
 //! wrote it back again and again (wb-flush 1759 at 5,000 requests: a
-//! flush outstanding for 10 s of virtual time).
+//! flush outstanding for 10 s of virtual time), and a mirror that started
+//! the log over called healthy before the new log's superblock was
+//! durable, so that a cache lost just after found no log to replay (hhc
+//! 482121 at 300 requests; 482216, 484423 at 1,000).
 //! Fixed in the oracle: a returned mirror still
 //! counted as a good copy after a restart found it stale again and the
 //! engine dropped it (hhc 473125).
@@ -365,6 +368,9 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 473125, 1000),
     (Policy::Hhc, 474880, 1000),
     (Policy::Hhc, 476131, 1000),
+    (Policy::Hhc, 482121, 300),
+    (Policy::Hhc, 482216, 1000),
+    (Policy::Hhc, 484423, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),

@@ -496,9 +496,10 @@ impl Engine {
         }
     }
 
-    /// A fresh mirror joins. With no healthy mirror left the log starts over
-    /// on it; otherwise it syncs: every dirty block is logged again, and the
-    /// mirror counts once every live entry lies in segments written to it.
+    /// A fresh mirror joins and syncs: every dirty block is logged again,
+    /// and the mirror counts once every live entry lies in segments written
+    /// to it. With no healthy mirror left the log starts over on it, and it
+    /// counts once the new log's superblock is durable.
     pub(super) fn attach_mirror(&mut self, mirror: u8) {
         if self.join_mirror(mirror) {
             self.write_superblock(self.log.head_sequence, true);
@@ -518,7 +519,12 @@ impl Engine {
             self.start_new_log(first);
             first
         };
-        let syncs = self.log.has_healthy_mirror() && self.mutation() != crate::config::Mutation::AttachedMirrorHealthy;
+        // A mirror that starts a new log syncs too: a replay needs that
+        // log's superblock, so the mirror counts (and flushes rely on it)
+        // only once the superblock naming `first` is durable (torture seed
+        // 482121: called healthy at once, the cache lost before the
+        // superblock landed, the scan found none).
+        let syncs = self.mutation() != crate::config::Mutation::AttachedMirrorHealthy;
         self.log.mirrors[mirror as usize] = if syncs {
             MirrorHealth::Syncing { from_sequence }
         } else {
