@@ -502,3 +502,34 @@ fn requests_beyond_the_engines_capacity_come_back_busy_and_lose_nothing() {
         assert_eq!(harness.engine.stats().requests_busy, 2, "{policy}");
     }
 }
+
+/// A warm restart whose log holds no part (the bdev never ran `hhc`, or
+/// its switch away from it finished) has no log to retire: it serves its
+/// dirty blocks at once and writes none of them back first. Over a slow
+/// backing device, writing a whole dirty cache back kept the confirming
+/// create waiting for minutes. A log that does hold parts is retired
+/// first, as before (the torture sweeps' policy switches and power losses).
+#[test]
+fn a_warm_restart_with_an_empty_log_writes_nothing_back_before_it_serves() {
+    // (A wb-flush restart flush writes every dirty block back: its policy.)
+    for policy in [Policy::WriteBack, Policy::WriteBackOrdered] {
+        let mut config = config(policy, 40);
+        config.dirty_threshold_percent = 100;
+        let mut harness = Harness::format(config, 40);
+        for lba in 0..64 {
+            let id = harness.write(lba, block_data(lba, lba + 1));
+            assert!(harness.wait(id).0.is_ok());
+        }
+        let id = harness.flush();
+        assert!(harness.wait(id).0.is_ok());
+        let dirty = harness.engine.stats().dirty_blocks;
+        assert!(dirty > 0, "{policy}: dirty blocks before the power loss");
+        // Device commands only: timers would let idle write-back start.
+        let mut harness = Harness::open(harness.config.clone(), harness.devices.clone(), StartMode::Open, 41);
+        while harness.step() {}
+        assert_eq!(*harness.state(), EngineState::Ready, "{policy}: the restart flush is done");
+        let stats = harness.engine.stats();
+        assert_eq!(stats.writebacks, 0, "{policy}: nothing written back by the restart");
+        assert_eq!(stats.dirty_blocks, dirty, "{policy}: every dirty block kept");
+    }
+}

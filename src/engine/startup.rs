@@ -199,8 +199,12 @@ impl Engine {
         self.superblock_masks_settled();
         if warm {
             // The log may hold what an earlier `hhc` run logged; only a flush
-            // that wrote everything back may drop it.
-            self.logging.retiring = self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0;
+            // that wrote everything back may drop it. A log with no part
+            // past its head has nothing a replay would take: retiring it
+            // would write the whole dirty cache back before serving.
+            let log_holds_parts = self.log.tail_sequence > self.log.head_sequence;
+            self.logging.retiring =
+                self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0 && log_holds_parts;
             self.drop_copies_after_crash();
             self.resync_stale_mirrors();
             if self.config.mirrors_count > 0 && self.log.writable_mirrors().next().is_some() {
