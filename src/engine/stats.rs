@@ -35,7 +35,9 @@ pub struct Stats {
     pub log_reclaim_live_entries: u64,
     /// Entries reclamation moved to the log's tail (read back from the
     /// cache device; also counted in `log_blocks_from_cache`): the cleaning
-    /// cost, against `log_blocks_copied`, that LFS puts at u/(1-u).
+    /// cost that LFS puts at u/(1-u), against the write blocks the log took
+    /// (`log_blocks_copied` + `log_blocks_from_cache` - `log_blocks_relogged`:
+    /// blocks that missed their copy are logged from the cache device).
     pub log_blocks_relogged: u64,
     /// Block writes that waited (for a free cache block) with the pool that
     /// holds their data for the log copy full (engine/held.rs): each is
