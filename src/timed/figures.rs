@@ -231,9 +231,9 @@ impl TargetCheck {
         let known = match (self.experiment, self.workload, self.against) {
             (STEADY, _, _) => Some(
                 "a log as large as the cache comes round before write-back turns the dirty data over: its head finds \
-                 two thirds or more of its entries live, moving them keeps the log HDD ~95 % busy, and writes are \
-                 paced to what that frees; the load needs a larger log (docs/tuning.md, Log size; hhc size; \
-                 hhc simulate --experiment log-sweep)",
+                 half (fileserver) to four fifths (varmail) of its entries live, moving them keeps the log HDD ~90 % \
+                 busy, and writes are paced to what that frees; the load needs a larger log (docs/tuning.md, Log \
+                 size; hhc size; hhc simulate --experiment log-sweep)",
             ),
             (_, "fileserver", Policy::WriteThrough | Policy::WriteBackFlush) if self.cache_gb <= 2.0 => Some(
                 "at 1-2 GB the cache is ~98 % dirty and every write-back policy runs at the RAID5's small-write rate, \
