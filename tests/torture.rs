@@ -91,9 +91,9 @@ const ATTACHED_MUTATION_SEEDS: u64 = 1200;
 /// a superblock that records it. A log counts as short only below seven
 /// free segments or an eighth of it, and a short log writes a superblock
 /// only once the head has passed a few segments, so 300 requests seldom
-/// get there (about one seed in 800: 1,451, 1,936, 2,728 in 0-3,999);
-/// 1,000 requests do in about one seed in 100 (seeds 0-999: 27, 104, 121,
-/// 237, 318, 521, 680, 749, 817, 973). The first catch moves with any
+/// get there (about one seed in 330, the first at 642); 1,000 requests do
+/// in about one seed in 80 (seeds 0-999: 27, 54, 121, 237, 291, 318, 409,
+/// 521, 680, 749, 817, 973). The first catch moves with any
 /// change to when the engine does what, so the bound leaves room; it costs
 /// little while an early seed catches it.
 const SUPERSEDED_MUTATION_SEEDS: u64 = 1000;
