@@ -7,10 +7,10 @@
 #   rbd-cache  bdev_rbd alone, rbd_cache on in write-back (in RAM)
 #   ocf-wt     SPDK's OCF vbdev in wt, cache = the SSD model, core = bdev_rbd
 #   ocf-wb     the same in wb
-#   hhc-wb     HHC policy wb (hhc0 as in the other drills; RIG_HHC_ARGS
-#              as there: '"dirty_threshold":100,"idle_after_ms":600000'
-#              keeps the passes dirty, but then the warm restart's
-#              bdev_hhc_create never answers)
+#   hhc-wb     HHC policy wb (hhc0 as in the other drills), write-back
+#              held off (RIG_HHC_ARGS, default '"dirty_threshold":100,
+#              "idle_after_ms":600000') so the passes are still dirty in
+#              the cache at the kill
 #
 # and one fault under the pass load of drills.sh:
 #
@@ -35,6 +35,8 @@ LOSS_KILLS=${LOSS_KILLS:-2}     # kill -9 rounds of a configuration that must ke
 # shellcheck disable=SC2034 # (rig_lib.sh's rig_up)
 RIG_HOST_START=loss_host_start
 LOSS_LOST=3                     # a drill's status when the newest pass did not verify
+# HHC's write-back held off: what a kill finds is dirty in the cache alone.
+LOSS_HHC_ARGS='"dirty_threshold":100,"idle_after_ms":600000'
 
 # The bdev the host exports for a configuration.
 loss_bdev() { # config
@@ -60,7 +62,7 @@ loss_rbd_params() { # name true|false
 # bdev_ocf_create over a cache that holds OCF metadata.
 loss_host_start() { # config
     local cfg=$1 RIG_SOCK=$RIG_HOST_SOCK
-    case $cfg in hhc-*) host_start "${cfg#hhc-}"; return ;; esac
+    case $cfg in hhc-*) RIG_HHC_ARGS=${RIG_HHC_ARGS:-$LOSS_HHC_ARGS} host_start "${cfg#hhc-}"; return ;; esac
     rig_running host && { rig_log "host already running (pid $(rig_pid host))"; return 0; }
     RIG_POLICY=$cfg
     host_spawn || return 1
