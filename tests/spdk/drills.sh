@@ -154,8 +154,10 @@ drill_verify_raid() {
     drill_log "pass $k verifies on the backing alone ($RIG_SERVER server, read without the host)"
 }
 
-# Writes the server's RAID bdev has completed (bdev_get_iostat).
+# Writes the server's RAID bdev has completed (bdev_get_iostat), or its
+# LUN (a kind with server_writes: tgt).
 drill_raid_writes() {
+    if declare -F server_writes >/dev/null; then server_writes; return; fi
     RIG_SOCK=$RIG_SERVER_SOCK rig_call bdev_get_iostat "{\"name\":\"$RIG_RAID\"}" |
         python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["bdevs"][0]["num_write_ops"])'
 }

@@ -21,7 +21,9 @@ RIG_CEPH_OWNED=${RIG_CEPH_OWNED:-}
 # shellcheck disable=SC2034 # (rig_lib.sh's)
 RIG_SERVER_VARS="CEPH_DIR RIG_CEPH_IMAGE RIG_CEPH_OWNED"
 
-server_check_tools() {
+# The kind's functions under names of their own too, for the tgt-rbd kind.
+server_check_tools() { ceph_rig_check_tools; }
+ceph_rig_check_tools() {
     ceph_available || { rig_log "missing $CEPH_MISSING (Debian's ceph-mon ceph-osd ceph-mgr ceph-common)"; return 1; }
     # (not `ldd | grep -q`: under pipefail ldd's SIGPIPE fails it)
     [[ $(ldd "$RIG_TGT" 2>/dev/null) == *libspdk_bdev_rbd* ]] ||
@@ -33,7 +35,8 @@ server_running() { [ -e "$RIG_WORK/server.ceph" ] && ceph_running osd.0; }
 
 server_describe() { echo "Ceph RBD: $CEPH_POOL/$RIG_CEPH_IMAGE, mon $CEPH_MON_ADDR, CEPH_DIR=$CEPH_DIR (bdev $RIG_BACKING)"; }
 
-server_start() {
+server_start() { ceph_rig_start; }
+ceph_rig_start() {
     if ! ceph_running mon.a; then
         ceph_up || return 1
         RIG_CEPH_OWNED=1
@@ -54,7 +57,8 @@ server_start() {
 }
 
 # The rig lets go: its image removed, the cluster down if the rig made it.
-server_stop() {
+server_stop() { ceph_rig_stop; }
+ceph_rig_stop() {
     rm -f "$RIG_WORK/server.ceph"
     ceph_running mon.a || return 0
     ceph_osd_cont
@@ -82,7 +86,8 @@ server_rbd_params() { # name
 
 # fio (spdk_bdev plugin, --no-huge) on the image without the host, through
 # a bdev_rbd of its own; defaults and ARGS as nvmf_fio.
-server_fio() {
+server_fio() { ceph_rig_fio "$@"; }
+ceph_rig_fio() {
     cat >"$RIG_WORK/rbd.json" <<JSON
 {"subsystems":[{"subsystem":"bdev","config":[
  {"method":"bdev_rbd_create","params":$(server_rbd_params check)},

@@ -26,7 +26,9 @@ RIG_SERVER_VARS="RIG_TGT_WRITE_CACHE RIG_TGT_CONTROL_PORT"
 # The LUN's file (RIG_WORK may change after this file is sourced).
 tgt_img() { echo "$RIG_WORK/tgt-lun1.img"; }
 
-server_check_tools() {
+# The kind's functions under names of their own too, for the tgt-rbd kind.
+server_check_tools() { tgt_rig_check_tools; }
+tgt_rig_check_tools() {
     if ! command -v tgtd >/dev/null || ! command -v tgtadm >/dev/null; then
         rig_log "missing tgtd or tgtadm (apt-get install tgt)"
         return 1
@@ -34,19 +36,19 @@ server_check_tools() {
 }
 server_running() { rig_running server tgtd; }
 server_describe() {
-    echo "iSCSI: $RIG_ISCSI_URL (tgtd, rdwr LUN over $(tgt_img), write cache $RIG_TGT_WRITE_CACHE; initiator $RIG_INITIATOR_IQN)"
+    echo "iSCSI: $RIG_ISCSI_URL (tgtd, $(tgt_lun_describe), write cache $RIG_TGT_WRITE_CACHE; initiator $RIG_INITIATOR_IQN)"
 }
+tgt_lun_describe() { echo "rdwr LUN over $(tgt_img)"; }
 
 tgt_port() { echo "${RIG_TGT_CONTROL_PORT:-$RIG_ISCSI_PORT}"; }
 tgt_adm() { timeout 30 tgtadm -C "$(tgt_port)" "$@"; }
 
 # Starts tgtd and (re-)creates the target over the same file, which
 # survives restarts and kill -9.
-server_start() {
-    local t0=$SECONDS img
+server_start() { tgt_rig_start; }
+tgt_rig_start() {
+    local t0=$SECONDS
     server_running && { rig_log "server already running (pid $(rig_pid server))"; return 0; }
-    img=$(tgt_img)
-    [ -e "$img" ] || truncate -s "${RIG_RAID_MB}M" "$img" || return 1
     mkdir -p /var/run/tgtd || return 1
     # shellcheck disable=SC2153 # (RIG_WORK is rig_lib.sh's)
     rig_spawn server "$RIG_SERVER_LOG" "$RIG_WORK" tgtd -f -C "$(tgt_port)" \
@@ -57,14 +59,21 @@ server_start() {
         sleep 0.1
     done
     if ! { tgt_adm --lld iscsi --op new --mode target --tid 1 -T "$RIG_TARGET_IQN" &&
-        tgt_adm --lld iscsi --op new --mode logicalunit --tid 1 --lun "$RIG_ISCSI_LUN" -b "$img" --bstype rdwr &&
+        tgt_lun_new &&
         tgt_write_cache && tgt_adm --lld iscsi --op bind --mode target --tid 1 -I 127.0.0.1; }; then
         rig_log "server: tgtadm could not build the target"
         tail -5 "$RIG_SERVER_LOG" >&2
         return 1
     fi
-    rig_log "server: tgtd (pid $(rig_pid server)) exports $img (${RIG_RAID_MB} MiB, write cache" \
+    rig_log "server: tgtd (pid $(rig_pid server)) exports $(tgt_lun_describe) (${RIG_RAID_MB} MiB, write cache" \
         "$RIG_TGT_WRITE_CACHE) as $RIG_ISCSI_URL"
+}
+# LUN 1 of target 1 over the file (made the first time).
+tgt_lun_new() {
+    local img
+    img=$(tgt_img)
+    [ -e "$img" ] || truncate -s "${RIG_RAID_MB}M" "$img" || return 1
+    tgt_adm --lld iscsi --op new --mode logicalunit --tid 1 --lun "$RIG_ISCSI_LUN" -b "$img" --bstype rdwr
 }
 # The caching mode page (8) as tgt-admin's write-cache=off sets it: WCE=0.
 tgt_write_cache() {
@@ -78,7 +87,8 @@ tgt_write_cache() {
 # tgtd ignores SIGTERM: it leaves once its targets are gone and the
 # system is deleted (what Debian's tgt service does); rig_stop waits for
 # that, and kills it after 30 s.
-server_stop() {
+server_stop() { tgt_rig_stop; }
+tgt_rig_stop() {
     if server_running; then
         tgt_adm --op update --mode sys --name State -v offline >/dev/null 2>&1
         tgt_adm --lld iscsi --op delete --mode target --tid 1 --force >/dev/null 2>&1
@@ -87,6 +97,10 @@ server_stop() {
     rig_stop server TERM tgtd
 }
 server_kill() { rig_stop server KILL tgtd; }
+# Writes the LUN has completed (tgtadm's wr_done cmds, every session's).
+server_writes() {
+    tgt_adm --op stat --mode logicalunit --tid 1 --lun "$RIG_ISCSI_LUN" | awk 'NR > 1 {n += $11} END {print n + 0}'
+}
 server_freeze() { server_running && kill -STOP "$(rig_pid server)"; }
 server_thaw() { server_running && kill -CONT "$(rig_pid server)"; }
 
