@@ -12,8 +12,9 @@
 #   rig.sh vhost-fio ARGS  fio through the virtio-user client (vhost_fio)
 #
 # RIG_SERVER picks the storage server: spdk (default, hhc_tgt over a RAID
-# model), tgt (Debian's tgtd, a file-backed LUN) or ceph (an RBD image of
-# the one-node cluster of tests/ceph/cluster.sh, docs/ceph.md); rig_lib.sh
+# model), tgt (Debian's tgtd, a file-backed LUN), ceph (an RBD image of
+# the one-node cluster of tests/ceph/cluster.sh, docs/ceph.md) or tgt-rbd
+# (tgtd serving such an image: an iSCSI gateway to Ceph); rig_lib.sh
 # lists what each kind provides.
 # RIG_WORK (default /dev/shm/hhc-rig, or /tmp/hhc-rig) holds everything. Other settings: see
 # rig_defaults in rig_lib.sh (ports RIG_ISCSI_PORT 3260, RIG_NVMF_PORT

@@ -9,7 +9,8 @@
 #                   HDD RAID5 model) -> iSCSI target node; tgt: Debian's
 #                   tgtd with a file-backed LUN; both on
 #                   127.0.0.1:RIG_ISCSI_PORT; ceph: an RBD image of the
-#                   one-node cluster of tests/ceph/cluster.sh
+#                   one-node cluster of tests/ceph/cluster.sh; tgt-rbd:
+#                   tgtd with such an image as its LUN
 #   host            hhc_tgt (hugepages when it can have them): bdev_iscsi
 #                   or bdev_rbd (the backing, server_backing_create), aio -> make_ssd (cache), aio -> make_hdd
 #                   (1 or 2 log mirrors), hhc0 = bdev_hhc_create; exported
@@ -68,7 +69,7 @@ RIG_VHOST_BDEV=vblk0                        # hhc0 as the virtio-user client see
 
 # Settings with their defaults; rig.env of a running rig overrides them.
 rig_defaults() {
-    RIG_SERVER=${RIG_SERVER:-spdk}          # the storage server's kind: spdk, tgt or ceph
+    RIG_SERVER=${RIG_SERVER:-spdk}          # the storage server's kind: spdk, tgt, ceph or tgt-rbd
     RIG_ISCSI_PORT=${RIG_ISCSI_PORT:-3260}
     RIG_NVMF_PORT=${RIG_NVMF_PORT:-4420}
     RIG_POLICY=${RIG_POLICY:-hhc}
@@ -308,15 +309,16 @@ rig_stop() { # name [signal] [program]: TERM waits up to 30 s for a clean exit, 
 #   server_describe        one line for rig_status: what the host connects to
 #   server_backing_create NAME INITIATOR
 #                          on the SPDK app of RIG_SOCK (the host), creates the
-#                          bdev NAME over the server's export (the spdk and tgt
-#                          kinds: rig_iscsi_backing_create, bdev_iscsi; ceph:
-#                          bdev_rbd)
+#                          bdev NAME over the server's export (the spdk, tgt
+#                          and tgt-rbd kinds: rig_iscsi_backing_create,
+#                          bdev_iscsi; ceph: bdev_rbd)
 #   server_fio ARGS        fio on the backing's blocks without the host (the
 #                          drills' verification; the host is down by then);
 #                          ARGS as nvmf_fio's
-# and may set RIG_ISCSI_LUN (the LUN of RIG_ISCSI_URL), RIG_BACKING (the
+# and may provide server_writes (the writes the server's backing has
+# completed, for drill_server_hang; tgt, tgt-rbd) and set RIG_ISCSI_LUN (the LUN of RIG_ISCSI_URL), RIG_BACKING (the
 # backing's bdev name) and RIG_SERVER_VARS (its settings, saved in rig.env).
-RIG_SERVER_KINDS="spdk tgt ceph"
+RIG_SERVER_KINDS="spdk tgt ceph tgt-rbd"
 rig_server_load() {
     [ "${RIG_SERVER_LOADED:-}" != "$RIG_SERVER" ] || return 0
     local f=$RIG_REPO/tests/spdk/rig_server_$RIG_SERVER.sh
