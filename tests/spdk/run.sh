@@ -1558,14 +1558,15 @@ rig_smoke() (
     log "rig_smoke: $((SECONDS - t0)) s up to rig_down"
 )
 
-# The rig over Debian's tgt (RIG_SERVER=tgt, tests/spdk/rig_server_tgt.sh):
-# hhc0 (policy hhc) over bdev_iscsi to tgtd's file-backed LUN, fio
-# write+verify with fsync through NVMe-oF, hhc0's counters show the writes
-# and flushes over iscsi0; after flush_all the LUN's file alone holds the
-# same data (read directly, seeds checked).
+# The rig over Debian's tgt (RIG_SERVER=tgt, tests/spdk/rig_server_tgt.sh),
+# or over tgt-rbd (its LUN an RBD image): hhc0 (policy hhc) over bdev_iscsi
+# to tgtd, fio write+verify with fsync through NVMe-oF, hhc0's counters show
+# the writes and flushes over iscsi0; after flush_all the LUN's file (the
+# image) alone holds the same data (read without tgtd, seeds checked).
+tgt_rig_smoke() { tgt_kind_smoke tgt; }
 # shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
-tgt_rig_smoke() (
-    export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_FIO_TIMEOUT=60 OUT RIG_SERVER=tgt RIG_EXPORTS=nvmf
+tgt_kind_smoke() ( # kind
+    export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_FIO_TIMEOUT=60 OUT RIG_SERVER=$1 RIG_EXPORTS=nvmf CEPH_DIR
     RIG_WORK=$(rig_work)
     # shellcheck source=/dev/null
     . "$REPO/tests/spdk/drills.sh"
@@ -1582,20 +1583,57 @@ tgt_rig_smoke() (
     rig_rpc host bdev_hhc_flush_all -b hhc0 >/dev/null &&
         drill_wait_stat 'not s["flush_all_in_progress"] and s["gauges"]["dirty_blocks"] == 0' 60 || return 1
     server_fio --rw=randwrite --verify=crc32c --verify_only=1 --verify_fatal=1 --verify_header_seed=1 --randseed=21 \
-        >"$WORK/tgt-file.log" 2>&1 || { echo "the LUN's file does not hold the data"; tail -20 "$WORK/tgt-file.log"; return 1; }
-    log "tgt_rig_smoke: the LUN's file verifies after flush_all; $((SECONDS - t0)) s up to rig_down"
+        >"$WORK/tgt-file.log" 2>&1 || { echo "the LUN's backing does not hold the data"; tail -20 "$WORK/tgt-file.log"; return 1; }
+    log "$RIG_SERVER smoke: the LUN's backing verifies after flush_all; $((SECONDS - t0)) s up to rig_down"
 )
 
 # A fault drill over the tgt server. drill_power_loss does
 # TGT_POWER_LOSSES kills (default 8, to fit the default run; 20 with
 # TGT_FULL=1).
+tgt_drill() { tgt_kind_drill tgt 8 "$1"; }
 # shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
-tgt_drill() ( # drill
-    local n=8
+tgt_kind_drill() ( # kind default-power-losses drill
+    local n=$2
     [ -z "${TGT_FULL:-}" ] || n=20
-    export RIG_SERVER=tgt DRILL_POWER_LOSSES=${TGT_POWER_LOSSES:-$n}
-    rig_drill "$1"
+    export RIG_SERVER=$1 CEPH_DIR DRILL_POWER_LOSSES=${TGT_POWER_LOSSES:-$n}
+    rig_drill "$3"
 )
+
+# drill_server_hang over tgt: a 12 s hang (two 5 s timeouts and more),
+# 10 s for write-back to resume on the old session (it does within a
+# second when it does at all), to fit the default run; TGT_FULL=1: the
+# drill's own 20 s and 30 s.
+tgt_hang_drill() {
+    local hang=12 resume=10
+    [ -z "${TGT_FULL:-}" ] || { hang=20; resume=30; }
+    DRILL_HANG_S=${DRILL_HANG_S:-$hang} DRILL_HANG_RESUME_S=${DRILL_HANG_RESUME_S:-$resume} tgt_drill drill_server_hang
+}
+
+# The rig over tgt-rbd (RIG_SERVER=tgt-rbd, tests/spdk/rig_server_tgt-rbd.sh):
+# tgtd serving an RBD image of the ceph_* tests' cluster (brought up here
+# if none of them ran), hhc0 over it through bdev_iscsi. Power losses:
+# TGTRBD_POWER_LOSSES (default 5; 20 with TGT_FULL=1).
+tgtrbd_smoke() { ceph_cluster && tgt_kind_smoke tgt-rbd; }
+tgtrbd_drill() { ceph_cluster && TGT_POWER_LOSSES=${TGTRBD_POWER_LOSSES:-} tgt_kind_drill tgt-rbd 5 "$1"; }
+
+# Why the tgtrbd_* tests cannot run here (nothing printed: they can).
+tgtrbd_unavailable() {
+    if ! command -v tgtd >/dev/null || ! command -v tgtadm >/dev/null; then echo "no tgtd (apt-get install tgt)"; return 0; fi
+    ceph_unavailable && return 0
+    [[ $(ldd "$TGT" 2>/dev/null) == *libspdk_bdev_iscsi* ]] ||
+        { echo "$TGT has no bdev_iscsi (SPDK built without --with-iscsi-initiator)"; return 0; }
+    # shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
+    if ! (
+        export RIG_SERVER=tgt-rbd RIG_WORK=$WORK/tgtrbd-probe RIG_ISCSI_PORT OUT
+        # shellcheck source=/dev/null
+        . "$REPO/tests/spdk/rig_lib.sh"
+        tgtrbd_has_store
+    ) >"$WORK/tgtrbd-probe.log" 2>&1; then
+        echo "tgtd has no backing store rbd (apt-get install tgt-rbd)"
+        return 0
+    fi
+    return 1
+}
 
 # ---- the tests ----
 # Each test has a name (run.sh --list prints them, run.sh NAME... runs those
@@ -1763,11 +1801,38 @@ all_tests() {
             tgt_drill drill_ssd_death
         run_test tgt_drill_server_restart "tgt server: tgtd killed and restarted under load; write-back resumes, nothing lost" \
             tgt_drill drill_server_restart
+        run_test tgt_drill_server_hang \
+            "tgt server: tgtd hung (SIGSTOP) past timeout_sec under load; errors held, nothing lost, write-back resumes" \
+            tgt_hang_drill
     else
         log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
         touch "$WORK/rig-no-tgt"
     fi
     ceph_tests
+    tgtrbd_tests
+}
+
+# HHC over an iSCSI gateway to Ceph (tgtd with tgt-rbd), skipped loudly
+# when tgtd, its rbd store, Ceph or bdev_iscsi is missing.
+tgtrbd_tests() {
+    local why
+    if [ -z "$LIST" ] && why=$(tgtrbd_unavailable); then
+        log "### SKIPPED the tgtrbd_* tests: $why ###"
+        echo "$why" >"$WORK/rig-no-tgtrbd"
+        return 0
+    fi
+    run_test tgtrbd_smoke "tgt-rbd server: hhc0 over bdev_iscsi to tgtd's RBD LUN, fio write+verify over NVMe-oF, the image verifies" \
+        tgtrbd_smoke
+    run_test tgtrbd_drill_stale_check_can_fail "tgt-rbd server: the image check catches blocks of an older pass in the region" \
+        tgtrbd_drill drill_stale_check_can_fail
+    run_test tgtrbd_drill_power_loss \
+        "tgt-rbd server: ${TGTRBD_POWER_LOSSES:-5 (TGT_FULL=1: 20)} kill -9 of the host under load, warm restarts, newest pass verifies" \
+        tgtrbd_drill drill_power_loss
+    run_test tgtrbd_drill_ssd_death "tgt-rbd server: SSD death under load, log replayed through tgtd, the image holds the flushed pass" \
+        tgtrbd_drill drill_ssd_death
+    run_test tgtrbd_drill_server_restart \
+        "tgt-rbd server: tgtd killed -9 (librbd cache lost) and restarted under load; write-back resumes, nothing lost" \
+        tgtrbd_drill drill_server_restart
 }
 
 # HHC over Ceph RBD, skipped loudly when Ceph or bdev_rbd is missing.
@@ -1915,6 +1980,7 @@ main() {
     all_tests
     [ ! -e "$WORK/rig-no-vhost" ] || log "### SKIPPED the vhost half of rig_smoke: no hugepages (not root?) ###"
     [ ! -e "$WORK/rig-no-tgt" ] || log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
+    [ ! -e "$WORK/rig-no-tgtrbd" ] || log "### SKIPPED the tgtrbd_* tests: $(cat "$WORK/rig-no-tgtrbd") ###"
     [ ! -s "$WORK/ceph-up.log" ] || grep -h 'cluster up in' "$WORK/ceph-up.log" | sed 's/^/[spdk-tests] /'
     echo "$PASSED passed, $FAILED failed in $SECONDS s"
     [ "$FAILED" -eq 0 ]
