@@ -9,7 +9,8 @@
 # CEPH_DIR is shared, else each rig brings one up and down).
 
 set -u -o pipefail
-RIG_SERVER=ceph
+# (or tgt-rbd: the same image behind an iSCSI gateway)
+[ "${RIG_SERVER:-}" = tgt-rbd ] || RIG_SERVER=ceph
 # shellcheck source=tests/spdk/drills.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/drills.sh"
 

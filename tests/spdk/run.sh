@@ -1233,8 +1233,8 @@ ceph_check() { ceph_cluster && ceph_drill drills_ceph.sh ceph_run "$1"; }
 # What each cache in front of RBD loses (tests/spdk/drills_ceph_losses.sh).
 ceph_loss() { ceph_cluster && ceph_drill drills_ceph_losses.sh loss_run "$1"; }
 # shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
-ceph_drill() ( # script (of tests/spdk) function check
-    export RIG_WORK RIG_SERVER=ceph RIG_NVMF_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
+ceph_drill() ( # script (of tests/spdk) function check [kind]
+    export RIG_WORK RIG_SERVER=${4:-ceph} RIG_NVMF_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
     RIG_WORK=$(rig_work)-ceph
     # shellcheck source=/dev/null
     . "$REPO/tests/spdk/$1"
@@ -1605,6 +1605,8 @@ tgt_kind_drill() ( # kind default-power-losses drill
 # TGTRBD_POWER_LOSSES (default 5; 20 with TGT_FULL=1).
 tgtrbd_smoke() { ceph_cluster && tgt_kind_smoke tgt-rbd; }
 tgtrbd_drill() { ceph_cluster && TGT_POWER_LOSSES=${TGTRBD_POWER_LOSSES:-} tgt_kind_drill tgt-rbd 5 "$1"; }
+# A drill of tests/spdk/drills_ceph.sh over tgt-rbd.
+tgtrbd_ceph_drill() { ceph_cluster && ceph_drill drills_ceph.sh ceph_run "$1" tgt-rbd; }
 
 # Why the tgtrbd_* tests cannot run here (nothing printed: they can).
 tgtrbd_unavailable() {
@@ -1823,8 +1825,9 @@ tgtrbd_tests() {
     run_test tgtrbd_drill_power_loss \
         "tgt-rbd server: ${TGTRBD_POWER_LOSSES:-5 (TGT_FULL=1: 20)} kill -9 of the host under load, warm restarts, newest pass verifies" \
         tgtrbd_drill drill_power_loss
-    run_test tgtrbd_drill_ssd_death "tgt-rbd server: SSD death under load, log replayed through tgtd, the image holds the flushed pass" \
-        tgtrbd_drill drill_ssd_death
+    run_test tgtrbd_drill_ssd_death \
+        "tgt-rbd server: SSD death under load, write-back held off, log replayed through tgtd, the image holds the flushed pass" \
+        tgtrbd_ceph_drill ceph_ssd_death
     run_test tgtrbd_drill_server_restart \
         "tgt-rbd server: tgtd killed -9 (librbd cache lost) and restarted under load; write-back resumes, nothing lost" \
         tgtrbd_drill drill_server_restart
