@@ -12,10 +12,12 @@
 //!   of it is still valid on disk.
 //!
 //! Over 600 lines on purpose: every block-state transition lives here, so
-//! that the invariants above are enforced (and asserted) in one place.
+//! that the invariants above are enforced (and asserted) in one place; the
+//! legal moves are listed in `moves.rs`.
 
 mod block_set;
 mod lba_map;
+mod moves;
 
 use block_set::BlockSet;
 use lba_map::{LbaMap, NO_BLOCK};
@@ -196,10 +198,19 @@ impl CacheIndex {
 
     /// Every change of a block's state goes through here (it keeps
     /// `evicting_count` and `clean`), but for a free block's mapping
-    /// (`map_into`).
+    /// (`map_into`); both check the move against `moves::MOVES`.
     fn set_state(&mut self, block: u32, state: BlockState) {
+        let was = self.blocks[block as usize].state;
+        check_move(block, was, state);
+        // A block in the superseded set has a valid durable entry: it leaves
+        // the set before it is current again or dropped, or the set would
+        // keep it once it is reused.
+        assert!(
+            !matches!(state, BlockState::Mapped | BlockState::Dropped) || !self.superseded.contains(block),
+            "block {block} {was:?} -> {state:?} while listed superseded"
+        );
         let entry = &mut self.blocks[block as usize];
-        let was_evicting = entry.state == BlockState::Evicting;
+        let was_evicting = was == BlockState::Evicting;
         entry.state = state;
         let clean = state == BlockState::Mapped && entry.flags & flag::DIRTY == 0;
         self.evicting_count = self.evicting_count + u32::from(state == BlockState::Evicting) - u32::from(was_evicting);
@@ -456,8 +467,10 @@ impl CacheIndex {
         let b = block as usize;
         self.blocks[b].lba = lba;
         // Free to Mapped leaves `evicting_count` as it is (`set_state` cost
-        // 13 instructions a write more than this).
-        debug_assert_eq!(self.blocks[b].state, BlockState::Free);
+        // 13 instructions a write more than this). Only Free is right here,
+        // stricter than the table (Superseded to Mapped is `unmap_failed`'s).
+        let was = self.blocks[b].state;
+        assert!(was == BlockState::Free, "illegal block-state move: block {block} {was:?} -> Mapped off the free list");
         self.blocks[b].state = BlockState::Mapped;
         self.blocks[b].flags = flag::BUSY | flag::REFERENCED;
         self.blocks[b].log_loc = LOC_NONE;
@@ -858,6 +871,12 @@ impl CacheIndex {
     }
 }
 
+/// Fails on a move of `block`'s state that `moves::MOVES` does not list.
+#[inline]
+fn check_move(block: u32, from: BlockState, to: BlockState) {
+    assert!(moves::legal(from, to), "illegal block-state move: block {block} {from:?} -> {to:?}");
+}
+
 /// RFC 1982 serial-number comparison: is `a` newer than `b`? Valid while
 /// the versions of one LBA on disk are less than 2^31 writes apart.
 pub fn serial_newer(a: u32, b: u32) -> bool {
@@ -940,6 +959,94 @@ mod tests {
         index.check_counts().unwrap();
         index.evicting_count -= 1;
         assert_eq!(index.check_counts(), Err("2 evicting blocks counted, 3 found".to_string()));
+    }
+
+    /// A block of `index` brought to `state` the way the engine does.
+    fn block_in(index: &mut CacheIndex, state: BlockState) -> u32 {
+        match state {
+            BlockState::Free => index.free_head,
+            BlockState::Mapped => index.map_new_block(1, true).unwrap(),
+            BlockState::Superseded => {
+                let old = index.map_new_block(2, true).unwrap();
+                index.map_new_block(2, true).unwrap();
+                old
+            }
+            BlockState::Evicting => {
+                let block = index.map_new_block(3, false).unwrap();
+                index.clear(block, flag::BUSY);
+                index.set(block, flag::COMMITTED);
+                assert!(index.invalidate_clean(3));
+                block
+            }
+            BlockState::Dropped => {
+                // Its data write still in flight keeps it from the free list.
+                let old = index.map_new_block(4, true).unwrap();
+                index.map_new_block(4, true).unwrap();
+                index.release_predecessor(old);
+                old
+            }
+        }
+    }
+
+    /// Every move of illegal class `class` (`moves::ILLEGAL`) fails the
+    /// table's assertion; the last one is left to the test's `should_panic`.
+    fn illegal_moves_fail(class: usize) {
+        let (name, moves) = moves::ILLEGAL[class];
+        let (&(last_from, last_to), others) = moves.split_last().unwrap();
+        for &(from, to) in others {
+            let mut index = CacheIndex::new(16);
+            let block = block_in(&mut index, from);
+            assert_eq!(index.state(block), from);
+            let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| index.set_state(block, to)))
+                .expect_err(&format!("{name}: {from:?} -> {to:?} passed"));
+            let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+            assert!(message.starts_with("illegal block-state move"), "{name}: {from:?} -> {to:?} failed otherwise: {message}");
+        }
+        let mut index = CacheIndex::new(16);
+        let block = block_in(&mut index, last_from);
+        assert_eq!(index.state(block), last_from);
+        index.set_state(block, last_to);
+    }
+
+    #[test]
+    #[should_panic(expected = "illegal block-state move: block 0 Evicting -> Free")]
+    fn a_block_in_use_freed_without_being_dropped_fails() {
+        illegal_moves_fail(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "illegal block-state move: block 0 Dropped -> Evicting")]
+    fn an_evicted_or_dropped_block_brought_back_fails() {
+        illegal_moves_fail(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "illegal block-state move: block 0 Free -> Dropped")]
+    fn a_free_block_put_out_of_use_fails() {
+        illegal_moves_fail(2);
+    }
+
+    #[test]
+    #[should_panic(expected = "illegal block-state move: block 0 Dropped -> Dropped")]
+    fn a_block_moved_to_the_state_it_is_in_fails() {
+        illegal_moves_fail(3);
+    }
+
+    #[test]
+    #[should_panic(expected = "illegal block-state move: block 0 Mapped -> Mapped off the free list")]
+    fn a_free_list_holding_a_block_in_use_fails() {
+        let mut index = CacheIndex::new(16);
+        let block = index.map_new_block(1, true).unwrap();
+        index.free_head = block;
+        index.map_new_block(2, true);
+    }
+
+    #[test]
+    #[should_panic(expected = "block 0 Superseded -> Dropped while listed superseded")]
+    fn a_superseded_block_dropped_while_listed_fails() {
+        let mut index = CacheIndex::new(16);
+        let old = block_in(&mut index, BlockState::Superseded);
+        index.drop_block(old);
     }
 
     #[test]
