@@ -52,6 +52,11 @@ impl LbaMap {
         self.slots.len() * std::mem::size_of::<Slot>()
     }
 
+    /// Blocks held, counted slot by slot: for `CacheIndex::check_counts`.
+    pub fn held_count(&self) -> u32 {
+        self.slots.iter().filter(|slot| slot.block != NO_BLOCK).count() as u32
+    }
+
     fn home(&self, lba: u32) -> usize {
         // Fibonacci hashing spreads the groups; fast-range maps to the table.
         let len = self.slots.len() as u64;

@@ -224,32 +224,93 @@ impl CacheIndex {
         self.dirty.len()
     }
 
-    /// The kept counts of free, evicting and dirty blocks, and the set of
-    /// clean ones, against the blocks themselves: the engine decides from
-    /// them alone (when and what to evict, when to write back), so a drift
-    /// goes unseen by the oracle until the cache stalls. Visits every
-    /// block: for tests.
+    /// Every kept count and derived set against the blocks themselves:
+    /// the free list, the LBA map, and the clean, dirty, unlogged-dirty and
+    /// superseded sets with their counts. The engine decides from them
+    /// alone (what to evict, write back, log again, invalidate), so a drift
+    /// goes unseen by the oracle until the cache stalls or a restart finds
+    /// a stale entry. Visits every block and allocates: for tests and the
+    /// torture runs' checks between phases, never on the request path.
     pub fn check_counts(&self) -> Result<(), String> {
-        let count = |keep: &dyn Fn(&Block) -> bool| self.blocks.iter().filter(|b| keep(b)).count() as u32;
-        let counted = [
-            ("free", self.free_count, count(&|b| b.state == BlockState::Free)),
-            ("evicting", self.evicting_count, count(&|b| b.state == BlockState::Evicting)),
-            ("dirty", self.dirty.len(), count(&|b| b.flags & flag::DIRTY != 0)),
-            ("clean mapped", self.clean.len(), count(&|b| b.state == BlockState::Mapped && b.flags & flag::DIRTY == 0)),
-        ];
+        let count = |keep: &dyn Fn(u32) -> bool| (0..self.blocks_count()).filter(|&b| keep(b)).count() as u32;
+        let is = |state: BlockState| move |block: u32| self.state(block) == state;
         let clean = |block: u32| self.state(block) == BlockState::Mapped && !self.has(block, flag::DIRTY);
-        if let Some(block) = (0..self.blocks_count()).find(|&block| clean(block) != self.clean.contains(block)) {
-            return Err(format!("block {block} clean {} but in the clean set {}", clean(block), self.clean.contains(block)));
-        }
         let dirty = |block: u32| self.has(block, flag::DIRTY);
-        if let Some(block) = (0..self.blocks_count()).find(|&block| dirty(block) != self.dirty.contains(block)) {
-            return Err(format!("block {block} dirty {} but in the dirty set {}", dirty(block), self.dirty.contains(block)));
+        let unlogged_dirty = |block: u32| self.unlogged_dirty(block);
+        let superseded = |block: u32| matches!(self.state(block), BlockState::Superseded | BlockState::Evicting);
+        let mapped = |block: u32| !matches!(self.state(block), BlockState::Free | BlockState::Dropped);
+        let dirty_through = |block: u32| dirty(block) && self.through(block) != Through::None;
+        let free_listed = self.free_list_len()?;
+        let counted = [
+            ("free", self.free_count, count(&is(BlockState::Free))),
+            ("free-listed", free_listed, count(&is(BlockState::Free))),
+            ("evicting", self.evicting_count, count(&is(BlockState::Evicting))),
+            ("dirty", self.dirty.len(), count(&dirty)),
+            ("clean mapped", self.clean.len(), count(&clean)),
+            ("unlogged dirty", self.unlogged_dirty.len(), count(&unlogged_dirty)),
+            ("unlogged dirty (kept)", self.unlogged_dirty_count, count(&unlogged_dirty)),
+            ("dirty write-through", self.dirty_through_count, count(&dirty_through)),
+            ("superseded or evicting", self.superseded.len(), count(&superseded)),
+            ("LBA-mapped", self.map.held_count(), count(&mapped)),
+        ];
+        type Member<'a> = &'a dyn Fn(u32) -> bool;
+        let sets: [(&str, &BlockSet, Member); 4] =
+            [("clean", &self.clean, &clean), ("dirty", &self.dirty, &dirty), ("unlogged dirty", &self.unlogged_dirty, &unlogged_dirty), ("superseded", &self.superseded, &superseded)];
+        for (name, set, member) in sets {
+            if let Some(block) = (0..self.blocks_count()).find(|&block| member(block) != set.contains(block)) {
+                return Err(format!("block {block} {name} {} but in the {name} set {}", member(block), set.contains(block)));
+            }
         }
-        match counted.iter().find(|(_, kept, found)| kept != found) {
-            Some((name, kept, found)) => Err(format!("{kept} {name} blocks counted, {found} found")),
+        if let Some((name, kept, found)) = counted.iter().find(|(_, kept, found)| kept != found) {
+            return Err(format!("{kept} {name} blocks counted, {found} found"));
+        }
+        match (0..self.blocks_count()).find_map(|block| self.block_broken(block).map(|why| (block, why))) {
+            Some((block, why)) => Err(format!("block {block} ({:?}, flags {:#04x}): {why}", self.state(block), self.flags_bits(block))),
             None => Ok(()),
         }
     }
+
+    /// The free list's length, following it from its head: an error if it
+    /// holds a block that is not free or runs in a loop.
+    fn free_list_len(&self) -> Result<u32, String> {
+        let mut seen = 0;
+        let mut block = self.free_head;
+        while block != NO_BLOCK {
+            if seen >= self.blocks_count() || self.state(block) != BlockState::Free {
+                return Err(format!("the free list holds block {block} ({:?}) at place {seen}", self.state(block)));
+            }
+            seen += 1;
+            block = self.blocks[block as usize].log_loc;
+        }
+        Ok(seen)
+    }
+
+    /// What is wrong with `block` alone, against the rules the engine relies
+    /// on: a free block holds nothing; a block in the map is held once, under
+    /// its LBA, and an LBA has one current block; only a current block is
+    /// dirty, and a logged one is dirty with a log location.
+    fn block_broken(&self, block: u32) -> Option<&'static str> {
+        let b = &self.blocks[block as usize];
+        let held = self.map.blocks_of(b.lba).filter(|&held| held == block).count();
+        match b.state {
+            BlockState::Free if b.lba != LBA_NONE || b.flags != 0 || b.pins != 0 || b.through != Through::None => {
+                Some("free but holding an LBA, flags, pins or a write-through state")
+            }
+            BlockState::Free | BlockState::Dropped if held != 0 => Some("out of use but held in the LBA map"),
+            BlockState::Free => None,
+            BlockState::Dropped | BlockState::Superseded | BlockState::Evicting if b.flags & (flag::DIRTY | flag::LOGGED) != 0 => {
+                Some("dirty or logged but not current")
+            }
+            BlockState::Dropped => None,
+            _ if held != 1 => Some("not held once in the LBA map under its LBA"),
+            BlockState::Mapped if self.lookup(b.lba) != Some(block) => Some("one of two current blocks of its LBA"),
+            BlockState::Mapped if b.flags & flag::LOGGED != 0 && (b.flags & flag::DIRTY == 0 || b.log_loc == LOC_NONE) => {
+                Some("logged but clean or without a log location")
+            }
+            _ => None,
+        }
+    }
+
     pub fn unlogged_dirty_count(&self) -> u32 {
         self.unlogged_dirty_count
     }
@@ -282,6 +343,7 @@ impl CacheIndex {
                     self.unlogged_dirty.insert(b);
                 }
                 (true, false) => {
+                    assert!(self.unlogged_dirty_count > 0, "unlogged dirty count underflow at block {b}");
                     self.unlogged_dirty_count -= 1;
                     self.unlogged_dirty.remove(b);
                 }
@@ -291,7 +353,16 @@ impl CacheIndex {
         result
     }
 
+    /// A logged block's value is in the log at its log location: what an
+    /// `hhc` flush and reclamation rely on, so only a current dirty block
+    /// with a location may be logged.
     pub fn set_logged(&mut self, block: u32, logged: bool) {
+        assert!(
+            !logged || self.state(block) == BlockState::Mapped && self.has(block, flag::DIRTY) && self.blocks[block as usize].log_loc != LOC_NONE,
+            "block {block} logged while {:?}, flags {:#04x}, without a log location or clean",
+            self.state(block),
+            self.flags_bits(block)
+        );
         self.tracked([block, NO_BLOCK], |index| {
             if logged {
                 index.blocks[block as usize].flags |= flag::LOGGED;
@@ -365,7 +436,7 @@ impl CacheIndex {
         self.blocks[block as usize].log_loc
     }
     pub fn set_log_loc(&mut self, block: u32, loc: u32) {
-        debug_assert_eq!(self.state(block), BlockState::Mapped);
+        assert_eq!(self.state(block), BlockState::Mapped, "log location given to block {block} not current");
         self.blocks[block as usize].log_loc = loc;
     }
     pub fn pins(&self, block: u32) -> u8 {
@@ -391,7 +462,7 @@ impl CacheIndex {
     #[inline(never)]
     fn push_free(&mut self, block: u32) {
         let b = block as usize;
-        debug_assert!(self.blocks[b].flags & flag::DIRTY == 0, "block {block} freed dirty");
+        assert!(self.blocks[b].flags & flag::DIRTY == 0, "block {block} freed dirty");
         self.set_state(b as u32, BlockState::Free);
         self.blocks[b].flags = 0;
         self.blocks[b].through = Through::None;
@@ -406,6 +477,7 @@ impl CacheIndex {
             return None;
         }
         let block = self.free_head;
+        assert!(self.free_count > 0, "free list of {block} with no free block counted");
         self.free_head = self.blocks[block as usize].log_loc;
         self.free_count -= 1;
         Some(block)
@@ -448,6 +520,7 @@ impl CacheIndex {
         } else {
             self.blocks[block as usize].flags &= !flag::DIRTY;
             self.dirty.remove(block);
+            assert!(self.dirty_through_count >= u32::from(through), "dirty write-through count underflow at block {block}");
             self.dirty_through_count -= u32::from(through);
         }
         true
@@ -559,7 +632,7 @@ impl CacheIndex {
     }
 
     fn release_superseded(&mut self, block: u32) {
-        debug_assert!(self.superseded.contains(block), "superseded block {block} not listed");
+        assert!(self.superseded.contains(block), "superseded block {block} not listed");
         self.superseded.remove(block);
     }
 
@@ -625,6 +698,7 @@ impl CacheIndex {
         if self.has(block, flag::DIRTY) {
             let was = self.blocks[block as usize].through != Through::None;
             let now = through != Through::None;
+            assert!(self.dirty_through_count >= u32::from(was), "dirty write-through count underflow at block {block}");
             self.dirty_through_count = self.dirty_through_count + u32::from(now) - u32::from(was);
         }
         self.blocks[block as usize].through = through;
@@ -638,7 +712,7 @@ impl CacheIndex {
     /// copy whose backing write failed): the older durable entries of the LBA,
     /// if any, stay what a restart finds.
     pub fn discard(&mut self, block: u32) {
-        debug_assert_eq!(self.state(block), BlockState::Mapped);
+        assert_eq!(self.state(block), BlockState::Mapped, "discard of block {block} not current");
         self.tracked([block, NO_BLOCK], |index| {
             index.set_dirty_flag(block, false);
             index.blocks[block as usize].flags &= !flag::LOGGED;
@@ -735,6 +809,13 @@ impl CacheIndex {
         if !self.has(block, flag::INVALIDATE_PENDING) {
             return false;
         }
+        // Only a block with an older or evicted entry is ever invalidated:
+        // dropping a current one would lose its LBA's value.
+        assert!(
+            !matches!(self.state(block), BlockState::Mapped | BlockState::Free),
+            "commit invalidated block {block} while {:?}",
+            self.state(block)
+        );
         self.clear(block, flag::INVALIDATE_PENDING | flag::COMMITTED | flag::DURABLE_DIRTY);
         if matches!(self.state(block), BlockState::Superseded | BlockState::Evicting) {
             self.release_superseded(block);
@@ -825,6 +906,7 @@ impl CacheIndex {
 
     fn restore_entry(&mut self, block: u32, entry: DurableEntry) {
         let b = block as usize;
+        assert_eq!(self.blocks[b].state, BlockState::Free, "block {block} restored twice");
         self.blocks[b].lba = entry.lba;
         self.blocks[b].version = entry.version;
         self.blocks[b].flags = flag::COMMITTED | if entry.dirty { flag::DURABLE_DIRTY } else { 0 };
@@ -1047,6 +1129,51 @@ mod tests {
         let mut index = CacheIndex::new(16);
         let old = block_in(&mut index, BlockState::Superseded);
         index.drop_block(old);
+    }
+
+    #[test]
+    #[should_panic(expected = "block 0 logged while Mapped")]
+    fn a_block_logged_without_a_log_location_fails() {
+        let mut index = CacheIndex::new(16);
+        let block = index.map_new_block(1, true).unwrap();
+        index.set_logged(block, true);
+    }
+
+    #[test]
+    fn check_counts_reports_each_derived_set_drifting() {
+        // [superseded, dirty unlogged, dirty write-through, clean]
+        let fresh = || {
+            let mut index = CacheIndex::new(16);
+            let old = index.map_new_block(5, true).unwrap();
+            index.clear(old, flag::BUSY);
+            index.set(old, flag::COMMITTED);
+            let current = index.map_new_block(5, true).unwrap();
+            let through = index.map_new_block(6, true).unwrap();
+            index.set_through(through, Through::Pending);
+            let clean = index.map_new_block(7, false).unwrap();
+            index.check_counts().unwrap();
+            (index, [old, current, through, clean])
+        };
+        type Drift = fn(&mut CacheIndex, [u32; 4]);
+        let drifts: [(&str, Drift); 11] = [
+            ("in the clean set", |index, b| index.clean.remove(b[3])),
+            ("in the dirty set", |index, b| index.dirty.remove(b[1])),
+            ("in the unlogged dirty set", |index, b| index.unlogged_dirty.remove(b[1])),
+            ("unlogged dirty (kept) blocks counted", |index, _| index.unlogged_dirty_count += 1),
+            ("dirty write-through blocks counted", |index, _| index.dirty_through_count -= 1),
+            ("in the superseded set", |index, b| index.superseded.remove(b[0])),
+            ("free blocks counted", |index, _| index.free_count -= 1),
+            ("the free list holds block", |index, b| index.free_head = b[3]),
+            ("evicting blocks counted", |index, _| index.evicting_count += 1),
+            ("LBA-mapped blocks counted", |index, b| index.map.remove(7, b[3])),
+            ("logged but clean", |index, b| index.blocks[b[3] as usize].flags |= flag::LOGGED),
+        ];
+        for (expected, drift) in drifts {
+            let (mut index, blocks) = fresh();
+            drift(&mut index, blocks);
+            let found = index.check_counts().expect_err(expected);
+            assert!(found.contains(expected), "{expected}: {found}");
+        }
     }
 
     #[test]
