@@ -343,7 +343,13 @@ impl LogManager {
         self.tail_sequence += 1;
         self.segments_opened += 1;
         let index = self.segment_index(sequence) as usize;
-        debug_assert!(self.segments[index].state == SegmentState::Free || self.segments[index].live_count == 0);
+        // The head rule: a segment is reused only once nothing in it is live.
+        assert!(
+            self.segments[index].state == SegmentState::Free || self.segments[index].live_count == 0,
+            "segment {sequence} opened over sequence {} with {} live entries",
+            self.segments[index].sequence,
+            self.segments[index].live_count
+        );
         self.segments[index] = SegmentInfo { sequence, live_count: 0, superseded_by_max: 0, state: SegmentState::Open };
         let slots = self.slots() as usize;
         self.slot_lbas[index * slots..(index + 1) * slots].fill(LBA_SLOT_NONE);
@@ -426,6 +432,7 @@ impl LogManager {
         let loc = self.loc(sequence, block);
         self.slot_lbas[loc as usize] = u32::try_from(lba).unwrap_or(LBA_SLOT_NONE);
         let index = self.segment_index(sequence) as usize;
+        assert_eq!(self.segments[index].state, SegmentState::Open, "append to segment {sequence} not open");
         self.segments[index].live_count += 1;
         self.live_entries += 1;
         self.supersede(mem, previous, point);
@@ -453,6 +460,7 @@ impl LogManager {
         let info = &mut self.segments[index];
         assert!(info.live_count > 0, "live count underflow at loc {loc}");
         info.live_count -= 1;
+        assert!(self.live_entries > 0, "live entries underflow at loc {loc}");
         self.live_entries -= 1;
         if let Some(point) = superseded_in {
             info.superseded_by_max = info.superseded_by_max.max(point);
@@ -583,9 +591,10 @@ impl LogManager {
             if part.segment_end {
                 let sequence = part.point >> 16;
                 let index = self.segment_index(sequence) as usize;
-                debug_assert_eq!(self.segments[index].sequence, sequence);
+                assert_eq!(self.segments[index].sequence, sequence, "a part of segment {sequence} ends another segment");
                 self.segments[index].state = SegmentState::Durable;
-                debug_assert_eq!(self.durable_prefix_sequence, sequence, "segments end in order");
+                // Recovery scans the log in order: segments must become durable in order.
+                assert_eq!(self.durable_prefix_sequence, sequence, "segments end in order");
                 self.durable_prefix_sequence = sequence + 1;
             }
         }
@@ -646,9 +655,12 @@ impl LogManager {
 
     /// The superblock now on the mirrors records `head_sequence`.
     pub fn superblock_durable(&mut self, head_sequence: u64) {
+        assert!(head_sequence <= self.head_sequence, "superblock head {head_sequence} beyond the log head {}", self.head_sequence);
         for seq in self.durable_head_sequence..head_sequence {
             let index = self.segment_index(seq) as usize;
             if self.segments[index].sequence == seq {
+                // The head rule: a segment the head passed holds nothing live.
+                assert_eq!(self.segments[index].live_count, 0, "segment {seq} freed with live entries");
                 self.segments[index].state = SegmentState::Free;
             }
         }
