@@ -533,3 +533,35 @@ fn a_warm_restart_with_an_empty_log_writes_nothing_back_before_it_serves() {
         assert_eq!(stats.dirty_blocks, dirty, "{policy}: every dirty block kept");
     }
 }
+
+/// A write over a block whose fill (a read miss's copy into the cache) is
+/// in flight supersedes it; the fill then fails, before or after the
+/// write's own cache write completed. The fill's block must leave every
+/// set it was in (a freed block kept in the superseded set, or dropped
+/// twice, failed the block-state checks).
+#[test]
+fn a_fill_failing_after_a_write_superseded_it_leaves_the_index_consistent() {
+    let mut orders = [0u32; 2];
+    for seed in 0..24 {
+        let mut h = Harness::format(config(Policy::WriteBack, seed), seed);
+        h.run_until_quiet();
+        h.set_stalled(DeviceRole::Cache, true);
+        let read = h.read(5, 1);
+        while h.step() {}
+        assert_eq!(h.in_flight_count(), 1, "seed {seed}: only the fill is left");
+        let write = h.write(5, block_data(5, 1));
+        while h.step() {}
+        assert_eq!(h.in_flight_count(), 2, "seed {seed}: the fill and the write");
+        h.set_stalled(DeviceRole::Cache, false);
+        h.step();
+        let write_first = h.is_done(write);
+        orders[usize::from(write_first)] += 1;
+        h.set_failing(DeviceRole::Cache, IoStatus::Error);
+        h.step();
+        h.set_failing(DeviceRole::Cache, IoStatus::Ok);
+        h.run_until_quiet();
+        assert!(h.is_done(read) && h.is_done(write), "seed {seed}: requests left");
+        hhc::io::Machine::check_counts(&h.engine).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+    assert!(orders.iter().all(|&n| n > 0), "both orders reached: {orders:?}");
+}

@@ -307,7 +307,14 @@ impl Engine {
                     }
                 }
             }
-            IoStatus::Error => self.cache.unmap_failed_block(block, None),
+            IoStatus::Error if self.cache.state(block) == BlockState::Mapped => self.cache.unmap_failed_block(block, None),
+            IoStatus::Error => {
+                // A write superseded it meanwhile (and may have dropped it):
+                // never durable (busy), it goes as a predecessor does.
+                self.cache.release_predecessor(block);
+                self.cache.clear(block, flag::BUSY);
+                self.cache.free_if_dropped(block);
+            }
             IoStatus::DeviceLost => return self.lost_during(key, "cache device lost"),
         }
         // The request's data came from the backing device; the fill is a side effect.
