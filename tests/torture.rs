@@ -53,7 +53,11 @@
 //! flush outstanding for 10 s of virtual time), and a mirror that started
 //! the log over called healthy before the new log's superblock was
 //! durable, so that a cache lost just after found no log to replay (hhc
-//! 482121 at 300 requests; 482216, 484423 at 1,000).
+//! 482121 at 300 requests; 482216, 484423 at 1,000), or before every
+//! dirty block was logged in it, so that one flushed before the attach
+//! was in neither the new log nor the backing (hhc 500805 at 1,000), or
+//! while flushes meanwhile wrote back blocks whose older entries the new
+//! log still held unrevoked (hhc 500900 at 1,000).
 //! Fixed in the oracle: a returned mirror still
 //! counted as a good copy after a restart found it stale again and the
 //! engine dropped it (hhc 473125).
@@ -375,6 +379,8 @@ const REGRESSION_SEEDS: &[(Policy, u64, u64)] = &[
     (Policy::Hhc, 482121, 300),
     (Policy::Hhc, 482216, 1000),
     (Policy::Hhc, 484423, 1000),
+    (Policy::Hhc, 500805, 1000),
+    (Policy::Hhc, 500900, 1000),
     (Policy::Passthrough, 2441, 300),
     (Policy::Passthrough, 18554, 300),
     (Policy::Passthrough, 25557, 300),

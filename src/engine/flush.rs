@@ -14,8 +14,9 @@ use super::{Engine, FailKind, FailReason, Op};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, RequestError};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) enum LogStage {
+    #[default]
     None,
     /// Waiting until no dirty block is missing from the log.
     WaitLogged,
@@ -82,7 +83,7 @@ impl Engine {
             Policy::WriteBack | Policy::WriteBackOrdered => flush.commit_target = Some(self.commit.request()),
             Policy::WriteBackFlush => self.flush_by_writeback(&mut flush),
             Policy::Hhc if self.mutation() == Mutation::FlushSkipsLog => flush.commit_target = Some(self.commit.request()),
-            Policy::Hhc if self.log_active() && self.log.has_healthy_mirror() => {
+            Policy::Hhc if self.log_flushable() => {
                 flush.log = LogStage::WaitLogged;
                 flush.commit_target = Some(self.commit.request());
             }
@@ -140,6 +141,16 @@ impl Engine {
         }
     }
 
+    /// Whether an `hhc` flush can count on the log: a mirror is in sync,
+    /// or the log started over on an attached one and is taking every
+    /// dirty block in. Falling back to write-back there would let a block
+    /// written back under a flush count, while the new log still held an
+    /// older entry of it that the mirror's sync then made replayable
+    /// (torture seed 500900).
+    pub(super) fn log_flushable(&self) -> bool {
+        self.log_active() && (self.log.has_healthy_mirror() || self.logging.new_log_sync != LogStage::None)
+    }
+
     /// wb-flush semantics: write back every dirty block, then FLUSH the backing device.
     fn flush_by_writeback(&mut self, flush: &mut FlushState) {
         flush.writeback_pass = self.enqueue_all_dirty(true);
@@ -162,7 +173,7 @@ impl Engine {
     }
 
     fn progress_flush(&mut self, i: usize) {
-        let log_usable = self.log_active() && self.log.has_healthy_mirror();
+        let log_usable = self.log_flushable();
         let flush = &mut self.flushes[i];
         if flush.log != LogStage::None && !log_usable {
             // Every mirror is gone: fall back to writing back.
@@ -175,23 +186,8 @@ impl Engine {
             flush.backing_flush_wanted = true;
             return;
         }
-        match flush.log {
-            LogStage::WaitLogged if self.cache.unlogged_dirty_count() == 0 => {
-                if self.log.barrier_covers_all() {
-                    flush.log = match self.log.last_sealed_point() {
-                        Some(point) => LogStage::WaitDurable(point),
-                        None => LogStage::None,
-                    };
-                } else {
-                    flush.log = LogStage::WaitBarrierSeal;
-                    self.logging.barrier_wanted = true;
-                }
-            }
-            LogStage::WaitDurable(point) if self.log.durable_barrier.is_some_and(|d| d >= point) => {
-                flush.log = LogStage::None;
-            }
-            _ => {}
-        }
+        let stage = flush.log;
+        self.flushes[i].log = self.advance_log_stage(stage);
         let writebacks_done = self.writeback.passes.done_through(self.flushes[i].writeback_pass);
         let flush = &mut self.flushes[i];
         if flush.backing_flush_wanted && writebacks_done && flush.backing_flush_ticket.is_none() {
@@ -210,7 +206,7 @@ impl Engine {
             if !failed {
                 if self.logging.retiring {
                     self.restart_log_for_switch(self.config.policy);
-                } else if self.log_active() && self.log.has_healthy_mirror() {
+                } else if self.log_flushable() {
                     // `hhc` took the retiring log up again before this flush
                     // could retire it: the log stays, and its last durable
                     // barrier may still hold entries older than what this
@@ -225,14 +221,34 @@ impl Engine {
         }
     }
 
-    /// Every flush waiting for a barrier seal now waits for this part
-    /// (None: the log holds nothing a barrier must cover).
-    pub(super) fn barrier_sealed(&mut self, point: Option<crate::log::LogPoint>) {
-        for flush in &mut self.flushes {
-            if flush.log == LogStage::WaitBarrierSeal {
-                flush.log = point.map_or(LogStage::None, LogStage::WaitDurable);
+    /// One step of a wait for the log to hold every dirty block durably (a
+    /// flush's, or a new log's before its mirror counts): every dirty block
+    /// logged, then a barrier sealed after them, then that barrier durable.
+    pub(super) fn advance_log_stage(&mut self, stage: LogStage) -> LogStage {
+        match stage {
+            LogStage::WaitLogged if self.cache.unlogged_dirty_count() == 0 => {
+                if self.log.barrier_covers_all() {
+                    self.log.last_sealed_point().map_or(LogStage::None, LogStage::WaitDurable)
+                } else {
+                    self.logging.barrier_wanted = true;
+                    LogStage::WaitBarrierSeal
+                }
             }
+            LogStage::WaitDurable(point) if self.log.durable_barrier.is_some_and(|d| d >= point) => LogStage::None,
+            other => other,
         }
+    }
+
+    /// Every wait for a barrier seal now waits for this part (None: the
+    /// log holds nothing a barrier must cover).
+    pub(super) fn barrier_sealed(&mut self, point: Option<crate::log::LogPoint>) {
+        let sealed = |stage: &mut LogStage| {
+            if *stage == LogStage::WaitBarrierSeal {
+                *stage = point.map_or(LogStage::None, LogStage::WaitDurable);
+            }
+        };
+        self.flushes.iter_mut().for_each(|flush| sealed(&mut flush.log));
+        sealed(&mut self.logging.new_log_sync);
     }
 
     fn flush_finished(&mut self, i: usize) -> bool {

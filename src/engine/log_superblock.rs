@@ -2,6 +2,7 @@
 //! writable mirror (rarely: when space is short, periodically, when idle),
 //! in two alternating copies so that a torn write leaves the other.
 
+use super::flush::LogStage;
 use super::{Engine, Op};
 use crate::format::{LogSuperblock, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
@@ -122,6 +123,28 @@ impl Engine {
         self.superblock_masks_settled();
         self.log.superblock_durable(head);
         self.logging.superblock_durable_head = head;
+        self.promote_synced_mirrors();
+    }
+
+    /// Advances a new log's sync (`LogWork::new_log_sync`); a mirror it
+    /// held back may count now.
+    pub(super) fn progress_new_log_sync(&mut self) {
+        let stage = self.logging.new_log_sync;
+        if stage == LogStage::None {
+            return;
+        }
+        self.logging.new_log_sync = self.advance_log_stage(stage);
+        self.promote_synced_mirrors();
+    }
+
+    /// A syncing mirror counts once the durable superblock's head has
+    /// reached the segment it was written from, and, on a new log, every
+    /// dirty block is durable in it.
+    fn promote_synced_mirrors(&mut self) {
+        if self.logging.new_log_sync != LogStage::None {
+            return;
+        }
+        let head = self.logging.superblock_durable_head;
         for health in &mut self.log.mirrors {
             if let MirrorHealth::Syncing { from_sequence } = *health {
                 if head >= from_sequence {

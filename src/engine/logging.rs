@@ -58,6 +58,12 @@ pub(super) struct LogWork {
     pub relog_queue: std::collections::VecDeque<(u32, u32)>,
     /// Whether to leave a gap after a barrier part (gap.rs).
     pub(super) gaps: super::gap::BarrierGaps,
+    /// A log started over on an attached mirror holds none of the dirty
+    /// blocks at first: its mirror counts once each is logged there,
+    /// durably (a flush's wait, flush.rs), as well as the new log's
+    /// superblock (torture seed 500805: called healthy with a block
+    /// flushed before the attach still missing from it; the cache lost).
+    pub(super) new_log_sync: super::flush::LogStage,
 }
 
 impl LogWork {
@@ -509,7 +515,8 @@ impl Engine {
     /// A fresh mirror joins and syncs: every dirty block is logged again,
     /// and the mirror counts once every live entry lies in segments written
     /// to it. With no healthy mirror left the log starts over on it, and it
-    /// counts once the new log's superblock is durable.
+    /// counts once every dirty block and the new log's superblock are
+    /// durable there.
     pub(super) fn attach_mirror(&mut self, mirror: u8) {
         if self.join_mirror(mirror) {
             self.write_superblock(self.log.head_sequence, true);
@@ -522,18 +529,23 @@ impl Engine {
         if mirror as usize >= self.log.mirrors.len() {
             return false;
         }
-        let from_sequence = if self.log.has_healthy_mirror() {
-            self.log.tail_sequence + 1
-        } else {
+        let new_log = !self.log.has_healthy_mirror();
+        let from_sequence = if new_log {
             let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
             self.start_new_log(first);
+            self.logging.new_log_sync = super::flush::LogStage::WaitLogged;
+            // Flushes count on the new log now (`log_flushable`), and a
+            // replay needs its superblock: they wait for it too.
+            self.logging.restarted_head = first;
             first
+        } else {
+            self.log.tail_sequence + 1
         };
         // A mirror that starts a new log syncs too: a replay needs that
-        // log's superblock, so the mirror counts (and flushes rely on it)
-        // only once the superblock naming `first` is durable (torture seed
-        // 482121: called healthy at once, the cache lost before the
-        // superblock landed, the scan found none).
+        // log's superblock and every dirty block in it, so the mirror
+        // counts (and flushes rely on it) only once both are durable
+        // (`new_log_sync`; torture seed 482121: called healthy at once, the
+        // cache lost before the superblock landed, the scan found none).
         let syncs = self.mutation() != crate::config::Mutation::AttachedMirrorHealthy;
         self.log.mirrors[mirror as usize] = if syncs {
             MirrorHealth::Syncing { from_sequence }
@@ -560,6 +572,7 @@ impl Engine {
         self.log.reinitialise(first);
         self.logging.gaps.forget_parts();
         self.logging.relog_queue.clear();
+        self.logging.new_log_sync = super::flush::LogStage::None;
         self.writeback.revokes.clear();
         self.startup_revokes.clear();
         for block in 0..self.cache.blocks_count() {

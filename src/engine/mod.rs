@@ -652,6 +652,7 @@ impl Engine {
         self.log_unlogged_blocks();
         self.apply_pending_revokes();
         self.progress_flushes();
+        self.progress_new_log_sync();
         self.progress_policy_switch();
         self.schedule_writeback();
         self.reclaim_log_space();
