@@ -98,6 +98,36 @@ fn check_healthy_mirrors_alone(workload: &Workload, what: &str) -> usize {
     healthy.len()
 }
 
+/// A mirror attached with no mirror in sync left starts the log over, and
+/// counts once every dirty block is durable in the new log: from the moment
+/// it is called healthy, a replay from it alone holds every flushed write
+/// (torture seed 500805: called healthy once the new log's superblock was
+/// durable, before blocks flushed under the old log were logged again).
+#[test]
+fn a_mirror_the_log_starts_over_on_counts_once_the_new_log_holds_every_dirty_block() {
+    for seed in seeds(3) {
+        let config = Config { dirty_threshold_percent: 90, idle_after_ns: 10_000_000_000, ..config(Policy::Hhc, seed) };
+        let mut workload = hhc_workload(config, seed);
+        workload.run(300, 8);
+        workload.drain();
+        assert!(workload.flush_and_wait());
+        let dirty = workload.harness.engine.stats().dirty_blocks;
+        assert!(dirty > 0, "seed {seed}: nothing dirty, nothing to log again");
+        workload.harness.remove_device(DeviceRole::Log(0));
+        workload.harness.remove_device(DeviceRole::Log(1));
+        workload.harness.attach_mirror(0);
+        let mut steps = 0;
+        while workload.harness.engine.mirror_states()[0] != MirrorState::Healthy {
+            workload.harness.idle_for(10_000);
+            steps += 1;
+            assert!(steps < 100_000, "seed {seed}: the attached mirror never counts");
+        }
+        workload.harness.devices.remove(&DeviceRole::Log(1));
+        let healthy = check_healthy_mirrors_alone(&workload, &format!("seed {seed}, {dirty} dirty at the attach"));
+        assert_eq!(healthy, 1);
+    }
+}
+
 /// Runs a restarted engine until it is ready, without the timers a quiet
 /// harness would fire (a superblock written when idle hides what the start
 /// left on the mirrors).

@@ -127,13 +127,15 @@ impl Engine {
     }
 
     /// Advances a new log's sync (`LogWork::new_log_sync`); a mirror it
-    /// held back may count now.
+    /// held back may count now. Where nothing is logged (another policy,
+    /// or one being switched to) no flush counts on the log, and the
+    /// mirror counts by the superblock alone.
     pub(super) fn progress_new_log_sync(&mut self) {
         let stage = self.logging.new_log_sync;
         if stage == LogStage::None {
             return;
         }
-        self.logging.new_log_sync = self.advance_log_stage(stage);
+        self.logging.new_log_sync = if self.log_active() { self.advance_log_stage(stage) } else { LogStage::None };
         self.promote_synced_mirrors();
     }
 
