@@ -15,7 +15,8 @@
 # model), tgt (Debian's tgtd, a file-backed LUN), ceph (an RBD image of
 # the one-node cluster of tests/ceph/cluster.sh, docs/ceph.md) or tgt-rbd
 # (tgtd serving such an image: an iSCSI gateway to Ceph); rig_lib.sh
-# lists what each kind provides.
+# lists what each kind provides. RIG_PEER=1 adds a peer host whose HDD
+# model, exported over NVMe-oF/TCP, is one more log mirror (rig_peer.sh).
 # RIG_WORK (default /dev/shm/hhc-rig, or /tmp/hhc-rig) holds everything. Other settings: see
 # rig_defaults in rig_lib.sh (ports RIG_ISCSI_PORT 3260, RIG_NVMF_PORT
 # 4420; RIG_HDDS; sizes; masks; memory).

@@ -16,6 +16,9 @@
 #                   (1 or 2 log mirrors), hhc0 = bdev_hhc_create; exported
 #                   over NVMe-oF/TCP on 127.0.0.1:RIG_NVMF_PORT and as the
 #                   vhost-blk controller RIG_VHOST_SOCK
+#   peer            (RIG_PEER=1) hhc_tgt --no-huge: aio -> make_hdd, exported
+#                   over NVMe-oF/TCP on 127.0.0.1:RIG_PEER_PORT; the host
+#                   attaches it as one more log mirror (rig_peer.sh)
 #   clients         nvmf_fio / nvmf_bdevperf (SPDK's NVMe-oF initiator,
 #                   --no-huge) and vhost_fio / vhost_bdevperf (virtio-user,
 #                   hugepages, single-file segments), one process per call
@@ -73,7 +76,12 @@ rig_defaults() {
     RIG_ISCSI_PORT=${RIG_ISCSI_PORT:-3260}
     RIG_NVMF_PORT=${RIG_NVMF_PORT:-4420}
     RIG_POLICY=${RIG_POLICY:-hhc}
-    RIG_HDDS=${RIG_HDDS:-1}                 # log mirrors, 1 or 2
+    RIG_HDDS=${RIG_HDDS:-1}                 # log mirrors on the host, 1 or 2 (0 with RIG_PEER=1: the peer's alone)
+    RIG_PEER=${RIG_PEER:-0}                 # 1: one more mirror, on the peer host (rig_peer.sh)
+    RIG_PEER_PORT=${RIG_PEER_PORT:-4421}
+    RIG_PEER_MASK=${RIG_PEER_MASK:-0x1}
+    RIG_PEER_MEM_MB=${RIG_PEER_MEM_MB:-2048}       # --no-huge (the iSCSI subsystem needs 2048 with OCF built in)
+    RIG_PEER_NVME_OPTS=${RIG_PEER_NVME_OPTS:-}     # more bdev_nvme_set_options params of the host, JSON members
     RIG_EXPORTS=${RIG_EXPORTS:-"vhost nvmf"}    # the host's exports of hhc0
     RIG_RAID_MB=${RIG_RAID_MB:-256}         # the server's RAID = hhc0's size
     RIG_RAID_LEVEL=${RIG_RAID_LEVEL:-raid5-model}   # or raid1: SPDK's raid1 over two HDD models (server_make_raid)
@@ -129,6 +137,8 @@ rig_paths() {
     # shellcheck disable=SC2034 # (the server kinds')
     RIG_SERVER_LOG=$RIG_WORK/server.log
     RIG_HOST_LOG=$RIG_WORK/host.log
+    RIG_PEER_SOCK=$RIG_WORK/peer.sock
+    RIG_PEER_LOG=$RIG_WORK/peer.log
     RIG_VHOST_SOCK=$RIG_WORK/$RIG_VHOST_CTRLR
     RIG_NVMF_JSON=$RIG_WORK/nvmf.json
     RIG_VHOST_JSON=$RIG_WORK/vhost.json
@@ -378,6 +388,10 @@ host_start() { # [policy]
         rig_aio "hdd${i}_base" "$RIG_WORK/hdd$i.img" "$RIG_HDD_MB" 512 && make_hdd "hdd$i" "hdd${i}_base" || return 1
         logs=$logs${logs:+,}\"hdd$i\"
     done
+    if [ "$RIG_PEER" = 1 ]; then
+        peer_nvme_options && peer_attach || return 1
+        logs=$logs${logs:+,}\"$RIG_PEER_BDEV\"
+    fi
     server_backing_create "$RIG_BACKING" "$RIG_INITIATOR_IQN" ||
         { rig_log "host: the backing $RIG_BACKING could not be created: $(server_describe) (is the server up?)"; return 1; }
     hhc_params="\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"$RIG_CACHE\",\"logs\":[$logs],\"policy\":\"$policy\",\"segment_size\":$RIG_SEGMENT_SIZE${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
@@ -512,7 +526,8 @@ rig_save_env() {
     mkdir -p "$RIG_WORK"
     {
         local v
-        for v in RIG_SERVER $RIG_SERVER_VARS RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_EXPORTS RIG_RAID_MB RIG_RAID_LEVEL RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
+        for v in RIG_SERVER $RIG_SERVER_VARS RIG_ISCSI_PORT RIG_NVMF_PORT RIG_POLICY RIG_HDDS RIG_PEER RIG_PEER_PORT RIG_PEER_MASK \
+            RIG_PEER_MEM_MB RIG_PEER_NVME_OPTS RIG_EXPORTS RIG_RAID_MB RIG_RAID_LEVEL RIG_SSD_MB RIG_HDD_MB RIG_SEGMENT_SIZE \
             RIG_HHC_ARGS RIG_NVME_OPTS RIG_ISCSI_TIMEOUT RIG_ISCSI_MAX_R2T RIG_SERVER_MASK RIG_HOST_MASK RIG_CLIENT_MASK RIG_SERVER_MEM_MB RIG_HOST_MEM_MB \
             RIG_CLIENT_MEM_MB RIG_FIO_MEM_MB RIG_HUGE; do
             printf '%s=%q\n' "$v" "${!v:-}"
@@ -535,7 +550,7 @@ rig_check_tools() {
 RIG_HOST_START=${RIG_HOST_START:-host_start}
 rig_up() { # [policy]
     rig_check_tools || return 1
-    if server_running || rig_running host; then
+    if server_running || rig_running host || rig_running peer; then
         rig_log "a rig is running in $RIG_WORK already (rig_down first)"
         return 1
     fi
@@ -546,7 +561,7 @@ rig_up() { # [policy]
     rig_save_env
     rig_client_json
     local t0=$SECONDS
-    if ! server_start || ! "$RIG_HOST_START" "$RIG_POLICY"; then rig_log "rig up FAILED; logs in $RIG_WORK"; return 1; fi
+    if ! server_start || { [ "$RIG_PEER" = 1 ] && ! peer_start; } || ! "$RIG_HOST_START" "$RIG_POLICY"; then rig_log "rig up FAILED; logs in $RIG_WORK"; return 1; fi
     rig_log "rig up in $((SECONDS - t0)) s: RIG_WORK=$RIG_WORK"
 }
 
@@ -554,6 +569,7 @@ rig_up() { # [policy]
 # RIG_WORK unless KEEP is set.
 rig_down() {
     host_stop
+    peer_stop
     server_stop
     rig_huge_leftovers
     spdk_trace_leftovers
@@ -572,10 +588,13 @@ rig_status() {
     pid=$(rig_pid server)
     if server_running; then echo "server ($RIG_SERVER): running${pid:+, pid $pid}"; else echo "server ($RIG_SERVER): not running"; rc=1; fi
     if rig_running host; then echo "host: running, pid $(rig_pid host)"; else echo "host: not running"; rc=1; fi
+    if [ "$RIG_PEER" = 1 ]; then
+        if peer_running; then echo "peer: running, pid $(rig_pid peer); its mirror on NVMe-oF/TCP 127.0.0.1:$RIG_PEER_PORT"; else echo "peer: not running"; rc=1; fi
+    fi
     server_describe
     echo "NVMe-oF: tcp 127.0.0.1:$RIG_NVMF_PORT $RIG_NQN (client bdev $RIG_NVMF_BDEV)"
     if [ "${RIG_HUGE:-0}" = 1 ]; then echo "vhost-blk: $RIG_VHOST_SOCK (client bdev $RIG_VHOST_BDEV)"; else echo "vhost-blk: none (no hugepages)"; fi
-    echo "policy: $RIG_POLICY; log mirrors: $RIG_HDDS"
+    echo "policy: $RIG_POLICY; log mirrors: $RIG_HDDS local$([ "$RIG_PEER" = 1 ] && echo ", 1 on the peer")"
     [ -s "$RIG_WORK/devices" ] && sed 's/^/device: /' "$RIG_WORK/devices"
     if rig_running host; then
         RIG_SOCK=$RIG_HOST_SOCK rig_call bdev_hhc_get_bdevs "{\"name\":\"$RIG_HHC\"}" | python3 -c '
@@ -599,6 +618,9 @@ rig_env() {
         printf '%s=%q\n' "$v" "${!v:-}"
     done
 }
+
+# shellcheck source=tests/spdk/rig_peer.sh
+. "$RIG_REPO/tests/spdk/rig_peer.sh"
 
 # The paths and settings, once every function (the server kinds too) is defined.
 rig_paths

@@ -1202,6 +1202,15 @@ rig_drill() ( # drill
     drill_run "$1"
 )
 
+# A drill of a log mirror on a peer host (tests/spdk/drills_peer.sh).
+peer_drill() ( # drill
+    export RIG_WORK RIG_NVMF_PORT RIG_ISCSI_PORT RIG_PEER_PORT OUT
+    RIG_WORK=$(rig_work)
+    # shellcheck source=/dev/null
+    . "$REPO/tests/spdk/drills_peer.sh"
+    drill_run "$1"
+)
+
 # HHC over Ceph RBD (tests/spdk/drills_ceph.sh, docs/ceph.md): one cluster
 # (tests/ceph/cluster.sh) for every ceph_* test, up at the first of them
 # and down at exit; each test brings up a rig of its own (RIG_SERVER=ceph)
@@ -1778,6 +1787,9 @@ all_tests() {
     run_test drill_whole_host_loss \
         "fault drill: server and host killed together; warm over a new iSCSI session, flushed pass verifies" \
         rig_drill drill_whole_host_loss
+    run_test peer_mirror_loss \
+        "peer host: a log mirror over NVMe-oF/TCP; the peer killed under load, re-synced; the host's HDD and SSD die: replay from the peer" \
+        peer_drill drill_peer_mirror_loss
     # The same rig over Debian's tgt instead of the SPDK iSCSI server.
     if [ -n "$LIST" ] || command -v tgtd >/dev/null; then
         run_test tgt_rig_smoke "tgt server: hhc0 over bdev_iscsi to tgtd, fio write+verify over NVMe-oF, the LUN's file verifies" \
@@ -1973,6 +1985,7 @@ main() {
     NVMF_PORT=${NVMF_PORT:-$((4420 + RANDOM % 1000))}
     RIG_NVMF_PORT=${RIG_NVMF_PORT:-$((NVMF_PORT + 1000))}
     RIG_ISCSI_PORT=${RIG_ISCSI_PORT:-$((NVMF_PORT + 2000))}
+    RIG_PEER_PORT=${RIG_PEER_PORT:-$((NVMF_PORT + 3000))}
     # The per-policy tests' bdev configs (over the files run_test lays).
     for policy in passthrough wt wb wb-flush wb-ordered hhc; do bdev_json "$policy" >"$WORK/$policy.json"; done
     all_tests

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A log mirror on a peer host (docs/spdk.md, "A log mirror on a peer
+# host"): the rig of drills.sh with RIG_PEER=1, hhc0's log on the host's
+# HDD (hdd0) and on the peer's, reached over NVMe-oF/TCP (rig_peer.sh),
+# under the pass load of drills.sh. tests/spdk/run.sh runs them as
+# peer_*; alone: `bash tests/spdk/drills_peer.sh [drill...]`.
+
+set -u -o pipefail
+# shellcheck source=tests/spdk/drills.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/drills.sh"
+export RIG_PEER=1
+
+# One line of a mirror's command latencies in hhc0's stats.
+peer_latencies() { # device
+    drill_stat "'write p50/p99 %(p50)s/%(p99)s us' % d['$1']['write_latency_us'] + ', flush p50/p99 %(p50)s/%(p99)s us' % d['$1']['flush_latency_us']"
+}
+
+# The peer back (restarted, or thawed), its mirror attached to hhc0 again
+# and re-synced.
+peer_rejoin() {
+    local deadline=$((SECONDS + 30))
+    # The lost controller is deleted first (rig_peer.sh, peer_attach).
+    while RIG_SOCK=$RIG_HOST_SOCK rig_call bdev_nvme_get_controllers "{\"name\":\"$RIG_PEER_CTRLR\"}" >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || { drill_log "the host still has controller $RIG_PEER_CTRLR after 30 s"; return 1; }
+        sleep 0.5
+    done
+    (export RIG_SOCK=$RIG_HOST_SOCK && peer_attach) || return 1
+    rig_rpc host bdev_hhc_attach_log -b "$RIG_HHC" -l "$RIG_PEER_BDEV" >/dev/null || return 1
+    drill_wait_stat "d['$RIG_PEER_BDEV']['mirror'] == 'healthy'" 300 || return 1
+    drill_log "the peer's mirror attached again and re-synced"
+}
+
+# The peer killed under load: hhc0 counts its mirror failed and goes on
+# with the local one; the peer restarted, its mirror attached again and
+# re-synced; then the host's HDD and SSD removed: the replay from the
+# peer's mirror alone puts the newest flushed pass on the RAID. Write-back
+# is held off, so the passes are on the RAID only through that replay.
+drill_peer_mirror_loss() {
+    local RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'}
+    rig_up hhc && drill_load_start && drill_wait_passes 2 || return 1
+    drill_wait_stat "d['$RIG_PEER_BDEV']['mirror'] == 'healthy' and s['gauges']['healthy_mirrors'] == 2" 30 || return 1
+    drill_log "hdd0 (local): $(peer_latencies hdd0); $RIG_PEER_BDEV (peer): $(peer_latencies "$RIG_PEER_BDEV")"
+    drill_log "hhc0's flushes: $(drill_stat "'p50/p99 %(p50)s/%(p99)s us' % s['flush_latency_us']")"
+    peer_kill
+    drill_wait_stat 's["gauges"]["healthy_mirrors"] == 1' 60 && drill_wait_passes 2 60 || return 1
+    drill_log "peer killed: its mirror failed, $(drill_passes_done) passes done on the local mirror"
+    peer_start >/dev/null && peer_rejoin && drill_wait_passes 1 || return 1
+    drill_remove hdd0 && drill_wait_passes 1 || return 1
+    drill_log "hdd0 dead: the peer's mirror alone takes the flushes"
+    drill_remove "$RIG_CACHE" || return 1
+    drill_load_stop
+    drill_wait_stat 's["state"] in ("recovered", "recovery_failed")' || return 1
+    [ "$(drill_stat 's["state"]')" = recovered ] || { drill_stats; return 1; }
+    drill_log "replayed from the peer's mirror: $(drill_stat 's["recovery"]')"
+    [ "$(drill_stat 's["recovery"]["blocks_replayed"] >= 2048')" = True ] ||
+        { drill_log "the replay put less than the two regions' passes on the RAID: write-back was not held off"; return 1; }
+    host_kill
+    drill_verify_raid || return 1
+    drill_log "checked: the peer killed under load (I/O and flushes went on with the local mirror), restarted," \
+        "its mirror re-synced; the host's HDD and SSD removed: the replay over NVMe-oF from the peer alone put the" \
+        "newest flushed pass on the RAID"
+}
+
+PEER_DRILLS="drill_peer_mirror_loss"
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    failed=0
+    [ $# -gt 0 ] || read -ra drills <<<"$PEER_DRILLS"
+    for drill in "${@:-${drills[@]}}"; do
+        drill_run "$drill" || failed=$((failed + 1))
+    done
+    [ "$failed" = 0 ]
+fi
