@@ -281,6 +281,9 @@ pub struct Config {
     pub seq_cutoff_threshold_bytes: u64,
     /// The log superblock is rewritten at most this often (and when space needs it).
     pub superblock_interval_ns: Nanos,
+    /// A log mirror that leaves a command unanswered this long counts as
+    /// failed (engine/mirror_timeout.rs); 0: never.
+    pub mirror_timeout_ns: Nanos,
     /// Metadata pages a commit round encodes, or applies once durable, per
     /// call into the engine (engine/commit.rs, `RoundStep`): requests are
     /// served between the steps. At least 1.
@@ -346,6 +349,10 @@ pub const BACKING_STRIPE_BYTES_MAX: u32 = 1 << 20;
 /// a flush p50 of 0.9 ms against 8.3 ms packed). A shorter turnaround waits
 /// the difference; a longer one misses the sector, which the engine sees,
 /// and then stops leaving gaps.
+/// `Config::mirror_timeout_ns` by default: far beyond an HDD's command
+/// time under a deep queue (tens of milliseconds), within what an
+/// application waits for a flush.
+pub const MIRROR_TIMEOUT_NS_DEFAULT: Nanos = 10_000_000_000;
 pub const BARRIER_GAP_BYTES_DEFAULT: u32 = 128 << 10;
 
 /// Largest gap after a barrier part: a gap that leaves no room for another
@@ -386,6 +393,7 @@ impl Default for Config {
             seq_cutoff_policy: CutoffPolicy::Never,
             seq_cutoff_threshold_bytes: SEQ_CUTOFF_THRESHOLD_DEFAULT,
             superblock_interval_ns: 5_000_000_000,
+            mirror_timeout_ns: MIRROR_TIMEOUT_NS_DEFAULT,
             commit_step_pages: COMMIT_STEP_PAGES_DEFAULT,
             backing_has_flush: true,
             instance_id: 0x4848_4300_0000_0001,

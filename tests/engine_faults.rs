@@ -128,6 +128,33 @@ fn a_mirror_the_log_starts_over_on_counts_once_the_new_log_holds_every_dirty_blo
     }
 }
 
+/// A log mirror that stops answering (its commands neither complete nor
+/// fail: a peer host frozen with its connection up) counts as failed after
+/// `mirror_timeout_ns`; flushes go on with the other mirror, the late
+/// completions of its commands are dropped, and a replay from the other
+/// mirror alone holds every flushed write.
+#[test]
+fn a_mirror_that_stops_answering_counts_as_failed_after_the_timeout() {
+    for seed in seeds(3) {
+        let config = Config { mirror_timeout_ns: 1_000_000_000, ..config(Policy::Hhc, seed) };
+        let mut workload = hhc_workload(config, seed);
+        workload.run(200, 8);
+        workload.harness.set_stalled(DeviceRole::Log(1), true);
+        workload.run(100, 8);
+        assert_eq!(workload.harness.engine.mirror_states()[1], MirrorState::Healthy, "seed {seed}: failed before the timeout");
+        workload.harness.idle_for(1_500_000_000);
+        assert_eq!(workload.harness.engine.mirror_states()[1], MirrorState::Failed, "seed {seed}: not failed after the timeout");
+        workload.run(300, 8);
+        workload.drain();
+        let stats = workload.harness.engine.stats();
+        assert_eq!((stats.healthy_mirrors, stats.flush_fallbacks), (1, 0), "seed {seed}: flushes go on with mirror 0");
+        workload.harness.set_stalled(DeviceRole::Log(1), false);
+        workload.harness.idle_for(100_000_000);
+        workload.harness.devices.remove(&DeviceRole::Log(1));
+        check_cache_loss(&workload, &format!("seed {seed}, mirror 1 stopped answering"));
+    }
+}
+
 /// Runs a restarted engine until it is ready, without the timers a quiet
 /// harness would fire (a superblock written when idle hides what the start
 /// left on the mirrors).

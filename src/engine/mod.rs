@@ -28,6 +28,7 @@ mod lba_queue;
 mod log_superblock;
 mod logging;
 mod machine;
+mod mirror_timeout;
 mod ordered;
 mod owner_record;
 mod pacing;
@@ -138,6 +139,9 @@ enum Op {
     OwnerRecordWrite,
     OwnerRecordFlush,
     Startup,
+    /// A log mirror command completed as failed when its mirror stopped
+    /// answering (mirror_timeout.rs); its own completion is dropped.
+    Abandoned,
 }
 
 /// Engine-owned I/O memory regions.
@@ -178,6 +182,7 @@ pub struct Engine {
     cache: CacheIndex,
     log: LogManager,
     ops: Slab<Op>,
+    mirror_commands: mirror_timeout::MirrorCommands,
     /// Device commands in flight at most (`Engine::new`): what the table of
     /// operations and the output queue are sized for.
     ops_capacity: usize,
@@ -260,6 +265,10 @@ fn device_commands_max(config: &Config, log_layout: &LogLayout) -> usize {
         + config.requests_max as usize
         + config.writeback_parallelism as usize * (writeback::run_bytes(config) as usize / config.block_size as usize + 1)
         + buffers_count as usize * (log_layout.segment.blocks() as usize + 2 * config.mirrors_count as usize)
+        // A mirror failed for not answering keeps its commands (a part's
+        // write and flush per buffer, a superblock's) until they complete
+        // (mirror_timeout.rs).
+        + config.mirrors_count as usize * (2 * buffers_count as usize + 2)
         + META_POOL_PAGES as usize
         + 64
 }
@@ -307,6 +316,7 @@ impl Engine {
             cache: CacheIndex::new(blocks_count),
             log,
             ops: Slab::with_capacity(ops_capacity),
+            mirror_commands: mirror_timeout::MirrorCommands::default(),
             ops_capacity,
             requests: Slab::with_capacity(config.requests_max as usize),
             request_blocks_live: 0,
@@ -414,6 +424,16 @@ impl Engine {
     pub fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus) {
         self.now = now;
         let op = self.ops.remove(id as u32).unwrap_or_else(|| panic!("completion for unknown I/O {id}"));
+        if matches!(op, Op::Abandoned) {
+            return;
+        }
+        self.mirror_commands.done(id);
+        self.complete_op(id, op, status);
+        self.run_background_unless_batched();
+    }
+
+    /// A device command's completion, where the engine's state goes on.
+    fn complete_op(&mut self, id: IoId, op: Op, status: IoStatus) {
         if status != IoStatus::Ok {
             self.stats.device_errors += 1;
         }
@@ -445,8 +465,8 @@ impl Engine {
             Op::OwnerRecordWrite => self.owner_record_write_done(status),
             Op::OwnerRecordFlush => self.owner_record_flush_done(status),
             Op::Startup => self.startup_io_done(id, status),
+            Op::Abandoned => unreachable!("an abandoned command completes no further"),
         }
-        self.run_background_unless_batched();
     }
 
     /// The requests and completions handed in until `end_batch` come as
@@ -590,6 +610,9 @@ impl Engine {
     fn submit(&mut self, op: Op, device: DeviceRole, kind: IoKind, offset_bytes: u64, len_bytes: u64, buffer: IoBuffer) {
         debug_assert!(self.ops.len() < self.ops_capacity, "{} device commands in flight: more than the engine was sized for", self.ops.len());
         let id = self.ops.insert(op) as IoId;
+        if self.state == EngineState::Ready {
+            self.mirror_commands.issued(id, device, self.now);
+        }
         self.io_out.push_back(DeviceIo { id, device, kind, offset_bytes, len_bytes, buffer });
     }
 
@@ -646,6 +669,7 @@ impl Engine {
         if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
             return;
         }
+        self.fail_unanswering_mirrors();
         self.take_commit_step();
         self.observe_log_space();
         self.retry_waiting();
