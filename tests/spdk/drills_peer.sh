@@ -61,7 +61,36 @@ drill_peer_mirror_loss() {
         "newest flushed pass on the RAID"
 }
 
-PEER_DRILLS="drill_peer_mirror_loss"
+# The peer frozen (SIGSTOP: its connection up, nothing answered) under
+# load: hhc0 fails its mirror once a command has waited the engine's
+# mirror timeout (10 s) and goes on with the local one; thawed, the
+# mirror's late completions are dropped, it is detached and attached again
+# and re-synced; the newest flushed pass verifies through hhc0.
+drill_peer_mirror_freeze() {
+    local t0 waited deadline
+    rig_up hhc && drill_load_start && drill_wait_passes 1 || return 1
+    peer_freeze
+    t0=$SECONDS
+    drill_wait_stat 's["gauges"]["healthy_mirrors"] == 1' 60 || { peer_thaw; return 1; }
+    waited=$((SECONDS - t0))
+    drill_wait_passes 2 60 || { peer_thaw; return 1; }
+    drill_log "peer frozen: its mirror failed after ${waited} s; $(drill_passes_done) passes done on the local mirror"
+    grep -q "left a command unanswered" "$RIG_HOST_LOG" || { drill_log "the host's log does not say why the mirror failed"; peer_thaw; return 1; }
+    peer_thaw
+    rig_rpc host bdev_hhc_detach_log -b "$RIG_HHC" -l "$RIG_PEER_BDEV" >/dev/null || return 1
+    deadline=$((SECONDS + 30))
+    until rig_rpc host bdev_hhc_attach_log -b "$RIG_HHC" -l "$RIG_PEER_BDEV" >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || { drill_log "the thawed peer's mirror could not be attached again in 30 s"; return 1; }
+        sleep 0.5
+    done
+    drill_wait_stat "d['$RIG_PEER_BDEV']['mirror'] == 'healthy'" 300 && drill_wait_passes 1 || return 1
+    drill_load_stop
+    drill_verify_hhc || return 1
+    drill_log "checked: a frozen peer's mirror failed in ${waited} s under load, passes and flushes went on," \
+        "the thawed peer's mirror was attached again and re-synced, the newest flushed pass verifies"
+}
+
+PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze"
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     failed=0

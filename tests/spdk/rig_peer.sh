@@ -38,7 +38,8 @@ peer_thaw() { kill -CONT "$(rig_pid peer)"; }
 # No command timeout (`timeout_us`): on a TCP controller SPDK's timeout
 # handler reads the controller's status with a synchronous admin command,
 # which blocks the host's thread, hhc0's included, for 30 s at a time while
-# the peer hangs (docs/spdk.md, "A log mirror on a peer host").
+# the peer hangs; hhc0 fails a mirror that leaves a command unanswered for
+# 10 s itself (docs/spdk.md, "A log mirror on a peer host").
 peer_nvme_options() {
     rig_call bdev_nvme_set_options "{\"enable_flush\":true${RIG_PEER_NVME_OPTS:+,$RIG_PEER_NVME_OPTS}}" >/dev/null
 }

@@ -1790,6 +1790,9 @@ all_tests() {
     run_test peer_mirror_loss \
         "peer host: a log mirror over NVMe-oF/TCP; the peer killed under load, re-synced; the host's HDD and SSD die: replay from the peer" \
         peer_drill drill_peer_mirror_loss
+    run_test peer_mirror_freeze \
+        "peer host: the peer frozen (SIGSTOP) under load; hhc0 fails its mirror after 10 s unanswered, goes on, re-syncs it after SIGCONT" \
+        peer_drill drill_peer_mirror_freeze
     # The same rig over Debian's tgt instead of the SPDK iSCSI server.
     if [ -n "$LIST" ] || command -v tgtd >/dev/null; then
         run_test tgt_rig_smoke "tgt server: hhc0 over bdev_iscsi to tgtd, fio write+verify over NVMe-oF, the LUN's file verifies" \
