@@ -65,7 +65,7 @@
 //! the seeds past this file's sweeps that once failed run below.
 
 use hhc::config::{Mutation, Policy};
-use hhc::sim::faults::FaultKinds;
+use hhc::sim::faults::{FaultKinds, MIRROR_HANGS_FROM_SEED};
 use hhc::sim::{self, reproduce_command, Figures, RunSpec};
 
 /// Seeds 0..14 already switch every fault kind on at least once. The README's
@@ -75,6 +75,8 @@ const OPS_PER_SEED: u64 = 300;
 const SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 48 } else { 500 };
 const LONG_OPS_PER_SEED: u64 = 1000;
 const LONG_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 8 } else { 150 };
+/// Seeds of the sweep with mirror hangs (about one in ten has one).
+const HANG_SEEDS: u64 = if cfg!(debug_assertions) { 16 } else { 300 };
 /// Seeds per policy of the sweep with batched inputs.
 const BATCHED_SEEDS_PER_POLICY: u64 = if cfg!(debug_assertions) { 16 } else { 200 };
 /// A mutation must be caught within this many seeds.
@@ -114,10 +116,14 @@ fn sweep(policy: Policy) -> Figures {
 }
 
 fn sweep_with(policy: Policy, seeds: u64, ops: u64) -> (Figures, FaultKinds) {
+    sweep_from(policy, 0, seeds, ops)
+}
+
+fn sweep_from(policy: Policy, first: u64, seeds: u64, ops: u64) -> (Figures, FaultKinds) {
     let factory = sim::engine_factory();
     let mut figures = Figures::default();
     let mut seen = FaultKinds::default();
-    for seed in 0..seeds {
+    for seed in first..first + seeds {
         let spec = RunSpec { seed, ops, policy, mutation: Mutation::None, input_batch: 1 };
         let outcome = sim::run_seed(&factory, spec);
         if let Some(violation) = outcome.violation {
@@ -144,6 +150,7 @@ fn merge(seen: &mut FaultKinds, kinds: &FaultKinds) {
     seen.seq_cutoff |= kinds.seq_cutoff;
     seen.mirror_returns |= kinds.mirror_returns;
     seen.mirror_replaced |= kinds.mirror_replaced;
+    seen.mirror_hangs |= kinds.mirror_hangs;
 }
 
 fn every_kind() -> FaultKinds {
@@ -162,6 +169,8 @@ fn every_kind() -> FaultKinds {
         seq_cutoff: true,
         mirror_returns: true,
         mirror_replaced: true,
+        // Only from MIRROR_HANGS_FROM_SEED on (sweep_hhc_with_mirror_hangs).
+        mirror_hangs: false,
     }
 }
 
@@ -173,6 +182,15 @@ fn sweep_hhc() {
     assert!(figures.mirror_returns > 0, "no stale mirror came back");
     assert!(figures.mirror_attaches > 0, "no mirror was replaced online");
     assert!(figures.log_gap_blocks > 0, "no gap was left after a barrier part");
+}
+
+/// Seeds from `MIRROR_HANGS_FROM_SEED` on may have a mirror stop answering
+/// (the seeds before it keep their plans): under `hhc` the engine gives up
+/// on it after its mirror timeout and goes on with the others.
+#[test]
+fn sweep_hhc_with_mirror_hangs() {
+    let (figures, seen) = sweep_from(Policy::Hhc, MIRROR_HANGS_FROM_SEED, HANG_SEEDS, LONG_OPS_PER_SEED);
+    assert!(seen.mirror_hangs && figures.mirror_hangs > 0, "no mirror stopped answering");
 }
 
 #[test]

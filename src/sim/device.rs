@@ -83,6 +83,8 @@ pub struct SimDevice {
     /// Volatile writes with a lower seq are covered by this in-flight flush.
     flush_marks: BTreeMap<IoId, u64>,
     slot_free_at: Vec<Nanos>,
+    /// Nothing completes before this (`hang_until`).
+    hung_until: Nanos,
     dead: bool,
     corruptions: Vec<Corruption>,
     prng: Prng,
@@ -97,6 +99,7 @@ impl SimDevice {
             role,
             durable: vec![0; spec.size_bytes as usize],
             slot_free_at: vec![0; spec.parallelism as usize],
+            hung_until: 0,
             spec,
             volatile: Vec::new(),
             next_seq: 0,
@@ -120,6 +123,17 @@ impl SimDevice {
         self.dead = true;
     }
 
+    /// Answers nothing until `until`, neither completing nor failing a
+    /// command (a peer host frozen with its connection up): the commands
+    /// in flight and those submitted meanwhile complete after it.
+    pub fn hang_until(&mut self, until: Nanos) {
+        self.hung_until = until;
+    }
+
+    pub fn hung_until(&self) -> Nanos {
+        self.hung_until
+    }
+
     /// The same hardware found again (a flaky disk back after a reboot): alive,
     /// with the bytes it held when it died and nothing written since.
     pub fn revive(&mut self) {
@@ -134,6 +148,7 @@ impl SimDevice {
         self.volatile.clear();
         self.flush_marks.clear();
         self.corruptions.clear();
+        self.hung_until = 0;
         self.dead = false;
     }
 
@@ -148,7 +163,7 @@ impl SimDevice {
             self.flush_marks.insert(io.id, self.next_seq);
         }
         let slot = (0..self.slot_free_at.len()).min_by_key(|i| self.slot_free_at[*i]).unwrap();
-        let start = self.slot_free_at[slot].max(now);
+        let start = self.slot_free_at[slot].max(now).max(self.hung_until);
         let done = start + self.draw_latency_ns();
         self.slot_free_at[slot] = done;
         Ok(done)

@@ -27,6 +27,10 @@ pub enum Fault {
     /// removed (an operator's `bdev_hhc_attach_log`); skipped unless the
     /// slot's device is dead and the target serves.
     MirrorAttached(u8),
+    /// Mirror `m` answers nothing for the given time (`SimDevice::hang_until`).
+    MirrorHangs(u8, Nanos),
+    /// Mirror `m`'s hang is over (scheduled by the simulator).
+    MirrorThaws(u8),
     SwitchPolicy(Policy),
     /// `set_options` while the engine serves (the cutoff, dirty threshold,
     /// write-back depth, idle time).
@@ -66,6 +70,10 @@ pub struct FaultKinds {
     /// re-syncs), later the other mirror and then the cache die (drawn from
     /// a PRNG of its own).
     pub mirror_replaced: bool,
+    /// A mirror stops answering for a while, past the engine's mirror
+    /// timeout or not, and later the cache dies (drawn from a PRNG of its
+    /// own).
+    pub mirror_hangs: bool,
 }
 
 impl FaultKinds {
@@ -86,6 +94,7 @@ impl FaultKinds {
             (self.seq_cutoff, "seq-cutoff"),
             (self.mirror_returns, "mirror-returns"),
             (self.mirror_replaced, "mirror-replaced"),
+            (self.mirror_hangs, "mirror-hangs"),
         ];
         all.into_iter().filter(|(on, _)| *on).map(|(_, name)| name).collect()
     }
@@ -133,6 +142,11 @@ impl FaultPlan {
         draw_mirror_replaced(&mut Prng::new(seed ^ 0x5245_504C_4143), ops, &mut plan);
         // And the gap after barrier parts (its own PRNG too).
         draw_barrier_gap(&mut Prng::new(seed ^ 0x4741_5053), &mut plan.config);
+        // And a mirror that stops answering (its own PRNG too), from
+        // MIRROR_HANGS_FROM_SEED on only.
+        if seed >= MIRROR_HANGS_FROM_SEED {
+            draw_mirror_hangs(&mut Prng::new(seed ^ 0x4841_4E47), ops, &mut plan);
+        }
         plan
     }
 }
@@ -153,6 +167,7 @@ fn draw_kinds(prng: &mut Prng) -> FaultKinds {
         seq_cutoff: false, // drawn last, from its own PRNG (draw_seq_cutoff)
         mirror_returns: false, // likewise (draw_mirror_returns)
         mirror_replaced: false, // likewise (draw_mirror_replaced)
+        mirror_hangs: false,    // likewise (draw_mirror_hangs)
     }
 }
 
@@ -307,6 +322,34 @@ fn draw_mirror_replaced(prng: &mut Prng, ops: u64, plan: &mut FaultPlan) {
         delay_before = delay_ns;
         plan.faults.push(PlannedFault { at_op, delay_ns, fault });
     }
+    plan.faults.sort_by_key(|f| f.at_op);
+}
+
+/// The first seed whose plan may have a mirror stop answering: the seeds
+/// before it keep the plans they were swept with, and the regression seeds
+/// among them (tests/torture.rs) the faults that once broke the engine.
+pub const MIRROR_HANGS_FROM_SEED: u64 = 1_000_000;
+
+/// A fifth of the seeds with two or more mirrors have mirror a stop
+/// answering once for a while, some for less than the engine's mirror
+/// timeout (drawn here, 2-20 ms), most for up to four times it; later the
+/// cache dies, so the replay must find every flushed write on the mirrors
+/// that answered, or on a if the engine never stopped counting it.
+fn draw_mirror_hangs(prng: &mut Prng, ops: u64, plan: &mut FaultPlan) {
+    plan.kinds.mirror_hangs = plan.config.mirrors_count >= 2 && prng.percent(20);
+    if !plan.kinds.mirror_hangs {
+        return;
+    }
+    let timeout = prng.between(2_000_000, 20_000_000);
+    plan.config.mirror_timeout_ns = timeout;
+    let a = prng.below(plan.config.mirrors_count as u64) as u8;
+    let hang_ns = if prng.percent(25) { prng.between(timeout / 4, timeout / 2) } else { prng.between(timeout, 4 * timeout) };
+    let ops = ops.max(8);
+    let hung = prng.between(1, 3 * ops / 4);
+    let cache_died = prng.between(hung + 1, ops - 1);
+    let delay_ns = prng.between(0, 3_000_000);
+    plan.faults.push(PlannedFault { at_op: hung, delay_ns, fault: Fault::MirrorHangs(a, hang_ns) });
+    plan.faults.push(PlannedFault { at_op: cache_died, delay_ns: prng.between(0, 3_000_000), fault: Fault::CacheDeath });
     plan.faults.sort_by_key(|f| f.at_op);
 }
 

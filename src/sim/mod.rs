@@ -34,6 +34,8 @@ pub struct Figures {
     pub mirror_returns: u64,
     /// Fresh log mirrors attached online to a removed one's slot (`mirror-replaced`).
     pub mirror_attaches: u64,
+    /// Mirrors that stopped answering for a while (`Fault::MirrorHangs`).
+    pub mirror_hangs: u64,
     /// Writes the sequential cutoff sent to the backing device alone.
     pub cutoff_writes: u64,
     /// Log blocks left unwritten after barrier parts (`Stats::log_gap_blocks`).
@@ -55,7 +57,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        let pairs: [(&mut u64, u64); 20] = [
+        let pairs: [(&mut u64, u64); 21] = [
             (&mut self.corruptions_read_back, other.corruptions_read_back),
             (&mut self.seeds, other.seeds),
             (&mut self.requests, other.requests),
@@ -68,6 +70,7 @@ impl Figures {
             (&mut self.options_changes, other.options_changes),
             (&mut self.mirror_returns, other.mirror_returns),
             (&mut self.mirror_attaches, other.mirror_attaches),
+            (&mut self.mirror_hangs, other.mirror_hangs),
             (&mut self.cutoff_writes, other.cutoff_writes),
             (&mut self.log_gap_blocks, other.log_gap_blocks),
             (&mut self.batched_inputs, other.batched_inputs),
@@ -83,7 +86,7 @@ impl Figures {
     }
 
     /// Name and value of every figure, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 20] {
+    pub fn named(&self) -> [(&'static str, u64); 21] {
         [
             ("seeds", self.seeds),
             ("requests", self.requests),
@@ -96,6 +99,7 @@ impl Figures {
             ("options_changes", self.options_changes),
             ("mirror_returns", self.mirror_returns),
             ("mirror_attaches", self.mirror_attaches),
+            ("mirror_hangs", self.mirror_hangs),
             ("cutoff_writes", self.cutoff_writes),
             ("log_gap_blocks", self.log_gap_blocks),
             ("batched_inputs", self.batched_inputs),

@@ -210,6 +210,14 @@ struct Sim<'f, F: TargetFactory> {
     /// Per mirror: it rejoined and the target's latest report does not
     /// call it healthy, so it is no good copy.
     rejoined_unconfirmed: Vec<bool>,
+    /// Per mirror: it stopped answering (`Fault::MirrorHangs`) and, once it
+    /// answers again, the target does not call it healthy: it may have
+    /// missed writes, so it is no good copy.
+    hung: Vec<bool>,
+    /// Per mirror: the target called it failed while the device was alive
+    /// (it stopped waiting for it: `Config::mirror_timeout_ns`), so it may
+    /// have missed writes and is no good copy until formatted again.
+    given_up: Vec<bool>,
     figures: Figures,
 }
 
@@ -252,6 +260,8 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             verify_attempts: BTreeMap::new(),
             rejoined: vec![false; plan.mirrors.len()],
             rejoined_unconfirmed: vec![false; plan.mirrors.len()],
+            hung: vec![false; plan.mirrors.len()],
+            given_up: vec![false; plan.mirrors.len()],
             figures: Figures::default(),
             plan,
         }
@@ -362,6 +372,7 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         loop {
             self.drain_target()?;
             self.confirm_rejoined_mirrors();
+            self.note_mirrors_given_up();
             if done(self) {
                 return Ok(());
             }
@@ -483,6 +494,13 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
     }
 
     fn complete_io(&mut self, id: IoId) -> Result<(), Violation> {
+        let device = self.in_flight.get(&id).expect("completion of an unknown command").device;
+        let hung_until = self.devices.get(device).map_or(0, |d| d.hung_until());
+        if hung_until > self.now {
+            // A hung device completes nothing before its hang ends.
+            self.push_event(hung_until, Event::IoDone(id));
+            return Ok(());
+        }
         let io = self.in_flight.remove(&id).expect("completion of an unknown command");
         let target = self.target.as_mut().expect("I/O without a target");
         let mut memory = TargetMemory { target, requests: &mut self.requests, finished: &self.finished };
@@ -520,7 +538,44 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
         }
     }
 
+    /// A live mirror the serving target calls failed was given up on.
+    fn note_mirrors_given_up(&mut self) {
+        if self.plan.config.mirror_timeout_ns == 0 {
+            return;
+        }
+        let Some(target) = self.target.as_ref().filter(|t| *t.state() == EngineState::Ready) else { return };
+        let Some(states) = target.log_mirror_states() else { return };
+        for (mirror, state) in states.iter().enumerate() {
+            if *state == crate::engine::MirrorState::Failed && !self.devices.mirrors[mirror].is_dead() && !self.given_up[mirror] {
+                self.given_up[mirror] = true;
+                if self.tracing {
+                    eprintln!("[{} ns] mirror {mirror} given up on by the target while alive", self.now);
+                }
+            }
+        }
+    }
+
     // ---- faults -----------------------------------------------------------
+
+    fn hang_mirror(&mut self, mirror: u8, for_ns: Nanos) {
+        let device = &mut self.devices.mirrors[mirror as usize];
+        if device.is_dead() {
+            return;
+        }
+        let until = self.now + for_ns;
+        device.hang_until(until);
+        self.hung[mirror as usize] = true;
+        self.figures.mirror_hangs += 1;
+        self.push_event(until, Event::Fault(Fault::MirrorThaws(mirror)));
+    }
+
+    /// A mirror answers again: a good copy only if the serving target still
+    /// calls it healthy (it never gave up on it, so it missed nothing).
+    fn thaw_mirror(&mut self, mirror: u8) {
+        let healthy = self.target.as_ref().filter(|t| *t.state() == EngineState::Ready).and_then(|t| t.log_mirror_states())
+            .is_some_and(|states| states.get(mirror as usize) == Some(&crate::engine::MirrorState::Healthy));
+        self.hung[mirror as usize] = !healthy;
+    }
 
     /// A fresh device in mirror slot `mirror`, attached to the running
     /// target as an operator would: only into a slot whose device is gone,
@@ -537,6 +592,8 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             return;
         }
         self.devices.mirrors[mirror as usize].replace();
+        self.hung[mirror as usize] = false;
+        self.given_up[mirror as usize] = false;
         self.rejoined[mirror as usize] = true;
         self.rejoined_unconfirmed[mirror as usize] = true;
         self.figures.mirror_attaches += 1;
@@ -552,6 +609,14 @@ impl<'f, F: TargetFactory> Sim<'f, F> {
             Fault::MirrorReturns(mirror) => self.recover_with_mirror_back(mirror),
             Fault::MirrorAttached(mirror) => {
                 self.attach_fresh_mirror(mirror);
+                Ok(())
+            }
+            Fault::MirrorHangs(mirror, for_ns) => {
+                self.hang_mirror(mirror, for_ns);
+                Ok(())
+            }
+            Fault::MirrorThaws(mirror) => {
+                self.thaw_mirror(mirror);
                 Ok(())
             }
             Fault::CacheDeath => {

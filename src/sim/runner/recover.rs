@@ -194,7 +194,8 @@ impl<F: TargetFactory> Sim<'_, F> {
             return true;
         }
         let returned = &self.rejoined_unconfirmed;
-        self.devices.mirrors.iter().enumerate().any(|(i, m)| !m.is_dead() && !m.spec().silent.any() && !returned[i])
+        let (hung, given_up) = (&self.hung, &self.given_up);
+        self.devices.mirrors.iter().enumerate().any(|(i, m)| !m.is_dead() && !m.spec().silent.any() && !returned[i] && !hung[i] && !given_up[i])
     }
 
     pub(super) fn replay_log(&mut self) -> Result<(), Violation> {
@@ -242,6 +243,7 @@ impl<F: TargetFactory> Sim<'_, F> {
             // New hardware, or a mirror the new log is formatted on.
             self.rejoined[i] = false;
             self.rejoined_unconfirmed[i] = false;
+            self.given_up[i] = false;
         }
     }
 }
