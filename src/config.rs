@@ -342,6 +342,11 @@ pub enum Mutation {
 /// has a staging extent of a whole run (`writeback_parallelism` x this).
 pub const BACKING_STRIPE_BYTES_MAX: u32 = 1 << 20;
 
+/// `Config::mirror_timeout_ns` by default: far beyond an HDD's command
+/// time under a deep queue (tens of milliseconds), within what an
+/// application waits for a flush.
+pub const MIRROR_TIMEOUT_NS_DEFAULT: Nanos = 10_000_000_000;
+
 /// The default gap after a barrier part: 128 KiB is one millisecond of a
 /// 7,200 rpm disk's outer tracks (125 MB/s), about a journalling host's
 /// turnaround from one commit's FLUSH completing to the next one's (the
@@ -349,10 +354,6 @@ pub const BACKING_STRIPE_BYTES_MAX: u32 = 1 << 20;
 /// a flush p50 of 0.9 ms against 8.3 ms packed). A shorter turnaround waits
 /// the difference; a longer one misses the sector, which the engine sees,
 /// and then stops leaving gaps.
-/// `Config::mirror_timeout_ns` by default: far beyond an HDD's command
-/// time under a deep queue (tens of milliseconds), within what an
-/// application waits for a flush.
-pub const MIRROR_TIMEOUT_NS_DEFAULT: Nanos = 10_000_000_000;
 pub const BARRIER_GAP_BYTES_DEFAULT: u32 = 128 << 10;
 
 /// Largest gap after a barrier part: a gap that leaves no room for another
