@@ -90,7 +90,67 @@ drill_peer_mirror_freeze() {
         "the thawed peer's mirror was attached again and re-synced, the newest flushed pass verifies"
 }
 
-PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze"
+HHC=${HHC:-${CARGO_TARGET_DIR:-$RIG_REPO/target}/release/hhc}
+PEER_TAKEOVERS=${PEER_TAKEOVERS:-3}
+
+# The host lost for good under load, and the peer's takeover, on a rig of
+# RIG_SERVER=tgt (its LUN a file both hosts could reach) with write-back
+# held off: the host killed 0-2.5 s into a pass, its SSD and HDD files
+# deleted; the peer's mirror, released by the peer's app, replayed onto the
+# LUN with `hhc recover` (what the peer does with the volume attached;
+# with "skip", not replayed); then the LUN alone is checked.
+peer_takeover_round() { # round replay|skip
+    local delay replayed
+    drill_load_start
+    drill_wait_passes 2 || return 1
+    delay=$(awk -v r="$RANDOM" 'BEGIN {printf "%.1f", (r % 26) / 10}')
+    sleep "$delay"
+    host_kill
+    drill_load_stop
+    rm -f "$RIG_WORK/ssd0.img" "$RIG_WORK/hdd0.img"
+    peer_stop
+    if [ "$2" = replay ]; then
+        "$HHC" recover --log "$RIG_WORK/peer-hdd.img" --backing "$(tgt_img)" --json >"$RIG_WORK/takeover-$1.json" \
+            2>"$RIG_WORK/takeover-$1.log" || { drill_log "takeover $1: hhc recover failed"; cat "$RIG_WORK/takeover-$1.log"; return 1; }
+        replayed=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["blocks_replayed"])' "$RIG_WORK/takeover-$1.json")
+        drill_log "takeover $1, ${delay} s into a pass: $replayed blocks replayed from the peer's mirror onto the LUN"
+        [ "$replayed" -ge 2048 ] || { drill_log "fewer blocks replayed than a region's pass: write-back was not held off"; return 1; }
+    fi
+    drill_verify_raid
+}
+
+peer_takeover_rig() {
+    [ "$RIG_SERVER" = tgt ] || { drill_log "the takeover drills need RIG_SERVER=tgt (the LUN is a file)"; return 1; }
+    [ -x "$HHC" ] || { drill_log "no hhc binary at $HHC (cargo build --release)"; return 1; }
+    rig_up hhc
+}
+
+# PEER_TAKEOVERS rounds; after each a fresh hhc0 (new cache and log files,
+# as the peer would create it) serves the LUN, and the newest flushed pass
+# verifies through it.
+drill_peer_takeover() {
+    local i RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'}
+    peer_takeover_rig || return 1
+    for i in $(seq "$PEER_TAKEOVERS"); do
+        peer_takeover_round "$i" replay || return 1
+        peer_start >/dev/null && host_start hhc >/dev/null && drill_verify_hhc || return 1
+    done
+    drill_log "checked: $PEER_TAKEOVERS times the host killed under load and its disks deleted; the peer's mirror" \
+        "replayed onto the LUN, which alone holds the newest flushed pass; a fresh hhc0 serves it again"
+}
+
+# The LUN check must catch a takeover that skips the replay.
+drill_peer_takeover_check_can_fail() {
+    local RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'}
+    peer_takeover_rig || return 1
+    if peer_takeover_round 1 skip; then
+        drill_log "the LUN holds the newest pass without the replay: the check proves nothing here"
+        return 1
+    fi
+    drill_log "checked: a takeover without the replay loses the flushed pass, and the LUN check catches it"
+}
+
+PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover"
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     failed=0

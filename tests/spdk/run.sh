@@ -1210,6 +1210,10 @@ peer_drill() ( # drill
     . "$REPO/tests/spdk/drills_peer.sh"
     drill_run "$1"
 )
+peer_tgt_drill() ( # drill
+    export RIG_SERVER=tgt HHC
+    peer_drill "$1"
+)
 
 # HHC over Ceph RBD (tests/spdk/drills_ceph.sh, docs/ceph.md): one cluster
 # (tests/ceph/cluster.sh) for every ceph_* test, up at the first of them
@@ -1808,6 +1812,12 @@ all_tests() {
             tgt_drill drill_ssd_death
         run_test tgt_drill_server_restart "tgt server: tgtd killed and restarted under load; write-back resumes, nothing lost" \
             tgt_drill drill_server_restart
+        run_test peer_takeover_check_can_fail \
+            "peer host, tgt server: the host killed and its disks gone, the peer's mirror not replayed; the LUN check catches the loss" \
+            peer_tgt_drill drill_peer_takeover_check_can_fail
+        run_test peer_takeover \
+            "peer host, tgt server: ${PEER_TAKEOVERS:-3} times the host killed, its disks gone; the peer's mirror replayed onto the LUN with hhc recover" \
+            peer_tgt_drill drill_peer_takeover
         # Outside the default run's time (about a minute): TGT_FULL=1 or its name runs it.
         if [ -n "$LIST" ] || [ -n "${TGT_FULL:-}" ] || [ -n "${SELECTED[tgt_drill_server_hang]:-}" ]; then
             run_test tgt_drill_server_hang \
