@@ -23,7 +23,7 @@ OPTIONS = ["dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cut
 def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, block_size=None,
                     segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
                     idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None, cpumask=None,
-                    barrier_gap=None, backing_stripe=None):
+                    barrier_gap=None, backing_stripe=None, log_timeout_ms=None):
     """Create an HHC bdev; returns its name. logs: a list of log mirror bdev names (a comma-separated
     string is split), an empty name for a slot without a mirror."""
     params = {"name": name, "backing": backing}
@@ -32,7 +32,7 @@ def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, b
     optional = {"cache": cache, "logs": logs, "policy": policy, "cpumask": cpumask, "block_size": block_size,
                 "segment_size": segment_size,
                 "buffer_count": buffer_count, "barrier_gap": barrier_gap, "backing_stripe": backing_stripe,
-                "dirty_threshold": dirty_threshold,
+                "log_timeout_ms": log_timeout_ms, "dirty_threshold": dirty_threshold,
                 "writeback_parallelism": writeback_parallelism, "idle_after_ms": idle_after_ms,
                 "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy}
     params.update({k: v for k, v in optional.items() if v is not None})
@@ -218,7 +218,8 @@ def spdk_rpc_plugin_initialize(subparsers):
         _print(bdev_hhc_create(args.client, name=args.name, backing=args.backing, cache=args.cache, logs=args.logs,
                                policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
                                buffer_count=args.buffer_count, barrier_gap=args.barrier_gap,
-                               backing_stripe=args.backing_stripe, cpumask=args.cpumask, **_options_of(args)))
+                               backing_stripe=args.backing_stripe, log_timeout_ms=args.log_timeout_ms,
+                               cpumask=args.cpumask, **_options_of(args)))
 
     p = subparsers.add_parser("bdev_hhc_create", help="Create an HHC bdev: an SSD write-back cache in front of a "
                               "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
@@ -247,6 +248,9 @@ def spdk_rpc_plugin_initialize(subparsers):
                    help="the backing RAID's full stripe in bytes (data bytes, parity left out), for a backing bdev "
                    "that declares none (bdev_iscsi): write-back runs then fill whole stripes; a multiple of the "
                    "block size, at most 1048576, 0 for none (default: the backing bdev's optimal I/O boundary)")
+    p.add_argument("--log-timeout-ms", type=int, dest="log_timeout_ms",
+                   help="a log mirror that leaves a command unanswered this many ms counts as failed (a hung disk, "
+                   "a frozen peer host); 0 for never (default 10000)")
     _add_options(p, defaults=True)
     p.set_defaults(func=create)
 

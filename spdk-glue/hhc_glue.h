@@ -99,6 +99,7 @@ struct hhc_glue_create_params {
 	uint32_t buffer_count;
 	uint32_t barrier_gap;
 	uint32_t backing_stripe;
+	uint32_t log_timeout_ms;
 	struct hhc_glue_options options;
 };
 

@@ -48,6 +48,7 @@ struct rpc_create {
 	uint32_t buffer_count;
 	uint32_t barrier_gap;
 	uint32_t backing_stripe;
+	uint32_t log_timeout_ms;
 	uint32_t dirty_threshold;
 	uint32_t writeback_parallelism;
 	uint32_t idle_after_ms;
@@ -76,6 +77,7 @@ static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
 	{"buffer_count", offsetof(struct rpc_create, buffer_count), spdk_json_decode_uint32, true},
 	{"barrier_gap", offsetof(struct rpc_create, barrier_gap), spdk_json_decode_uint32, true},
 	{"backing_stripe", offsetof(struct rpc_create, backing_stripe), spdk_json_decode_uint32, true},
+	{"log_timeout_ms", offsetof(struct rpc_create, log_timeout_ms), spdk_json_decode_uint32, true},
 	{"dirty_threshold", offsetof(struct rpc_create, dirty_threshold), spdk_json_decode_uint32, true},
 	{"writeback_parallelism", offsetof(struct rpc_create, writeback_parallelism), spdk_json_decode_uint32, true},
 	{"idle_after_ms", offsetof(struct rpc_create, idle_after_ms), spdk_json_decode_uint32, true},
@@ -108,6 +110,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 		.buffer_count = HHC_GLUE_UNSET,
 		.barrier_gap = HHC_GLUE_UNSET,
 		.backing_stripe = HHC_GLUE_UNSET,
+		.log_timeout_ms = HHC_GLUE_UNSET,
 		.dirty_threshold = HHC_GLUE_UNSET,
 		.writeback_parallelism = HHC_GLUE_UNSET,
 		.idle_after_ms = HHC_GLUE_UNSET,
@@ -122,7 +125,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 						 "invalid parameters: need name, backing (strings); optional cache "
 						 "(string; only policy passthrough without logs goes without one), logs "
 						 "(array of at most 8 bdev names), policy, cpumask (strings), block_size, "
-						 "segment_size, buffer_count, barrier_gap, backing_stripe, dirty_threshold, "
+						 "segment_size, buffer_count, barrier_gap, backing_stripe, log_timeout_ms, dirty_threshold, "
 						 "writeback_parallelism, "
 						 "idle_after_ms, seq_cutoff_threshold (unsigned integers), "
 						 "seq_cutoff_policy (string); no other keys");
@@ -143,6 +146,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	p.buffer_count = req.buffer_count;
 	p.barrier_gap = req.barrier_gap;
 	p.backing_stripe = req.backing_stripe;
+	p.log_timeout_ms = req.log_timeout_ms;
 	p.options.dirty_threshold = req.dirty_threshold;
 	p.options.writeback_parallelism = req.writeback_parallelism;
 	p.options.idle_after_ms = req.idle_after_ms;

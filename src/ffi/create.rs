@@ -36,7 +36,8 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
     )?
     .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?
     .with_barrier_gap(given(raw.barrier_gap))
-    .with_backing_stripe(given(raw.backing_stripe));
+    .with_backing_stripe(given(raw.backing_stripe))
+    .with_log_timeout(given(raw.log_timeout_ms));
     Ok(params)
 }
 

@@ -24,6 +24,7 @@ impl Core {
             .number("block_size", self.config.block_size as u64)
             .number("backing_stripe_bytes", self.config.backing_stripe_bytes as u64)
             .number("barrier_gap_bytes", self.config.barrier_gap_bytes as u64)
+            .number("log_timeout_ms", self.config.mirror_timeout_ns / 1_000_000)
             .raw("backing", &base(self.bases.backing()))
             .raw("cache", &self.bases.cache().map_or_else(|| "null".to_string(), base))
             .raw("logs", &json::array(self.bases.logs().iter().map(base)));

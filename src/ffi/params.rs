@@ -40,6 +40,10 @@ pub struct CreateParams {
     /// member's chunk (SPDK's RAID bdevs); None: what the bdev declares.
     /// Not a layout either: a re-open may change it.
     pub backing_stripe: Option<u32>,
+    /// Milliseconds a log mirror may leave a command unanswered before it
+    /// counts as failed (`Config::mirror_timeout_ns`; 0: never); None: the
+    /// engine's 10 s. Not a layout either.
+    pub log_timeout: Option<u32>,
     /// The options `bdev_hhc_set_options` changes later.
     pub options: OptionParams,
 }
@@ -197,6 +201,7 @@ impl CreateParams {
             buffer_count,
             barrier_gap: None,
             backing_stripe: None,
+            log_timeout: None,
             options,
         };
         params.check_names()?;
@@ -226,6 +231,11 @@ impl CreateParams {
     /// With the backing RAID's stripe, checked by `config` as the gap is.
     pub fn with_backing_stripe(self, backing_stripe: Option<u32>) -> CreateParams {
         CreateParams { backing_stripe, ..self }
+    }
+
+    /// With the log mirrors' command timeout in milliseconds.
+    pub fn with_log_timeout(self, log_timeout: Option<u32>) -> CreateParams {
+        CreateParams { log_timeout, ..self }
     }
 
     /// No cache bdev: a passthrough straight to the backing bdev.
@@ -297,6 +307,7 @@ impl CreateParams {
             segment_bytes: self.segment_size.unwrap_or(defaults.segment_bytes),
             barrier_gap_bytes: self.barrier_gap.unwrap_or(defaults.barrier_gap_bytes),
             log_buffers_count: self.buffer_count.unwrap_or(defaults.log_buffers_count),
+            mirror_timeout_ns: self.log_timeout.map_or(defaults.mirror_timeout_ns, |ms| ms as u64 * 1_000_000),
             backing_has_flush: backing.supports_flush,
             // Too long to keep (very long names): the bdev is not examinable.
             owner_record: Some(self.owner_record()).filter(|r| r.len() <= OWNER_BYTES_MAX).unwrap_or_default(),
@@ -383,6 +394,7 @@ impl CreateParams {
         .map_err(|e| e.prefixed("owner record: "))?;
         let barrier_gap = number("barrier_gap")?;
         let backing_stripe = number("backing_stripe")?;
+        let log_timeout = number("log_timeout_ms")?;
         let logs = text_of("logs")?;
         let logs = if logs.is_empty() { Vec::new() } else { logs.split(',').map(str::to_string).collect() };
         CreateParams::new(
@@ -397,17 +409,18 @@ impl CreateParams {
             options,
         )
         .and_then(|params| params.with_cpumask(fields.get("cpumask").copied()))
-        .map(|params| Some(params.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe)))
+        .map(|params| Some(params.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe).with_log_timeout(log_timeout)))
         .map_err(|e| e.prefixed("owner record: "))
     }
 
-    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 5] {
+    fn optional_numbers(&self) -> [(&'static str, Option<u32>); 6] {
         [
             ("block_size", self.block_size),
             ("segment_size", self.segment_size),
             ("buffer_count", self.buffer_count),
             ("barrier_gap", self.barrier_gap),
             ("backing_stripe", self.backing_stripe),
+            ("log_timeout_ms", self.log_timeout),
         ]
     }
 
@@ -622,6 +635,22 @@ mod tests {
         assert_eq!(CreateParams::from_owner_record(&record), Ok(Some(p.clone())));
         let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(value["backing_stripe"], 256 << 10);
+    }
+
+    #[test]
+    fn the_log_timeout_reaches_the_config_the_record_and_save_config() {
+        let timeout = |ms| params("hhc", &["hdd0"]).unwrap().with_log_timeout(ms).config(facts(1024), facts(64), &[facts(64)]);
+        assert_eq!(timeout(None).unwrap().mirror_timeout_ns, crate::config::MIRROR_TIMEOUT_NS_DEFAULT);
+        assert_eq!(timeout(Some(0)).unwrap().mirror_timeout_ns, 0);
+        assert_eq!(timeout(Some(2500)).unwrap().mirror_timeout_ns, 2_500_000_000);
+        let p = params("hhc", &["hdd0"]).unwrap().with_log_timeout(Some(2500));
+        let record = p.owner_record();
+        assert!(String::from_utf8(record.clone()).unwrap().contains("\nlog_timeout_ms=2500\n"));
+        assert_eq!(CreateParams::from_owner_record(&record), Ok(Some(p.clone())));
+        let value: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(value["log_timeout_ms"], 2500);
+        let unset: serde_json::Value = serde_json::from_str(&params("hhc", &["hdd0"]).unwrap().to_json()).unwrap();
+        assert!(unset.get("log_timeout_ms").is_none(), "left out, the default stays the engine's");
     }
 
     #[test]

@@ -90,12 +90,12 @@ impl Core {
         let policy = Some(policy.name());
         let made = CreateParams::new(p.name.clone(), p.backing.clone(), cache, logs, policy, block_size, numbers.0, numbers.1, numbers.2);
         // Started on this thread, the record's owner (`hhc_rs_recover`).
-        let (barrier_gap, backing_stripe) = match mode {
-            Mode::Passthrough => (None, None),
-            _ => (p.barrier_gap, p.backing_stripe),
+        let (barrier_gap, backing_stripe, log_timeout) = match mode {
+            Mode::Passthrough => (None, None, None),
+            _ => (p.barrier_gap, p.backing_stripe, p.log_timeout),
         };
         made.and_then(|made| made.with_cpumask(p.cpumask.as_deref()))
-            .map(|made| made.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe))
+            .map(|made| made.with_barrier_gap(barrier_gap).with_backing_stripe(backing_stripe).with_log_timeout(log_timeout))
     }
 
     /// Mode cache on the passthrough that mode passthrough made: the
@@ -123,7 +123,7 @@ impl Core {
             prior.options.clone(),
         )
         .and_then(|made| made.with_cpumask(prior.cpumask.as_deref()))
-        .map(|made| made.with_barrier_gap(prior.barrier_gap).with_backing_stripe(prior.backing_stripe))?;
+        .map(|made| made.with_barrier_gap(prior.barrier_gap).with_backing_stripe(prior.backing_stripe).with_log_timeout(prior.log_timeout))?;
         // Every bdev but the backing one (ours) opened, checked and closed.
         let mut bases = Vec::new();
         let opened = std::iter::once((DeviceRole::Cache, made.cache.clone()))

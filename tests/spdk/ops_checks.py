@@ -246,6 +246,7 @@ HOSTILE = [
     ("bdev_hhc_create", create(barrier_gap=1 << 32), "invalid parameters"),
     ("bdev_hhc_create", create(backing_stripe=6144), "backing_stripe 6144 bytes must be a multiple of block_size 4096"),
     ("bdev_hhc_create", create(backing_stripe=2 << 20), "backing_stripe 2097152 bytes must be a multiple"),
+    ("bdev_hhc_create", create(log_timeout_ms=-1), "invalid parameters"),
     ("bdev_hhc_create", create(writeback_parallelism=2000), "writeback_parallelism 2000 must be 1..1024"),
     ("bdev_hhc_create", create(seq_cutoff_threshold=1), "seq_cutoff_threshold 1 bytes"),
     ("bdev_hhc_create", create(seq_cutoff_policy="sometimes"), "unknown seq_cutoff_policy 'sometimes'"),

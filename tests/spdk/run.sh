@@ -232,17 +232,19 @@ bad_inputs() {
 # BrokenPipeError fails the step.
 rpc_lifecycle() {
     $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 --barrier-gap 65536 \
-        --backing-stripe 262144 &&
+        --backing-stripe 262144 --log-timeout-ms 2500 &&
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/hhc_bdevs.json" &&
         grep -q '"health": "ok"' "$WORK/hhc_bdevs.json" &&
         grep -q '"barrier_gap_bytes": 65536' "$WORK/hhc_bdevs.json" &&
         grep -q '"backing_stripe_bytes": 262144' "$WORK/hhc_bdevs.json" &&
+        grep -q '"log_timeout_ms": 2500' "$WORK/hhc_bdevs.json" &&
         $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs.json" &&
         grep -q '"policy": "hhc"' "$WORK/bdevs.json" &&
         timeout 60 $SPDK_RPC_CMD -s "$SOCK" save_config >"$WORK/config.json" &&
         grep -q '"method": "bdev_hhc_create"' "$WORK/config.json" &&
         grep -q '"barrier_gap": 65536' "$WORK/config.json" &&
         grep -q '"backing_stripe": 262144' "$WORK/config.json" &&
+        grep -q '"log_timeout_ms": 2500' "$WORK/config.json" &&
         $RPC bdev_hhc_delete hhc0 &&
         [ "$($RPC bdev_hhc_get_bdevs | tr -d ' \n')" = "[]" ] &&
         $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
@@ -250,6 +252,7 @@ rpc_lifecycle() {
         $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/hhc_bdevs-again.json" &&
         grep -q "\"barrier_gap_bytes\": $((128 << 10))" "$WORK/hhc_bdevs-again.json" &&
         grep -q '"backing_stripe_bytes": 0' "$WORK/hhc_bdevs-again.json" &&
+        grep -q '"log_timeout_ms": 10000' "$WORK/hhc_bdevs-again.json" &&
         $RPC bdev_get_bdevs -b hhc0 >"$WORK/bdevs-again.json" &&
         uuid_of "$WORK/bdevs.json" >"$WORK/uuid-1" && uuid_of "$WORK/bdevs-again.json" >"$WORK/uuid-2" &&
         [ -s "$WORK/uuid-1" ] && cmp "$WORK/uuid-1" "$WORK/uuid-2"
