@@ -53,7 +53,7 @@ drill_peer_mirror_loss() {
     [ "$(drill_stat 's["state"]')" = recovered ] || { drill_stats; return 1; }
     drill_log "replayed from the peer's mirror: $(drill_stat 's["recovery"]')"
     [ "$(drill_stat 's["recovery"]["blocks_replayed"] >= 2048')" = True ] ||
-        { drill_log "the replay put less than the two regions' passes on the RAID: write-back was not held off"; return 1; }
+        { drill_log "the replay put less than a region's pass on the RAID: write-back was not held off"; return 1; }
     host_kill
     drill_verify_raid || return 1
     drill_log "checked: the peer killed under load (I/O and flushes went on with the local mirror), restarted," \
