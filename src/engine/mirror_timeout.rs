@@ -10,30 +10,43 @@
 //! re-synced) to count.
 
 use super::{Engine, EngineState, Op};
-use crate::io::{DeviceRole, IoId, IoStatus, Nanos};
+use crate::io::{IoId, IoStatus, Nanos};
+use std::collections::VecDeque;
 
-/// The log mirror commands in flight, with when each was issued.
+/// The log mirror commands in flight, oldest first, with when each was
+/// issued: the oldest alone tells whether any is overdue.
 #[derive(Default)]
 pub(super) struct MirrorCommands {
-    issued: Vec<(IoId, u8, Nanos)>,
+    issued: VecDeque<(IoId, u8, Nanos)>,
 }
 
 impl MirrorCommands {
-    pub fn issued(&mut self, id: IoId, device: DeviceRole, now: Nanos) {
-        if let DeviceRole::Log(mirror) = device {
-            self.issued.push((id, mirror, now));
-        }
+    pub fn issued(&mut self, id: IoId, mirror: u8, now: Nanos) {
+        self.issued.push_back((id, mirror, now));
     }
 
     pub fn done(&mut self, id: IoId) {
         if let Some(i) = self.issued.iter().position(|&(issued, _, _)| issued == id) {
-            self.issued.swap_remove(i);
+            self.issued.remove(i);
         }
     }
 
-    /// A mirror with a command issued at or before `before`, if any.
+    /// The mirror of the oldest command if it was issued at or before `before`.
     fn overdue(&self, before: Nanos) -> Option<u8> {
-        self.issued.iter().find(|&&(_, _, at)| at <= before).map(|&(_, mirror, _)| mirror)
+        self.issued.front().filter(|&&(_, _, at)| at <= before).map(|&(_, mirror, _)| mirror)
+    }
+}
+
+impl Op {
+    /// The log mirror a command of the running engine goes to.
+    pub(super) fn log_mirror(&self) -> Option<u8> {
+        match *self {
+            Op::SegmentWrite { mirror, .. }
+            | Op::SegmentFlush { mirror, .. }
+            | Op::SuperblockWrite { mirror }
+            | Op::SuperblockFlush { mirror } => Some(mirror),
+            _ => None,
+        }
     }
 }
 
@@ -49,8 +62,8 @@ impl Engine {
             log::warn!("hhc: log mirror {mirror} left a command unanswered for {} ms; it counts as failed", timeout / 1_000_000);
             let ids: Vec<IoId> =
                 self.mirror_commands.issued.iter().filter(|&&(_, m, _)| m == mirror).map(|&(id, _, _)| id).collect();
+            self.mirror_commands.issued.retain(|&(_, m, _)| m != mirror);
             for id in ids {
-                self.mirror_commands.done(id);
                 let op = std::mem::replace(self.ops.get_mut(id as u32).expect("a mirror command in flight"), Op::Abandoned);
                 self.complete_op(id, op, IoStatus::Error);
             }

@@ -427,7 +427,9 @@ impl Engine {
         if matches!(op, Op::Abandoned) {
             return;
         }
-        self.mirror_commands.done(id);
+        if op.log_mirror().is_some() {
+            self.mirror_commands.done(id);
+        }
         self.complete_op(id, op, status);
         self.run_background_unless_batched();
     }
@@ -609,9 +611,10 @@ impl Engine {
 
     fn submit(&mut self, op: Op, device: DeviceRole, kind: IoKind, offset_bytes: u64, len_bytes: u64, buffer: IoBuffer) {
         debug_assert!(self.ops.len() < self.ops_capacity, "{} device commands in flight: more than the engine was sized for", self.ops.len());
+        let mirror = op.log_mirror().filter(|_| self.state == EngineState::Ready && self.config.mirror_timeout_ns > 0);
         let id = self.ops.insert(op) as IoId;
-        if self.state == EngineState::Ready {
-            self.mirror_commands.issued(id, device, self.now);
+        if let Some(mirror) = mirror {
+            self.mirror_commands.issued(id, mirror, self.now);
         }
         self.io_out.push_back(DeviceIo { id, device, kind, offset_bytes, len_bytes, buffer });
     }
