@@ -436,12 +436,18 @@ host_export() {
         rig_loud "vhost export of $RIG_HHC SKIPPED: no hugepages"
     fi
     [[ " $RIG_EXPORTS " == *" nvmf "* ]] || { rig_log "host: no NVMe-oF export (RIG_EXPORTS=$RIG_EXPORTS)"; return 0; }
-    rig_call nvmf_create_transport '{"trtype":"TCP"}' \
-        nvmf_create_subsystem "{\"nqn\":\"$RIG_NQN\",\"allow_any_host\":true,\"serial_number\":\"HHC0\",\"model_number\":\"HHC rig\"}" \
-        nvmf_subsystem_add_ns "{\"nqn\":\"$RIG_NQN\",\"namespace\":{\"bdev_name\":\"$RIG_HHC\"}}" \
-        nvmf_subsystem_add_listener "{\"nqn\":\"$RIG_NQN\",\"listen_address\":{\"trtype\":\"tcp\",\"adrfam\":\"ipv4\",\"traddr\":\"127.0.0.1\",\"trsvcid\":\"$RIG_NVMF_PORT\"}}" \
-        >/dev/null || { rig_log "host: NVMe-oF export failed"; return 1; }
+    rig_nvmf_export "$RIG_NQN" "$RIG_HHC" "$RIG_NVMF_PORT" HHC0 "HHC rig" || { rig_log "host: NVMe-oF export failed"; return 1; }
     rig_log "host: $RIG_HHC on NVMe-oF/TCP 127.0.0.1:$RIG_NVMF_PORT $RIG_NQN"
+}
+
+# On the app of RIG_SOCK: bdev BDEV as the namespace of subsystem NQN over
+# NVMe-oF/TCP on 127.0.0.1:PORT.
+rig_nvmf_export() { # nqn bdev port serial model
+    rig_call nvmf_create_transport '{"trtype":"TCP"}' \
+        nvmf_create_subsystem "{\"nqn\":\"$1\",\"allow_any_host\":true,\"serial_number\":\"$4\",\"model_number\":\"$5\"}" \
+        nvmf_subsystem_add_ns "{\"nqn\":\"$1\",\"namespace\":{\"bdev_name\":\"$2\"}}" \
+        nvmf_subsystem_add_listener "{\"nqn\":\"$1\",\"listen_address\":{\"trtype\":\"tcp\",\"adrfam\":\"ipv4\",\"traddr\":\"127.0.0.1\",\"trsvcid\":\"$3\"}}" \
+        >/dev/null
 }
 host_stop() { rig_stop host TERM; }
 host_kill() { rig_stop host KILL; }

@@ -20,11 +20,8 @@ peer_start() {
     rig_wait_rpc peer "$RIG_PEER_SOCK" "$RIG_PEER_LOG" || return 1
     local RIG_SOCK=$RIG_PEER_SOCK
     rig_aio "${RIG_PEER_HDD}_base" "$RIG_WORK/peer-hdd.img" "$RIG_HDD_MB" 512 && make_hdd "$RIG_PEER_HDD" "${RIG_PEER_HDD}_base" &&
-        rig_call nvmf_create_transport '{"trtype":"TCP"}' \
-            nvmf_create_subsystem "{\"nqn\":\"$RIG_PEER_NQN\",\"allow_any_host\":true,\"serial_number\":\"HHCPEER\",\"model_number\":\"HHC peer mirror\"}" \
-            nvmf_subsystem_add_ns "{\"nqn\":\"$RIG_PEER_NQN\",\"namespace\":{\"bdev_name\":\"$RIG_PEER_HDD\"}}" \
-            nvmf_subsystem_add_listener "{\"nqn\":\"$RIG_PEER_NQN\",\"listen_address\":{\"trtype\":\"tcp\",\"adrfam\":\"ipv4\",\"traddr\":\"127.0.0.1\",\"trsvcid\":\"$RIG_PEER_PORT\"}}" \
-            >/dev/null || { rig_log "peer: its mirror could not be exported"; return 1; }
+        rig_nvmf_export "$RIG_PEER_NQN" "$RIG_PEER_HDD" "$RIG_PEER_PORT" HHCPEER "HHC peer mirror" ||
+        { rig_log "peer: its mirror could not be exported"; return 1; }
     rig_log "peer: $RIG_PEER_HDD on NVMe-oF/TCP 127.0.0.1:$RIG_PEER_PORT $RIG_PEER_NQN"
 }
 peer_stop() { rig_stop peer TERM; }
