@@ -37,6 +37,7 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
         backing_blocks: BACKING_BLOCKS,
         in_sync_mask: 0b11,
         run: 1,
+        replayed: false,
     };
     superblock.encode(&mut log[UNIT_BYTES..]);
     for (index, (sequence, barrier, entries, revokes)) in segments.iter().enumerate() {
@@ -211,6 +212,10 @@ fn recover_replays_onto_the_backing_file_once() {
     // The log was re-initialised past the replayed segments.
     let after = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log0), "--json"]));
     assert!(after.contains("\"valid_segments\":0") && after.contains("\"write_seq\":2"), "{after}");
+    // It says it was replayed: the cache that wrote it must not start warm.
+    assert!(after.contains("\"replayed\":true"), "{after}");
+    let text = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log0)]));
+    assert!(text.contains("replayed: this log was replayed onto the backing device"), "{text}");
 }
 
 #[test]

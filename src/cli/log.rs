@@ -103,6 +103,7 @@ fn superblock_json(sb: &LogSuperblock) -> Object {
         .field("mirrors_count", sb.mirrors_count)
         .field("mirror_index", sb.mirror_index)
         .field("backing_blocks", sb.backing_blocks)
+        .field("replayed", sb.replayed)
 }
 
 fn segment_layout_json(layout: &SegmentLayout) -> Object {
@@ -152,6 +153,9 @@ fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
         "  mirrors_count {} mirror_index {} backing_blocks {}",
         sb.mirrors_count, sb.mirror_index, sb.backing_blocks
     );
+    if sb.replayed {
+        println!("  replayed: this log was replayed onto the backing device; the cache that wrote it is stale");
+    }
     let segment = &layout.segment;
     println!(
         "segment layout: {} header blocks per part, {} slots, {} revokes per part",

@@ -86,6 +86,8 @@ impl Engine {
             backing_blocks: self.config.backing_blocks(),
             in_sync_mask: self.log.in_sync_mask(),
             run: self.log.run,
+            // A running instance's log is its own, never one replayed.
+            replayed: false,
         };
         self.logging.superblock_mask_issued = superblock.in_sync_mask;
         self.logging.superblock_mask_in_flight |= superblock.in_sync_mask;

@@ -63,11 +63,21 @@ pub(crate) fn check_crc(bytes: &[u8], crc_offset: usize) -> Result<(), FormatErr
 
 /// Every structure starts with magic (u32 at 0) and version (u16 at 4).
 pub(crate) fn check_magic_and_version(bytes: &[u8], magic: u32, version: u16) -> Result<(), FormatError> {
+    check_magic_and_versions(bytes, magic, version..=version).map(|_| ())
+}
+
+/// As `check_magic_and_version`, for a structure of which several versions
+/// are read; the version found.
+pub(crate) fn check_magic_and_versions(
+    bytes: &[u8],
+    magic: u32,
+    versions: std::ops::RangeInclusive<u16>,
+) -> Result<u16, FormatError> {
     if get_u32(bytes, 0) != magic {
         return Err(FormatError::BadMagic);
     }
     match get_u16(bytes, 4) {
-        found if found == version => Ok(()),
+        found if versions.contains(&found) => Ok(found),
         other => Err(FormatError::UnsupportedVersion(other)),
     }
 }

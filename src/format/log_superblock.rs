@@ -2,9 +2,9 @@
 //! writers alternate and readers take the valid copy with the higher `write_seq`.
 
 use super::codec::{
-    check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, put_u8, store_crc,
+    check_crc, check_magic_and_versions, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, put_u8, store_crc,
 };
-use super::{FormatError, SegmentLayout, LOG_FORMAT_VERSION, LOG_MIRRORS_MAX, UNIT_BYTES};
+use super::{FormatError, SegmentLayout, LOG_FORMAT_VERSION, LOG_FORMAT_VERSIONS_READ, LOG_MIRRORS_MAX, UNIT_BYTES};
 
 pub const LOG_SUPERBLOCK_COPIES: u64 = 2;
 
@@ -28,6 +28,12 @@ const OFF_MIRRORS_COUNT: usize = 64;
 const OFF_MIRROR_INDEX: usize = 65;
 const OFF_IN_SYNC_MASK: usize = 66;
 const OFF_RUN: usize = 68;
+const OFF_FLAGS: usize = 72;
+
+/// Flag bit: the log was replayed onto the backing device (`hhc recover`,
+/// a cache-loss recovery, a takeover) and re-initialised; the cache of this
+/// instance is stale and must not start warm (version 5).
+const FLAG_REPLAYED: u32 = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogSuperblock {
@@ -52,6 +58,10 @@ pub struct LogSuperblock {
     /// The engine run that wrote it: +1 per warm restart, written before
     /// the run writes any part (every part carries its run).
     pub run: u32,
+    /// The log was replayed onto the backing device and started over
+    /// empty: whatever the cache of this instance still holds is older
+    /// than the backing device, and a warm start over it is refused.
+    pub replayed: bool,
 }
 
 impl LogSuperblock {
@@ -74,17 +84,23 @@ impl LogSuperblock {
         put_u8(unit, OFF_MIRROR_INDEX, self.mirror_index);
         put_u16(unit, OFF_IN_SYNC_MASK, self.in_sync_mask);
         put_u32(unit, OFF_RUN, self.run);
+        put_u32(unit, OFF_FLAGS, if self.replayed { FLAG_REPLAYED } else { 0 });
         store_crc(unit, OFF_CRC);
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let unit = bytes.get(..UNIT_BYTES).ok_or(FormatError::Truncated)?;
-        check_magic_and_version(unit, LOG_SUPERBLOCK_MAGIC, LOG_FORMAT_VERSION)?;
+        check_magic_and_versions(unit, LOG_SUPERBLOCK_MAGIC, LOG_FORMAT_VERSIONS_READ)?;
         if get_u32(unit, OFF_LEN) != UNIT_BYTES as u32 {
             return Err(FormatError::BadLength);
         }
         check_crc(unit, OFF_CRC)?;
         check_zero(&unit[OFF_RESERVED..OFF_LEN], "reserved")?;
+        // Version 4 wrote zeroes here.
+        let flags = get_u32(unit, OFF_FLAGS);
+        if flags & !FLAG_REPLAYED != 0 {
+            return Err(FormatError::BadField("flags"));
+        }
         let superblock = LogSuperblock {
             instance_id: get_u64(unit, OFF_INSTANCE_ID),
             write_seq: get_u64(unit, OFF_WRITE_SEQ),
@@ -98,6 +114,7 @@ impl LogSuperblock {
             backing_blocks: get_u64(unit, OFF_BACKING_BLOCKS),
             in_sync_mask: get_u16(unit, OFF_IN_SYNC_MASK),
             run: get_u32(unit, OFF_RUN),
+            replayed: flags & FLAG_REPLAYED != 0,
         };
         superblock.check_fields()?;
         Ok(superblock)
@@ -162,6 +179,7 @@ mod tests {
             backing_blocks: 1 << 18,
             in_sync_mask: 0b10,
             run: 1,
+            replayed: false,
         }
     }
 
@@ -182,6 +200,22 @@ mod tests {
         assert_eq!(unit[66..68], [0b10, 0], "the in-sync mask at offset 66");
         assert!(unit[72..UNIT_BYTES].iter().all(|&b| b == 0));
         assert_eq!(&unit[UNIT_BYTES..], &[0x55u8; 10]);
+        let replayed = LogSuperblock { replayed: true, ..sample() };
+        let unit = encoded(&replayed);
+        assert_eq!(unit[72..76], [1, 0, 0, 0], "the replayed flag at offset 72");
+        assert_eq!(LogSuperblock::decode(&unit), Ok(replayed));
+    }
+
+    #[test]
+    fn reads_version_4_as_never_replayed_and_rejects_unknown_flags() {
+        let mut v4 = encoded(&sample());
+        put_u16(&mut v4, OFF_VERSION, 4);
+        store_crc(&mut v4[..UNIT_BYTES], OFF_CRC);
+        assert_eq!(LogSuperblock::decode(&v4), Ok(sample()));
+        let mut unknown = encoded(&sample());
+        put_u32(&mut unknown, OFF_FLAGS, 2);
+        store_crc(&mut unknown[..UNIT_BYTES], OFF_CRC);
+        assert_eq!(LogSuperblock::decode(&unknown), Err(FormatError::BadField("flags")));
     }
 
     #[test]
@@ -267,9 +301,9 @@ mod tests {
             any::<u32>(),
             1u8..=LOG_MIRRORS_MAX,
             any::<u8>(),
-            (1u64..u64::MAX, any::<u16>()),
+            (1u64..u64::MAX, any::<u16>(), any::<bool>()),
         )
-            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, (backing, mask))| {
+            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, (backing, mask, replayed))| {
                 LogSuperblock {
                     instance_id: id,
                     write_seq: seq,
@@ -283,6 +317,7 @@ mod tests {
                     backing_blocks: backing,
                     in_sync_mask: mask & LogSuperblock::all_mirrors_mask(mirrors),
                     run: 1,
+                    replayed,
                 }
             })
     }

@@ -38,8 +38,14 @@ pub const CACHE_HEADER_UNITS: u64 = 1 + OWNER_RECORD_COPIES as u64;
 /// superblock which mirrors were in sync when it was written; version 4
 /// lets a part leave blocks unwritten after it (`gap_blocks`, the reserved
 /// field at offset 68 before), which a reader of version 3 would not
-/// follow. Decoders reject every other value.
-pub const LOG_FORMAT_VERSION: u16 = 4;
+/// follow; version 5 gives the superblock flags, the first saying that the
+/// log was replayed onto the backing device and the cache that wrote it is
+/// stale. A version-4 log reads as one never replayed (its flags unit
+/// bytes are zero); decoders reject every other value.
+pub const LOG_FORMAT_VERSION: u16 = 5;
+
+/// The log format versions this build reads.
+pub const LOG_FORMAT_VERSIONS_READ: std::ops::RangeInclusive<u16> = 4..=LOG_FORMAT_VERSION;
 
 /// Log mirrors at most: the superblock's in-sync mask has a bit per mirror.
 pub const LOG_MIRRORS_MAX: u8 = 16;

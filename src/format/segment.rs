@@ -9,10 +9,10 @@
 //! (About half of the file is its tests: the decoders against garbage.)
 
 use super::codec::{
-    check_block_size, check_crc, check_magic_and_version, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,
+    check_block_size, check_crc, check_magic_and_versions, check_zero, get_u16, get_u32, get_u64, put_u16, put_u32,
     put_u64, store_crc,
 };
-use super::{FormatError, LBA_NONE, LOG_FORMAT_VERSION};
+use super::{FormatError, LBA_NONE, LOG_FORMAT_VERSION, LOG_FORMAT_VERSIONS_READ};
 
 pub const SEGMENT_FIXED_HEADER_BYTES: usize = 80;
 
@@ -266,7 +266,7 @@ struct FixedHeader {
 impl FixedHeader {
     fn parse(layout: &SegmentLayout, bytes: &[u8]) -> Result<Self, FormatError> {
         let fixed = bytes.get(..SEGMENT_FIXED_HEADER_BYTES).ok_or(FormatError::Truncated)?;
-        check_magic_and_version(fixed, SEGMENT_MAGIC, LOG_FORMAT_VERSION)?;
+        check_magic_and_versions(fixed, SEGMENT_MAGIC, LOG_FORMAT_VERSIONS_READ)?;
         let bits = get_u16(fixed, OFF_FLAGS);
         if bits & !(FLAG_BARRIER | FLAG_SEGMENT_END) != 0 {
             return Err(FormatError::BadField("flags"));

@@ -63,6 +63,7 @@ mod tests {
                 backing_blocks: 100,
                 in_sync_mask: 1,
                 run: 1,
+                replayed: false,
             };
             assert_eq!(log_layout(&superblock), Ok(expected));
         }
@@ -83,6 +84,7 @@ mod tests {
             backing_blocks: 100,
             in_sync_mask: 1,
             run: 1,
+            replayed: false,
         };
         let mut units = vec![vec![0u8; UNIT_BYTES]; 3];
         superblock(5).encode(&mut units[0]);

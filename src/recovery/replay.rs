@@ -404,6 +404,10 @@ impl Replay {
             // The new log is empty: every mirror that takes this superblock
             // holds all of it.
             in_sync_mask: self.mirrors.iter().filter(|&&m| m < crate::format::LOG_MIRRORS_MAX).fold(0, |mask, &m| mask | 1 << m),
+            // What the cache of this instance holds is older than the
+            // backing device now: it must not start warm (the fence of
+            // docs/format.md, "A replayed log").
+            replayed: true,
             ..self.superblock.clone()
         }
     }

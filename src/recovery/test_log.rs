@@ -66,6 +66,7 @@ impl LogImage {
             backing_blocks: BACKING_BLOCKS,
             in_sync_mask: LogSuperblock::all_mirrors_mask(self.mirrors.len() as u8),
             run: 1,
+            replayed: false,
         }
     }
 
