@@ -8,7 +8,9 @@ use common::*;
 use hhc::config::{Config, Policy};
 use hhc::driver::harness::Harness;
 use hhc::engine::{EngineState, MirrorState, StartMode};
+use hhc::format::{LogSuperblock, UNIT_BYTES};
 use hhc::io::{DeviceRole, IoStatus};
+use std::collections::BTreeMap;
 
 fn hhc_workload(config: Config, seed: u64) -> Workload {
     Workload::new(Harness::format(config, seed), seed, LBAS)
@@ -621,4 +623,71 @@ fn a_fill_failing_after_a_write_superseded_it_leaves_the_index_consistent() {
         hhc::io::Machine::check_counts(&h.engine).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
     assert!(orders.iter().all(|&n| n > 0), "both orders reached: {orders:?}");
+}
+
+/// A takeover (docs/format.md, "A replayed log"): the host is gone; another
+/// host replays the log from the mirror it holds (mirror 1) onto the
+/// backing device and writes on. When the old host comes back with its
+/// cache and its own mirror, its warm start must refuse: serving or writing
+/// back its dirty blocks would put older data over the new owner's. The
+/// check can fail: with the replayed flag cleared, the same return starts
+/// and serves the older blocks.
+#[test]
+fn a_cache_whose_log_was_replayed_elsewhere_refuses_to_start_warm() {
+    const WRITTEN: u64 = 32;
+    let mut config = config(Policy::Hhc, 12);
+    config.dirty_threshold_percent = 100;
+    let mut host = Harness::format(config.clone(), 12);
+    for lba in 0..WRITTEN {
+        let id = host.write(lba, block_data(lba, 1));
+        assert!(host.wait(id).0.is_ok());
+    }
+    let id = host.flush();
+    assert!(host.wait(id).0.is_ok());
+    assert!(host.engine.stats().dirty_blocks > 0, "the old host must hold dirty blocks");
+    let at_loss = host.devices.clone();
+
+    // The takeover: mirror 1 alone replayed, then the new owner's writes.
+    let mut taken = at_loss.clone();
+    taken.remove(&DeviceRole::Cache);
+    taken.remove(&DeviceRole::Log(0));
+    recover_from_log(&mut taken, &config);
+    let backing = taken.get_mut(&DeviceRole::Backing).unwrap();
+    for lba in 0..WRITTEN as usize {
+        let block = &mut backing[lba * BS..][..BS];
+        assert_eq!(decode_block(lba as u64, block), Some(1), "lba {lba} replayed");
+        block.copy_from_slice(&block_data(lba as u64, 2));
+    }
+    let newer = backing.clone();
+    let returned = |taken: &BTreeMap<DeviceRole, Vec<u8>>| {
+        let mut devices = at_loss.clone();
+        for role in [DeviceRole::Log(1), DeviceRole::Backing] {
+            devices.insert(role, taken[&role].clone());
+        }
+        devices
+    };
+
+    let mut back = Harness::open(config.clone(), returned(&taken), StartMode::Open, 13);
+    back.run_until_quiet();
+    match back.state() {
+        EngineState::Failed(reason) => assert!(reason.detail.contains("replayed"), "{reason}"),
+        other => panic!("a warm start over a replayed log must refuse, not {other:?}"),
+    }
+    assert!(back.devices[&DeviceRole::Backing] == newer, "the refused start wrote nothing to the backing device");
+
+    // The same return with the flag cleared on mirror 1.
+    let log1 = taken.get_mut(&DeviceRole::Log(1)).unwrap();
+    for unit in log1.chunks_mut(UNIT_BYTES).take(2) {
+        if let Ok(superblock) = LogSuperblock::decode(unit) {
+            LogSuperblock { replayed: false, ..superblock }.encode(unit);
+        }
+    }
+    let mut back = Harness::open(config, returned(&taken), StartMode::Open, 13);
+    back.run_until_quiet();
+    assert_eq!(back.state(), &EngineState::Ready, "unfenced, the old host starts");
+    let stale = (0..WRITTEN).filter(|&lba| {
+        let read = back.read(lba, 1);
+        decode_block(lba, &back.wait(read).1) == Some(1)
+    });
+    assert!(stale.count() > 0, "unfenced, the old host serves blocks older than the new owner's");
 }

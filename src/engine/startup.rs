@@ -15,7 +15,7 @@ use crate::format::{
     META_ENTRIES_PER_PAGE, UNIT_BYTES,
 };
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoKind, IoMachine, IoStatus, HeapAllocator};
-use crate::recovery::{LogScanner, ScannedLog};
+use crate::recovery::{LogScanner, ScanError, ScannedLog};
 use std::collections::HashMap;
 
 /// Scanner regions are exposed to drivers above this number.
@@ -494,6 +494,17 @@ impl Engine {
             startup.scanner = None;
             match result {
                 Ok(scanned) => self.rebuild_log(scanned),
+                // Someone replayed this log onto the backing device (a
+                // takeover, `hhc recover`): writing back what this cache
+                // holds would put older data over newer.
+                Err(error @ ScanError::Replayed { .. }) => {
+                    let detail = format!(
+                        "{error}; refusing a warm start over it (its dirty blocks are older than the backing device): \
+                         wipe the cache before using it again"
+                    );
+                    log::error!("hhc: {detail}");
+                    startup.failed = Some(FailReason::new(FailKind::Format, detail));
+                }
                 Err(error) => {
                     log::warn!("hhc: log scan failed ({error:?}); the log mirrors are treated as failed");
                     for mirror in 0..self.config.mirrors_count {

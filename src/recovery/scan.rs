@@ -70,6 +70,12 @@ pub enum ScanError {
         found: u64,
         mirror: u8,
     },
+    /// The expected instance's log was replayed onto the backing device
+    /// and started over (the superblock's `replayed` flag): the cache that
+    /// expected it is stale.
+    Replayed {
+        mirror: u8,
+    },
     /// The superblock disagrees with the layout the scanner was given.
     GeometryMismatch(String),
     /// Every mirror failed to read the segment at this position, so the log
@@ -88,6 +94,10 @@ impl fmt::Display for ScanError {
             ScanError::InstanceMismatch { expected, found, mirror } => {
                 write!(f, "log mirror {mirror} belongs to instance {found:#x}, expected {expected:#x}")
             }
+            ScanError::Replayed { mirror } => write!(
+                f,
+                "log mirror {mirror} says this log was replayed onto the backing device and started over: the cache is stale"
+            ),
             ScanError::GeometryMismatch(what) => write!(f, "log geometry mismatch: {what}"),
             ScanError::SegmentUnreadable { segment_index } => {
                 write!(f, "segment {segment_index} could not be read from any mirror")
@@ -182,7 +192,9 @@ impl LogScanner {
     /// another (an old disk put back, a mirror of a log formatted since) is
     /// left out of the scan instead of failing it; only if no mirror belongs
     /// to `id` does the scan fail (`InstanceMismatch`). Without it, mirrors
-    /// of two instances fail the scan. Call before the first completion.
+    /// of two instances fail the scan. A mirror of `id` whose log was
+    /// replayed fails it (`Replayed`): the caller holds that instance's
+    /// cache, which is stale. Call before the first completion.
     pub fn expect_instance(&mut self, id: u64) {
         self.expected_instance = Some(id);
     }
@@ -288,6 +300,9 @@ impl LogScanner {
                 });
                 self.lost[position] = true;
                 continue;
+            }
+            if self.expected_instance.is_some() && superblock.replayed {
+                return Err(ScanError::Replayed { mirror: self.mirrors[position] });
             }
             *units = Some(unit_list[chosen] as u64);
             if let Some(best) = &newest {
@@ -828,6 +843,16 @@ mod tests {
         let mut scanner = LogScanner::new(layout(6), vec![1], &mut HeapAllocator);
         scanner.expect_instance(INSTANCE_ID);
         assert_eq!(run_scanner(&mut devices, scanner), Err(ScanError::InstanceMismatch { expected: INSTANCE_ID, found: 99, mirror: 1 }));
+
+        // A mirror of the instance whose log was replayed: the cache that
+        // expects it is stale, whatever the other mirror holds. A scan that
+        // is told no instance (`hhc recover`, `hhc log inspect`) reads it.
+        let replayed = LogSuperblock { replayed: true, write_seq: 3, mirror_index: 1, ..devices_superblock(&devices, 0) };
+        replayed.encode(&mut devices.device_mut(DeviceRole::Log(1)).unwrap()[..UNIT_BYTES]);
+        let mut scanner = LogScanner::new(layout(6), vec![0, 1], &mut HeapAllocator);
+        scanner.expect_instance(INSTANCE_ID);
+        assert_eq!(run_scanner(&mut devices, scanner), Err(ScanError::Replayed { mirror: 1 }));
+        assert!(scan(&mut devices, layout(6), &[1]).is_ok());
 
         for mirror in [0, 1] {
             devices.device_mut(DeviceRole::Log(mirror)).unwrap()[..2 * UNIT_BYTES].fill(0);
