@@ -107,7 +107,12 @@ peer_takeover_round() { # round replay|skip
     sleep "$delay"
     host_kill
     drill_load_stop
-    rm -f "$RIG_WORK/ssd0.img" "$RIG_WORK/hdd0.img"
+    if [ -n "${PEER_KEEP_HOST_DISKS:-}" ]; then
+        # The host is gone, its disks are not: they come back later.
+        mv "$RIG_WORK/ssd0.img" "$RIG_WORK/ssd0.kept" && mv "$RIG_WORK/hdd0.img" "$RIG_WORK/hdd0.kept" || return 1
+    else
+        rm -f "$RIG_WORK/ssd0.img" "$RIG_WORK/hdd0.img"
+    fi
     peer_stop
     if [ "$2" = replay ]; then
         "$HHC" recover --log "$RIG_WORK/peer-hdd.img" --backing "$(tgt_img)" --json >"$RIG_WORK/takeover-$1.json" \
@@ -150,7 +155,33 @@ drill_peer_takeover_check_can_fail() {
     drill_log "checked: a takeover without the replay loses the flushed pass, and the LUN check catches it"
 }
 
-PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover"
+# After a takeover the lost host comes back with its SSD and HDD as they
+# were, and the peer exports the replayed mirror again: hhc0 must refuse to
+# start warm over its stale cache (docs/format.md, "A replayed log"),
+# writing nothing, and the LUN keeps the newest pass the takeover put there.
+drill_peer_takeover_return() {
+    local RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'} mark writes
+    peer_takeover_rig || return 1
+    PEER_KEEP_HOST_DISKS=1 peer_takeover_round 1 replay || return 1
+    mv "$RIG_WORK/ssd0.kept" "$RIG_WORK/ssd0.img" && mv "$RIG_WORK/hdd0.kept" "$RIG_WORK/hdd0.img" || return 1
+    peer_start >/dev/null || return 1
+    writes=$(drill_raid_writes)
+    mark=$(($(wc -l <"$RIG_HOST_LOG") + 1))
+    if host_start hhc >"$RIG_WORK/return.log" 2>&1; then
+        drill_log "the host came back and started warm over its stale cache after the takeover"
+        return 1
+    fi
+    if ! tail -n +"$mark" "$RIG_HOST_LOG" | grep -q "was replayed onto the backing device and started over: the cache is stale"; then
+        drill_log "the host's start failed, but not for the replayed log:"
+        tail -n +"$mark" "$RIG_HOST_LOG" | tail -20
+        return 1
+    fi
+    drill_log "the returning host refused to start warm: $(tail -n +"$mark" "$RIG_HOST_LOG" | grep -m1 -o 'log mirror [0-9]* says[^;]*')"
+    [ "$(drill_raid_writes)" = "$writes" ] || { drill_log "the returning host wrote to the LUN"; return 1; }
+    drill_verify_raid
+}
+
+PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover drill_peer_takeover_return"
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     failed=0

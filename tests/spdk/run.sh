@@ -1820,6 +1820,9 @@ all_tests() {
         run_test peer_takeover \
             "peer host, tgt server: ${PEER_TAKEOVERS:-3} times the host killed, its disks gone; the peer's mirror replayed onto the LUN with hhc recover" \
             peer_tgt_drill drill_peer_takeover
+        run_test peer_takeover_return \
+            "peer host, tgt server: after a takeover the host comes back with its disks; hhc0 refuses to start warm over its stale cache" \
+            peer_tgt_drill drill_peer_takeover_return
         # Outside the default run's time (about a minute): TGT_FULL=1 or its name runs it.
         if [ -n "$LIST" ] || [ -n "${TGT_FULL:-}" ] || [ -n "${SELECTED[tgt_drill_server_hang]:-}" ]; then
             run_test tgt_drill_server_hang \
