@@ -40,8 +40,8 @@ pub const CACHE_HEADER_UNITS: u64 = 1 + OWNER_RECORD_COPIES as u64;
 /// field at offset 68 before), which a reader of version 3 would not
 /// follow; version 5 gives the superblock flags, the first saying that the
 /// log was replayed onto the backing device and the cache that wrote it is
-/// stale. A version-4 log reads as one never replayed (its flags unit
-/// bytes are zero); decoders reject every other value.
+/// stale. A version-4 log reads as one never replayed (the superblock's
+/// flag bytes are zero there); decoders reject every other value.
 pub const LOG_FORMAT_VERSION: u16 = 5;
 
 /// The log format versions this build reads.
