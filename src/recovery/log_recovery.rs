@@ -3,7 +3,8 @@
 //! it; the SPDK module can run it the same way:
 //!
 //! 1. `LogRecovery::new(layout, mirrors, backing_has_flush, Box::new(DmaAllocator))`
-//!    (`scan_only` for a dry run that stops after the scan). Every buffer is
+//!    (`scan_only` for a dry run that stops after the scan; `from_log` for a
+//!    log whose layout only its superblocks tell, read first). Every buffer is
 //!    allocated through that allocator: the scanner's at creation, the
 //!    replay's when the scan is done.
 //! 2. Drain `poll_io()` until it returns `None`, submitting each command to
@@ -25,6 +26,7 @@
 //! with commands in flight is allowed only once the driver will not touch
 //! their buffers again (the regions are freed with it).
 
+use super::superblock_probe::SuperblockProbe;
 use super::{LogScanner, Replay, ReplayError, ReplayReport, ScanError, ScannedLog};
 use crate::config::LogLayout;
 use crate::io::{DeviceIo, IoAllocator, IoId, IoMachine, IoStatus, Nanos};
@@ -98,13 +100,16 @@ pub struct RecoveryProgress {
 }
 
 enum Stage {
+    /// Reading the superblocks for the layout (`from_log`).
+    Probe(Box<SuperblockProbe>),
     Scan(Box<LogScanner>),
     Replay(Box<Replay>),
     Done(Result<Recovered, RecoveryError>),
 }
 
 pub struct LogRecovery {
-    layout: LogLayout,
+    /// Known from the start, or once `Stage::Probe` read it.
+    layout: Option<LogLayout>,
     mirrors: Vec<u8>,
     backing_has_flush: bool,
     scan_only: bool,
@@ -123,6 +128,22 @@ impl LogRecovery {
         LogRecovery::build(layout, mirrors, backing_has_flush, false, alloc)
     }
 
+    /// As `new`, for a log whose layout only its superblocks tell (a
+    /// takeover: the log of another host): reads them first.
+    pub fn from_log(mirrors: Vec<u8>, backing_has_flush: bool, mut alloc: Box<dyn IoAllocator>) -> LogRecovery {
+        let probe = SuperblockProbe::new(mirrors.clone(), alloc.as_mut());
+        LogRecovery {
+            layout: None,
+            mirrors,
+            backing_has_flush,
+            scan_only: false,
+            alloc,
+            stage: Stage::Probe(Box::new(probe)),
+            corrupt_copies_detected: 0,
+            last_progress: RecoveryProgress::start(),
+        }
+    }
+
     /// Scans only (a dry run): finishes with `Recovered::Scanned`.
     pub fn scan_only(layout: LogLayout, mirrors: Vec<u8>, alloc: Box<dyn IoAllocator>) -> LogRecovery {
         LogRecovery::build(layout, mirrors, false, true, alloc)
@@ -130,7 +151,7 @@ impl LogRecovery {
 
     fn build(layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool, scan_only: bool, mut alloc: Box<dyn IoAllocator>) -> LogRecovery {
         let scanner = LogScanner::new(layout, mirrors.clone(), alloc.as_mut());
-        LogRecovery { layout, mirrors, backing_has_flush, scan_only, alloc, stage: Stage::Scan(Box::new(scanner)), corrupt_copies_detected: 0, last_progress: RecoveryProgress::start() }
+        LogRecovery { layout: Some(layout), mirrors, backing_has_flush, scan_only, alloc, stage: Stage::Scan(Box::new(scanner)), corrupt_copies_detected: 0, last_progress: RecoveryProgress::start() }
     }
 
     /// The log belongs to instance `id` (`LogScanner::expect_instance`): a
@@ -180,6 +201,7 @@ impl LogRecovery {
         let last = &self.last_progress;
         let corrupt_copies_detected = self.corrupt_copies_detected;
         match &self.stage {
+            Stage::Probe(_) => RecoveryProgress::start(),
             Stage::Scan(scanner) => RecoveryProgress { parts_scanned: scanner.parts_scanned(), ..RecoveryProgress::start() },
             Stage::Replay(replay) => {
                 let report = replay.report();
@@ -218,6 +240,14 @@ impl LogRecovery {
             self.last_progress.blocks_replayed = replay.blocks_replayed();
         }
         let next = match &mut self.stage {
+            Stage::Probe(probe) => match probe.take_result() {
+                None => return,
+                Some(Err(error)) => Stage::Done(Err(RecoveryError::Scan(error))),
+                Some(Ok((_, layout))) => {
+                    self.layout = Some(layout);
+                    Stage::Scan(Box::new(LogScanner::new(layout, self.mirrors.clone(), self.alloc.as_mut())))
+                }
+            },
             Stage::Scan(scanner) => match scanner.take_result() {
                 None => return,
                 Some(Err(error)) => Stage::Done(Err(RecoveryError::Scan(error))),
@@ -228,7 +258,8 @@ impl LogRecovery {
                         Stage::Done(Ok(Recovered::Scanned(scanned)))
                     } else {
                         let mirrors = self.mirrors.clone();
-                        let replay = Replay::new(self.layout, scanned, mirrors, self.backing_has_flush, self.alloc.as_mut());
+                        let layout = self.layout.expect("the layout is known before the scan");
+                        let replay = Replay::new(layout, scanned, mirrors, self.backing_has_flush, self.alloc.as_mut());
                         Stage::Replay(Box::new(replay))
                     }
                 }
@@ -245,6 +276,7 @@ impl LogRecovery {
 
     fn machine(&mut self) -> Option<&mut dyn IoMachine> {
         match &mut self.stage {
+            Stage::Probe(probe) => Some(probe.as_mut()),
             Stage::Scan(scanner) => Some(scanner.as_mut()),
             Stage::Replay(replay) => Some(replay.as_mut()),
             Stage::Done(_) => None,
@@ -309,6 +341,7 @@ mod tests {
     use super::*;
     use crate::driver::mem::MemDevices;
     use crate::driver::SyncDevices;
+    use crate::format::UNIT_BYTES;
     use crate::io::{DeviceRole, HeapAllocator, IoBuffer, IoKind};
     use crate::recovery::test_log::{expected_backing, layout, scan, spec, LogImage, SegmentSpec};
 
@@ -349,6 +382,32 @@ mod tests {
         assert_eq!((progress.parts_scanned, progress.parts_replayed, progress.parts_after_barrier), (3, 2, 1));
         assert_eq!((progress.blocks_total, progress.blocks_replayed), (3, 3));
         assert_eq!((progress.last_barrier_sequence, progress.error), (Some(21), None));
+    }
+
+    /// A takeover's recovery learns the layout from the superblocks and
+    /// ends as one told the layout does; with one mirror left (the peer's)
+    /// too, and with none holding a superblock it fails the scan.
+    #[test]
+    fn a_recovery_from_the_log_alone_reads_the_layout_from_its_superblocks() {
+        let run = run();
+        for mirrors in [vec![0, 1], vec![1]] {
+            let mut devices = devices(&run);
+            let mut recovery = LogRecovery::from_log(mirrors.clone(), true, Box::new(HeapAllocator));
+            assert_eq!(recovery.progress().stage, RecoveryStage::Scanning);
+            let Ok(Recovered::Replayed(report)) = finish(&mut devices, &mut recovery) else { panic!("{mirrors:?}: not replayed") };
+            assert_eq!(devices.device(DeviceRole::Backing).unwrap(), &expected_backing(&run)[..], "{mirrors:?}");
+            assert_eq!((report.blocks_replayed, report.segments_replayed, report.segments_after_barrier), (3, 2, 1));
+        }
+        let mut devices = devices(&run);
+        for mirror in MIRRORS {
+            devices.device_mut(DeviceRole::Log(mirror)).unwrap()[..2 * UNIT_BYTES].fill(0);
+        }
+        let mut recovery = LogRecovery::from_log(MIRRORS.to_vec(), true, Box::new(HeapAllocator));
+        let error = finish(&mut devices, &mut recovery).unwrap_err();
+        assert_eq!(error, RecoveryError::Scan(ScanError::NoValidSuperblock));
+        assert!(devices.device(DeviceRole::Backing).unwrap().iter().all(|&b| b == 0), "nothing written");
+        let mut recovery = LogRecovery::from_log(Vec::new(), true, Box::new(HeapAllocator));
+        assert_eq!(finish(&mut devices, &mut recovery).unwrap_err(), RecoveryError::Scan(ScanError::NoMirrors));
     }
 
     #[test]
