@@ -293,6 +293,11 @@ pub struct Config {
     pub backing_has_flush: bool,
     /// Identity written at format time; ties the log to the cache.
     pub instance_id: u64,
+    /// A takeover: the instance whose log was replayed before this one was
+    /// formatted over the same mirrors (0: none). Every log superblock
+    /// carries it, so that the taken-over instance never starts warm again
+    /// (docs/format.md, "A replayed log").
+    pub previous_instance: u64,
     /// A deliberate defect, for proving that the torture oracle can fail.
     /// Honoured only in builds with the `mutations` feature (the tests);
     /// elsewhere `validate` refuses anything but `Mutation::None`.
@@ -398,6 +403,7 @@ impl Default for Config {
             commit_step_pages: COMMIT_STEP_PAGES_DEFAULT,
             backing_has_flush: true,
             instance_id: 0x4848_4300_0000_0001,
+            previous_instance: 0,
             mutation: Mutation::None,
             owner_record: Vec::new(),
         }

@@ -625,6 +625,54 @@ fn a_fill_failing_after_a_write_superseded_it_leaves_the_index_consistent() {
     assert!(orders.iter().all(|&n| n > 0), "both orders reached: {orders:?}");
 }
 
+/// Blocks 0..TAKEOVER_BLOCKS written (version 1) and flushed, held dirty;
+/// then the host is gone.
+const TAKEOVER_BLOCKS: u64 = 32;
+
+/// The old host's devices when it was lost, and the same after a takeover
+/// replayed mirror 1 alone (the peer's) onto the backing device.
+fn lost_then_replayed_from_mirror_1(config: &Config) -> (BTreeMap<DeviceRole, Vec<u8>>, BTreeMap<DeviceRole, Vec<u8>>) {
+    let mut host = Harness::format(config.clone(), 12);
+    for lba in 0..TAKEOVER_BLOCKS {
+        let id = host.write(lba, block_data(lba, 1));
+        assert!(host.wait(id).0.is_ok());
+    }
+    let id = host.flush();
+    assert!(host.wait(id).0.is_ok());
+    assert!(host.engine.stats().dirty_blocks > 0, "the old host must hold dirty blocks");
+    let at_loss = host.devices.clone();
+    let mut taken = at_loss.clone();
+    taken.remove(&DeviceRole::Cache);
+    taken.remove(&DeviceRole::Log(0));
+    recover_from_log(&mut taken, config);
+    let backing = &taken[&DeviceRole::Backing];
+    for lba in 0..TAKEOVER_BLOCKS {
+        assert_eq!(decode_block(lba, &backing[lba as usize * BS..][..BS]), Some(1), "lba {lba} replayed");
+    }
+    (at_loss, taken)
+}
+
+/// The old host back with its cache and its own mirror 0; mirror 1 and the
+/// backing device as `now` has them.
+fn returned(at_loss: &BTreeMap<DeviceRole, Vec<u8>>, now: &BTreeMap<DeviceRole, Vec<u8>>) -> BTreeMap<DeviceRole, Vec<u8>> {
+    let mut devices = at_loss.clone();
+    for role in [DeviceRole::Log(1), DeviceRole::Backing] {
+        devices.insert(role, now[&role].clone());
+    }
+    devices
+}
+
+fn refused_warm_start(config: &Config, devices: BTreeMap<DeviceRole, Vec<u8>>, why: &str) {
+    let backing = devices[&DeviceRole::Backing].clone();
+    let mut back = Harness::open(config.clone(), devices, StartMode::Open, 13);
+    back.run_until_quiet();
+    match back.state() {
+        EngineState::Failed(reason) => assert!(reason.detail.contains(why), "{reason}"),
+        other => panic!("a warm start over a log taken over must refuse, not {other:?}"),
+    }
+    assert!(back.devices[&DeviceRole::Backing] == backing, "the refused start wrote nothing to the backing device");
+}
+
 /// A takeover (docs/format.md, "A replayed log"): the host is gone; another
 /// host replays the log from the mirror it holds (mirror 1) onto the
 /// backing device and writes on. When the old host comes back with its
@@ -634,46 +682,15 @@ fn a_fill_failing_after_a_write_superseded_it_leaves_the_index_consistent() {
 /// and serves the older blocks.
 #[test]
 fn a_cache_whose_log_was_replayed_elsewhere_refuses_to_start_warm() {
-    const WRITTEN: u64 = 32;
     let mut config = config(Policy::Hhc, 12);
     config.dirty_threshold_percent = 100;
-    let mut host = Harness::format(config.clone(), 12);
-    for lba in 0..WRITTEN {
-        let id = host.write(lba, block_data(lba, 1));
-        assert!(host.wait(id).0.is_ok());
-    }
-    let id = host.flush();
-    assert!(host.wait(id).0.is_ok());
-    assert!(host.engine.stats().dirty_blocks > 0, "the old host must hold dirty blocks");
-    let at_loss = host.devices.clone();
-
-    // The takeover: mirror 1 alone replayed, then the new owner's writes.
-    let mut taken = at_loss.clone();
-    taken.remove(&DeviceRole::Cache);
-    taken.remove(&DeviceRole::Log(0));
-    recover_from_log(&mut taken, &config);
+    let (at_loss, mut taken) = lost_then_replayed_from_mirror_1(&config);
+    // The new owner writes the backing device directly.
     let backing = taken.get_mut(&DeviceRole::Backing).unwrap();
-    for lba in 0..WRITTEN as usize {
-        let block = &mut backing[lba * BS..][..BS];
-        assert_eq!(decode_block(lba as u64, block), Some(1), "lba {lba} replayed");
-        block.copy_from_slice(&block_data(lba as u64, 2));
+    for lba in 0..TAKEOVER_BLOCKS as usize {
+        backing[lba * BS..][..BS].copy_from_slice(&block_data(lba as u64, 2));
     }
-    let newer = backing.clone();
-    let returned = |taken: &BTreeMap<DeviceRole, Vec<u8>>| {
-        let mut devices = at_loss.clone();
-        for role in [DeviceRole::Log(1), DeviceRole::Backing] {
-            devices.insert(role, taken[&role].clone());
-        }
-        devices
-    };
-
-    let mut back = Harness::open(config.clone(), returned(&taken), StartMode::Open, 13);
-    back.run_until_quiet();
-    match back.state() {
-        EngineState::Failed(reason) => assert!(reason.detail.contains("replayed"), "{reason}"),
-        other => panic!("a warm start over a replayed log must refuse, not {other:?}"),
-    }
-    assert!(back.devices[&DeviceRole::Backing] == newer, "the refused start wrote nothing to the backing device");
+    refused_warm_start(&config, returned(&at_loss, &taken), "was replayed onto the backing device");
 
     // The same return with the flag cleared on mirror 1.
     let log1 = taken.get_mut(&DeviceRole::Log(1)).unwrap();
@@ -682,12 +699,52 @@ fn a_cache_whose_log_was_replayed_elsewhere_refuses_to_start_warm() {
             LogSuperblock { replayed: false, ..superblock }.encode(unit);
         }
     }
-    let mut back = Harness::open(config, returned(&taken), StartMode::Open, 13);
+    let mut back = Harness::open(config, returned(&at_loss, &taken), StartMode::Open, 13);
     back.run_until_quiet();
     assert_eq!(back.state(), &EngineState::Ready, "unfenced, the old host starts");
-    let stale = (0..WRITTEN).filter(|&lba| {
+    let stale = (0..TAKEOVER_BLOCKS).filter(|&lba| {
         let read = back.read(lba, 1);
         decode_block(lba, &back.wait(read).1) == Some(1)
     });
     assert!(stale.count() > 0, "unfenced, the old host serves blocks older than the new owner's");
+}
+
+/// A takeover that then formats its own instance over the replayed mirror
+/// (what `bdev_hhc_create` with `takeover` does) names the instance it took
+/// over in every superblock it writes, across its own warm restarts; the
+/// old host coming back still refuses. Without the name the old host would
+/// leave that mirror out as another instance's and start from its own.
+#[test]
+fn a_takeover_formatting_the_replayed_mirror_still_fences_the_old_host() {
+    let mut config = config(Policy::Hhc, 12);
+    config.dirty_threshold_percent = 100;
+    let (at_loss, taken) = lost_then_replayed_from_mirror_1(&config);
+    let successor_config = |previous_instance| Config { instance_id: 0x77, previous_instance, ..config.clone() };
+    for previous_instance in [config.instance_id, 0] {
+        let mut devices = taken.clone();
+        devices.insert(DeviceRole::Cache, vec![0; config.cache_device_bytes as usize]);
+        devices.insert(DeviceRole::Log(0), vec![0; config.log_device_bytes as usize]);
+        let mut owner = Harness::start(successor_config(previous_instance), devices, StartMode::Format, 14);
+        for lba in 0..TAKEOVER_BLOCKS {
+            let id = owner.write(lba, block_data(lba, 2));
+            assert!(owner.wait(id).0.is_ok());
+        }
+        let id = owner.flush();
+        assert!(owner.wait(id).0.is_ok());
+        // Its own warm restart keeps the name.
+        let mut owner = Harness::start(successor_config(0), owner.devices.clone(), StartMode::Open, 15);
+        assert_eq!(owner.state(), &EngineState::Ready);
+        owner.run_until_quiet();
+        let log1 = &owner.devices[&DeviceRole::Log(1)];
+        let superblock = hhc::recovery::newest_superblock([&log1[..UNIT_BYTES], &log1[UNIT_BYTES..2 * UNIT_BYTES]]).unwrap().1;
+        assert_eq!((superblock.instance_id, superblock.previous_instance), (0x77, previous_instance));
+        let back = returned(&at_loss, &owner.devices);
+        if previous_instance != 0 {
+            refused_warm_start(&config, back, "which took this one over");
+        } else {
+            let mut back = Harness::open(config.clone(), back, StartMode::Open, 13);
+            back.run_until_quiet();
+            assert_eq!(back.state(), &EngineState::Ready, "unnamed, the old host starts from its own mirror");
+        }
+    }
 }

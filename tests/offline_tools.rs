@@ -38,6 +38,7 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
         in_sync_mask: 0b11,
         run: 1,
         replayed: false,
+        previous_instance: 0,
     };
     superblock.encode(&mut log[UNIT_BYTES..]);
     for (index, (sequence, barrier, entries, revokes)) in segments.iter().enumerate() {

@@ -88,6 +88,7 @@ impl Engine {
             run: self.log.run,
             // A running instance's log is its own, never one replayed.
             replayed: false,
+            previous_instance: self.log.previous_instance,
         };
         self.logging.superblock_mask_issued = superblock.in_sync_mask;
         self.logging.superblock_mask_in_flight |= superblock.in_sync_mask;

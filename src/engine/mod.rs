@@ -310,6 +310,7 @@ impl Engine {
             config.mirrors_absent,
             first_sequence,
         );
+        log.previous_instance = config.previous_instance;
         log.superseded_freed_early = crate::config::MUTATIONS_BUILT && config.mutation == Mutation::SupersededFreedEarly;
         let ops_capacity = device_commands_max(&config, &log_layout);
         let mut engine = Engine {

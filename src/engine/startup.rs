@@ -497,7 +497,7 @@ impl Engine {
                 // Someone replayed this log onto the backing device (a
                 // takeover, `hhc recover`): writing back what this cache
                 // holds would put older data over newer.
-                Err(error @ ScanError::Replayed { .. }) => {
+                Err(error @ (ScanError::Replayed { .. } | ScanError::TakenOver { .. })) => {
                     let detail = format!(
                         "{error}; refusing a warm start over it (its dirty blocks are older than the backing device): \
                          wipe the cache before using it again"
@@ -548,6 +548,8 @@ impl Engine {
         // This run's parts must be told from the previous run's (see
         // `clean_tail`, which records the number before any part is written).
         self.log.run = scanned.superblock.run.wrapping_add(1).max(1);
+        // A log formatted by a takeover says so for its whole life.
+        self.log.previous_instance = scanned.superblock.previous_instance;
         let parts: Vec<(u64, u32, bool)> = scanned.segments.iter().map(|s| (s.sequence, s.part, s.barrier)).collect();
         self.log.restore_ring(head, &parts);
         if scanned.in_sync_unavailable {

@@ -29,6 +29,9 @@ const OFF_MIRROR_INDEX: usize = 65;
 const OFF_IN_SYNC_MASK: usize = 66;
 const OFF_RUN: usize = 68;
 const OFF_FLAGS: usize = 72;
+const OFF_RESERVED_FLAGS: usize = 76;
+const OFF_PREVIOUS_INSTANCE: usize = 80;
+const OFF_END: usize = 88;
 
 /// Flag bit: the log was replayed onto the backing device (`hhc recover`,
 /// a cache-loss recovery, a takeover) and re-initialised; the cache of this
@@ -62,6 +65,10 @@ pub struct LogSuperblock {
     /// empty: whatever the cache of this instance still holds is older
     /// than the backing device, and a warm start over it is refused.
     pub replayed: bool,
+    /// The instance whose log this one took over (a takeover replayed it,
+    /// then formatted this log over the same mirrors); 0: none. A warm start
+    /// of that instance finding it refuses, as for `replayed` (version 5).
+    pub previous_instance: u64,
 }
 
 impl LogSuperblock {
@@ -85,6 +92,7 @@ impl LogSuperblock {
         put_u16(unit, OFF_IN_SYNC_MASK, self.in_sync_mask);
         put_u32(unit, OFF_RUN, self.run);
         put_u32(unit, OFF_FLAGS, if self.replayed { FLAG_REPLAYED } else { 0 });
+        put_u64(unit, OFF_PREVIOUS_INSTANCE, self.previous_instance);
         store_crc(unit, OFF_CRC);
     }
 
@@ -101,6 +109,8 @@ impl LogSuperblock {
         if flags & !FLAG_REPLAYED != 0 {
             return Err(FormatError::BadField("flags"));
         }
+        check_zero(&unit[OFF_RESERVED_FLAGS..OFF_PREVIOUS_INSTANCE], "reserved")?;
+        check_zero(&unit[OFF_END..], "padding")?;
         let superblock = LogSuperblock {
             instance_id: get_u64(unit, OFF_INSTANCE_ID),
             write_seq: get_u64(unit, OFF_WRITE_SEQ),
@@ -115,6 +125,7 @@ impl LogSuperblock {
             in_sync_mask: get_u16(unit, OFF_IN_SYNC_MASK),
             run: get_u32(unit, OFF_RUN),
             replayed: flags & FLAG_REPLAYED != 0,
+            previous_instance: get_u64(unit, OFF_PREVIOUS_INSTANCE),
         };
         superblock.check_fields()?;
         Ok(superblock)
@@ -180,6 +191,7 @@ mod tests {
             in_sync_mask: 0b10,
             run: 1,
             replayed: false,
+            previous_instance: 0,
         }
     }
 
@@ -200,9 +212,10 @@ mod tests {
         assert_eq!(unit[66..68], [0b10, 0], "the in-sync mask at offset 66");
         assert!(unit[72..UNIT_BYTES].iter().all(|&b| b == 0));
         assert_eq!(&unit[UNIT_BYTES..], &[0x55u8; 10]);
-        let replayed = LogSuperblock { replayed: true, ..sample() };
+        let replayed = LogSuperblock { replayed: true, previous_instance: 0x0102_0304_0506_0708, ..sample() };
         let unit = encoded(&replayed);
         assert_eq!(unit[72..76], [1, 0, 0, 0], "the replayed flag at offset 72");
+        assert_eq!(unit[80..88], [8, 7, 6, 5, 4, 3, 2, 1], "the previous instance at offset 80");
         assert_eq!(LogSuperblock::decode(&unit), Ok(replayed));
     }
 
@@ -216,6 +229,10 @@ mod tests {
         put_u32(&mut unknown, OFF_FLAGS, 2);
         store_crc(&mut unknown[..UNIT_BYTES], OFF_CRC);
         assert_eq!(LogSuperblock::decode(&unknown), Err(FormatError::BadField("flags")));
+        let mut padding = encoded(&sample());
+        padding[4000] = 1;
+        store_crc(&mut padding[..UNIT_BYTES], OFF_CRC);
+        assert_eq!(LogSuperblock::decode(&padding), Err(FormatError::BadField("padding")));
     }
 
     #[test]
@@ -301,9 +318,9 @@ mod tests {
             any::<u32>(),
             1u8..=LOG_MIRRORS_MAX,
             any::<u8>(),
-            (1u64..u64::MAX, any::<u16>(), any::<bool>()),
+            (1u64..u64::MAX, any::<u16>(), any::<bool>(), any::<u64>()),
         )
-            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, (backing, mask, replayed))| {
+            .prop_map(|((id, seq, head_seq), shift, blocks, count, head, mirrors, index, (backing, mask, replayed, previous))| {
                 LogSuperblock {
                     instance_id: id,
                     write_seq: seq,
@@ -318,6 +335,7 @@ mod tests {
                     in_sync_mask: mask & LogSuperblock::all_mirrors_mask(mirrors),
                     run: 1,
                     replayed,
+                    previous_instance: previous,
                 }
             })
     }

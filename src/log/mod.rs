@@ -181,6 +181,9 @@ pub struct LogManager {
     /// This engine run's number, carried by every part it writes (1 at
     /// format, +1 per warm restart; see `format::segment::PartPlace::run`).
     pub run: u32,
+    /// The instance this log took over, for its superblocks
+    /// (`LogSuperblock::previous_instance`; 0: none).
+    pub previous_instance: u64,
     /// (point, barrier) of the most recently sealed part.
     last_sealed: Option<(LogPoint, bool)>,
     /// Highest barrier part sealed, durable or still being written.
@@ -248,6 +251,7 @@ impl LogManager {
             live_entries: 0,
             segments_opened: 0,
             run: 1,
+            previous_instance: 0,
             last_sealed: None,
             sealed_barrier: None,
             writes: VecDeque::with_capacity(PARTS_IN_FLIGHT_MAX),

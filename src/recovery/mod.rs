@@ -65,6 +65,7 @@ mod tests {
                 in_sync_mask: 1,
                 run: 1,
                 replayed: false,
+                previous_instance: 0,
             };
             assert_eq!(log_layout(&superblock), Ok(expected));
         }
@@ -86,6 +87,7 @@ mod tests {
             in_sync_mask: 1,
             run: 1,
             replayed: false,
+            previous_instance: 0,
         };
         let mut units = vec![vec![0u8; UNIT_BYTES]; 3];
         superblock(5).encode(&mut units[0]);

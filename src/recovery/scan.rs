@@ -76,6 +76,13 @@ pub enum ScanError {
     Replayed {
         mirror: u8,
     },
+    /// A mirror holds the log of instance `by`, which took the expected
+    /// instance's log over (`LogSuperblock::previous_instance`): the cache
+    /// that expected it is stale.
+    TakenOver {
+        mirror: u8,
+        by: u64,
+    },
     /// The superblock disagrees with the layout the scanner was given.
     GeometryMismatch(String),
     /// Every mirror failed to read the segment at this position, so the log
@@ -97,6 +104,10 @@ impl fmt::Display for ScanError {
             ScanError::Replayed { mirror } => write!(
                 f,
                 "log mirror {mirror} says this log was replayed onto the backing device and started over: the cache is stale"
+            ),
+            ScanError::TakenOver { mirror, by } => write!(
+                f,
+                "log mirror {mirror} holds the log of instance {by:#x}, which took this one over (its log was replayed onto the backing device): the cache is stale"
             ),
             ScanError::GeometryMismatch(what) => write!(f, "log geometry mismatch: {what}"),
             ScanError::SegmentUnreadable { segment_index } => {
@@ -193,7 +204,8 @@ impl LogScanner {
     /// left out of the scan instead of failing it; only if no mirror belongs
     /// to `id` does the scan fail (`InstanceMismatch`). Without it, mirrors
     /// of two instances fail the scan. A mirror of `id` whose log was
-    /// replayed fails it (`Replayed`): the caller holds that instance's
+    /// replayed fails it (`Replayed`), and so does one of an instance that
+    /// took `id`'s log over (`TakenOver`): the caller holds that instance's
     /// cache, which is stale. Call before the first completion.
     pub fn expect_instance(&mut self, id: u64) {
         self.expected_instance = Some(id);
@@ -293,6 +305,10 @@ impl LogScanner {
             let (unit_list, bytes): (Vec<usize>, Vec<&[u8]>) = unit_bytes.unzip();
             let Some((chosen, superblock)) = super::newest_superblock(bytes) else { continue };
             if let Some(expected) = self.expected_instance.filter(|&id| id != superblock.instance_id) {
+                if superblock.previous_instance == expected {
+                    let mirror = self.mirrors[position];
+                    return Err(ScanError::TakenOver { mirror, by: superblock.instance_id });
+                }
                 foreign.get_or_insert(ScanError::InstanceMismatch {
                     expected,
                     found: superblock.instance_id,
@@ -853,6 +869,17 @@ mod tests {
         scanner.expect_instance(INSTANCE_ID);
         assert_eq!(run_scanner(&mut devices, scanner), Err(ScanError::Replayed { mirror: 1 }));
         assert!(scan(&mut devices, layout(6), &[1]).is_ok());
+
+        // A mirror formatted by the instance that took this log over.
+        let successor = LogSuperblock { instance_id: 77, previous_instance: INSTANCE_ID, write_seq: 4, replayed: false, ..replayed };
+        successor.encode(&mut devices.device_mut(DeviceRole::Log(1)).unwrap()[..UNIT_BYTES]);
+        let mut scanner = LogScanner::new(layout(6), vec![0, 1], &mut HeapAllocator);
+        scanner.expect_instance(INSTANCE_ID);
+        assert_eq!(run_scanner(&mut devices, scanner), Err(ScanError::TakenOver { mirror: 1, by: 77 }));
+        // The successor's own warm start reads it.
+        let mut scanner = LogScanner::new(layout(6), vec![1], &mut HeapAllocator);
+        scanner.expect_instance(77);
+        assert!(run_scanner(&mut devices, scanner).is_ok());
 
         for mirror in [0, 1] {
             devices.device_mut(DeviceRole::Log(mirror)).unwrap()[..2 * UNIT_BYTES].fill(0);

@@ -67,6 +67,7 @@ impl LogImage {
             in_sync_mask: LogSuperblock::all_mirrors_mask(self.mirrors.len() as u8),
             run: 1,
             replayed: false,
+            previous_instance: 0,
         }
     }
 
