@@ -23,9 +23,10 @@ OPTIONS = ["dirty_threshold", "writeback_parallelism", "idle_after_ms", "seq_cut
 def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, block_size=None,
                     segment_size=None, buffer_count=None, dirty_threshold=None, writeback_parallelism=None,
                     idle_after_ms=None, seq_cutoff_threshold=None, seq_cutoff_policy=None, cpumask=None,
-                    barrier_gap=None, backing_stripe=None, log_timeout_ms=None):
+                    barrier_gap=None, backing_stripe=None, log_timeout_ms=None, takeover=None):
     """Create an HHC bdev; returns its name. logs: a list of log mirror bdev names (a comma-separated
-    string is split), an empty name for a slot without a mirror."""
+    string is split), an empty name for a slot without a mirror. takeover: replay the log the log bdevs
+    hold (a lost host's) onto the backing bdev first; returns the name and what was replayed."""
     params = {"name": name, "backing": backing}
     if isinstance(logs, str):
         logs = _split_items([logs])
@@ -34,7 +35,8 @@ def bdev_hhc_create(client, name, backing, cache=None, logs=None, policy=None, b
                 "buffer_count": buffer_count, "barrier_gap": barrier_gap, "backing_stripe": backing_stripe,
                 "log_timeout_ms": log_timeout_ms, "dirty_threshold": dirty_threshold,
                 "writeback_parallelism": writeback_parallelism, "idle_after_ms": idle_after_ms,
-                "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy}
+                "seq_cutoff_threshold": seq_cutoff_threshold, "seq_cutoff_policy": seq_cutoff_policy,
+                "takeover": takeover}
     params.update({k: v for k, v in optional.items() if v is not None})
     return client.call("bdev_hhc_create", params)
 
@@ -219,7 +221,7 @@ def spdk_rpc_plugin_initialize(subparsers):
                                policy=args.policy, block_size=args.block_size, segment_size=args.segment_size,
                                buffer_count=args.buffer_count, barrier_gap=args.barrier_gap,
                                backing_stripe=args.backing_stripe, log_timeout_ms=args.log_timeout_ms,
-                               cpumask=args.cpumask, **_options_of(args)))
+                               cpumask=args.cpumask, takeover=args.takeover or None, **_options_of(args)))
 
     p = subparsers.add_parser("bdev_hhc_create", help="Create an HHC bdev: an SSD write-back cache in front of a "
                               "backing bdev, with dirty blocks mirrored into a log on HDD bdevs")
@@ -251,6 +253,10 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument("--log-timeout-ms", type=int, dest="log_timeout_ms",
                    help="a log mirror that leaves a command unanswered this many ms counts as failed (a hung disk, "
                    "a frozen peer host); 0 for never (default 10000)")
+    p.add_argument("--takeover", action="store_true",
+                   help="the log bdevs hold the log of this volume's HHC bdev on a host that is gone: replay it onto "
+                   "the backing bdev, then format the cache and the logs and serve (docs/operations.md, \"The whole "
+                   "host is lost\"); power the lost host off first")
     _add_options(p, defaults=True)
     p.set_defaults(func=create)
 

@@ -101,6 +101,9 @@ struct hhc_glue_create_params {
 	uint32_t backing_stripe;
 	uint32_t log_timeout_ms;
 	struct hhc_glue_options options;
+	/* Replay the log the log bdevs hold (another host's) onto the backing
+	 * bdev first, then format the cache and the logs (a takeover). */
+	bool takeover;
 };
 
 /* Facts about a base bdev, read once after it was opened. */

@@ -54,6 +54,7 @@ struct rpc_create {
 	uint32_t idle_after_ms;
 	uint64_t seq_cutoff_threshold;
 	char *seq_cutoff_policy;
+	bool takeover;
 };
 
 static int
@@ -83,6 +84,7 @@ static const struct spdk_json_object_decoder g_rpc_create_decoders[] = {
 	{"idle_after_ms", offsetof(struct rpc_create, idle_after_ms), spdk_json_decode_uint32, true},
 	{"seq_cutoff_threshold", offsetof(struct rpc_create, seq_cutoff_threshold), spdk_json_decode_uint64, true},
 	{"seq_cutoff_policy", offsetof(struct rpc_create, seq_cutoff_policy), spdk_json_decode_string, true},
+	{"takeover", offsetof(struct rpc_create, takeover), spdk_json_decode_bool, true},
 };
 
 static void
@@ -128,7 +130,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 						 "segment_size, buffer_count, barrier_gap, backing_stripe, log_timeout_ms, dirty_threshold, "
 						 "writeback_parallelism, "
 						 "idle_after_ms, seq_cutoff_threshold (unsigned integers), "
-						 "seq_cutoff_policy (string); no other keys");
+						 "seq_cutoff_policy (string), takeover (boolean); no other keys");
 		rpc_create_free(&req);
 		return;
 	}
@@ -152,6 +154,7 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	p.options.idle_after_ms = req.idle_after_ms;
 	p.options.seq_cutoff_threshold = req.seq_cutoff_threshold;
 	p.options.seq_cutoff_policy = req.seq_cutoff_policy;
+	p.takeover = req.takeover;
 	hhc_rs_create(&p, (struct hhc_glue_rpc *)request);
 	rpc_create_free(&req);
 }

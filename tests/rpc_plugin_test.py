@@ -177,6 +177,8 @@ class EveryCommand(unittest.TestCase):
          {"name": "x", "backing": "y", "cache": "ssd", "logs": ["hdd0", "hdd1"], "policy": "hhc", "segment_size": 262144,
           "dirty_threshold": 40, "seq_cutoff_policy": "always", "cpumask": "0x2", "barrier_gap": 0, "backing_stripe": 0,
           "log_timeout_ms": 2500}),
+        (CREATE + ["--logs", "peer0", "--takeover"], "bdev_hhc_create",
+         {"name": "x", "backing": "y", "cache": "ssd", "logs": ["peer0"], "takeover": True}),
         (["bdev_hhc_delete", "hhc0"], "bdev_hhc_delete", {"name": "hhc0"}),
         (["bdev_hhc_forget", "-c", "ssd"], "bdev_hhc_forget", {"cache": "ssd"}),
         (["bdev_hhc_forget", "-c", "ssd", "--force"], "bdev_hhc_forget", {"cache": "ssd", "force": True}),

@@ -37,7 +37,8 @@ unsafe fn decode_params(raw: &sys::hhc_glue_create_params) -> Result<CreateParam
     .with_cpumask(unsafe { text(raw.cpumask) }.as_deref())?
     .with_barrier_gap(given(raw.barrier_gap))
     .with_backing_stripe(given(raw.backing_stripe))
-    .with_log_timeout(given(raw.log_timeout_ms));
+    .with_log_timeout(given(raw.log_timeout_ms))
+    .with_takeover(raw.takeover)?;
     Ok(params)
 }
 
@@ -80,6 +81,10 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
         Ok(params) => params,
         Err(error) => return rpc.reply_error(&error),
     };
+    if params.takeover && (registry::contains(&params.name) || bdev_exists(&params.name)) {
+        let message = format!("name: a bdev named '{}' already exists; a takeover creates the HHC bdev anew", params.name);
+        return rpc.reply_error(&Error::Exists(message));
+    }
     if registry::contains(&params.name) {
         // On its owner thread, which alone may look at it.
         let name = params.name.clone();

@@ -4,9 +4,11 @@
 //! lost its cache unregisters its bdev at once and stays as a record
 //! (record.rs, recover.rs) while the log is replayed onto the backing bdev
 //! and after. Messages about a node go to its owner thread. This room
-//! starts a node; its two children end one, and import nothing from here.
+//! starts a node (takeover.rs: after replaying another host's log); its
+//! other two children end one; none imports from here.
 
 mod record;
+pub(super) mod takeover;
 mod teardown;
 
 pub use teardown::destruct;
@@ -19,7 +21,7 @@ use super::owner::{now_ns, Thread};
 use super::params::CreateParams;
 use super::registry;
 use super::rpc::Rpc;
-use super::{json, sys};
+use super::sys;
 use crate::engine::{Engine, EngineState, StartMode};
 use crate::format::{CacheSuperblock, FormatError, CACHE_SUPERBLOCK_MAGIC, FORMAT_VERSION, UNIT_BYTES};
 use crate::io::{DeviceRole, IoAllocator, IoStatus};
@@ -255,6 +257,13 @@ impl Core {
         }
         let mut region = self.probe.take().expect("probe buffer");
         let mode = match CacheSuperblock::decode(region.as_mut_slice()) {
+            Ok(superblock) if self.params.takeover => {
+                return self.fail(Error::InvalidParams(format!(
+                    "takeover: cache bdev '{}' holds an HHC cache (instance {:#x}); a takeover formats its cache: \
+                     give an unused bdev, or wipe this one first (bdev_hhc_forget -c {} --force)",
+                    self.params.cache, superblock.instance_id, self.params.cache
+                )));
+            }
             Ok(superblock) if !self.force_format => {
                 if superblock.block_size != self.config.block_size {
                     return self.fail(Error::InvalidParams(format!(
@@ -278,6 +287,9 @@ impl Core {
             }
             _ => {
                 self.config.instance_id = random_instance_id();
+                if self.params.takeover {
+                    return self.start_takeover();
+                }
                 log::info!("{}: formatting cache bdev {} (instance {:#x})", self.params.name, self.params.cache, self.config.instance_id);
                 StartMode::Format
             }
@@ -304,7 +316,10 @@ impl Core {
                 log::info!("{}: stopped cleanly", self.params.name);
                 self.phase = Phase::Done;
             }
-            (Phase::Failed, _) if self.engine_ios == 0 && self.probe.is_none() => self.after_failure_drained(),
+            // (A takeover's replay drains too: recovery.rs frees its buffers.)
+            (Phase::Failed, _) if self.engine_ios == 0 && self.probe.is_none() && self.recovery.is_none() => {
+                self.after_failure_drained()
+            }
             _ => {}
         }
         // Not while the app thread registers its bdev: that bdev points here.
@@ -364,7 +379,7 @@ impl Core {
                 self.start_wanted_options();
                 self.sync_owner_record();
                 self.publish();
-                let reply = json::string(&self.params.name);
+                let reply = self.created_answer();
                 return self.reply(Ok(&reply));
             }
             Ok(glue) => {

@@ -176,6 +176,8 @@ pub struct Core {
     /// A passthrough made by `bdev_hhc_recover` mode passthrough: what the
     /// record was (its log mirrors, policy, options), for mode cache later.
     pub(super) before_passthrough: Option<CreateParams>,
+    /// `bdev_hhc_create` with `takeover`: the replay, then what it did.
+    pub(super) takeover: Option<super::lifecycle::takeover::Takeover>,
 }
 
 impl Node {
@@ -223,6 +225,7 @@ impl Node {
             protection_state: None,
             warnings: Vec::new(),
             before_passthrough: None,
+            takeover: None,
         };
         let node = Box::new(Node {
             params,

@@ -46,6 +46,11 @@ pub struct CreateParams {
     pub log_timeout: Option<u32>,
     /// The options `bdev_hhc_set_options` changes later.
     pub options: OptionParams,
+    /// Replay the log that the log bdevs hold (written by another host,
+    /// now gone) onto the backing bdev before formatting (a takeover). Of
+    /// this one create call only: the owner record and `save_config` leave
+    /// it out, and the node forgets it once the replay is done.
+    pub takeover: bool,
 }
 
 /// The options an operator changes online (`bdev_hhc_set_options`), as
@@ -203,6 +208,7 @@ impl CreateParams {
             backing_stripe: None,
             log_timeout: None,
             options,
+            takeover: false,
         };
         params.check_names()?;
         Ok(params)
@@ -236,6 +242,18 @@ impl CreateParams {
     /// With the log mirrors' command timeout in milliseconds.
     pub fn with_log_timeout(self, log_timeout: Option<u32>) -> CreateParams {
         CreateParams { log_timeout, ..self }
+    }
+
+    /// A takeover (`takeover`): it needs a cache bdev to format and the log
+    /// bdevs holding the log to replay.
+    pub fn with_takeover(self, takeover: bool) -> Result<CreateParams, ConfigError> {
+        if takeover && self.is_direct() {
+            return Err(ConfigError::invalid("takeover: needs a cache bdev (cache), formatted once the log is replayed"));
+        }
+        if takeover && self.logs.iter().all(String::is_empty) {
+            return Err(ConfigError::invalid("takeover: give the log bdevs that hold the volume's log (logs)"));
+        }
+        Ok(CreateParams { takeover, ..self })
     }
 
     /// No cache bdev: a passthrough straight to the backing bdev.
@@ -667,6 +685,21 @@ mod tests {
         assert!(CreateParams::from_owner_record(no_cache.as_bytes()).unwrap_err().message.contains("no cache"));
         let bad_policy = String::from_utf8(p.owner_record()).unwrap().replace("policy=hhc", "policy=lru");
         assert!(CreateParams::from_owner_record(bad_policy.as_bytes()).unwrap_err().message.contains("unknown policy"));
+    }
+
+    /// A takeover needs a cache and a log to replay, and is of the one
+    /// create call: neither the owner record nor the JSON keeps it.
+    #[test]
+    fn a_takeover_needs_a_cache_and_logs_and_is_never_saved() {
+        let p = params("hhc", &["peer0"]).unwrap().with_takeover(true).unwrap();
+        assert!(p.takeover);
+        let restored = CreateParams::from_owner_record(&p.owner_record()).unwrap().unwrap();
+        assert_eq!(restored, CreateParams { takeover: false, ..p.clone() });
+        assert!(!p.to_json().contains("takeover"), "{}", p.to_json());
+        let no_logs = params("wt", &[]).unwrap().with_takeover(true).unwrap_err();
+        assert!(no_logs.message.contains("give the log bdevs"), "{}", no_logs.message);
+        let no_cache = no_cache("passthrough", &[]).unwrap().with_takeover(true).unwrap_err();
+        assert!(no_cache.message.contains("needs a cache bdev"), "{}", no_cache.message);
     }
 
     /// A detached mirror's slot is an empty name: it keeps the other

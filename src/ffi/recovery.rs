@@ -10,7 +10,7 @@ use super::memory::DmaAllocator;
 use super::owner::now_ns;
 use crate::config::LogLayout;
 use crate::io::{IoBuffer, IoId, IoMachine, IoStatus};
-use crate::recovery::{LogRecovery, Recovered, RecoveryProgress};
+use crate::recovery::{LogRecovery, Recovered, RecoveryProgress, ReplayReport};
 
 pub struct Recovery(LogRecovery);
 
@@ -19,6 +19,21 @@ impl Recovery {
     /// of another instance is left out of the replay.
     pub fn new(layout: LogLayout, mirrors: Vec<u8>, backing_has_flush: bool, instance_id: u64) -> Recovery {
         Recovery(LogRecovery::new(layout, mirrors, backing_has_flush, Box::new(DmaAllocator)).expect_instance(instance_id))
+    }
+
+    /// A takeover's: the log of another host, whatever instance wrote it,
+    /// its layout read from the mirrors' superblocks.
+    pub fn takeover(mirrors: Vec<u8>, backing_has_flush: bool) -> Recovery {
+        Recovery(LogRecovery::from_log(mirrors, backing_has_flush, Box::new(DmaAllocator)))
+    }
+
+    /// None while it runs; then what it replayed, or why it failed.
+    pub fn outcome(&mut self) -> Option<Result<ReplayReport, String>> {
+        match self.0.result()? {
+            Ok(Recovered::Replayed(report)) => Some(Ok(report.clone())),
+            Ok(Recovered::Scanned(_)) => Some(Err("the recovery stopped after its scan".to_string())),
+            Err(error) => Some(Err(error.to_string())),
+        }
     }
 
     /// Starts the machine's device commands; true if there were any.

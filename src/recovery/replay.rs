@@ -91,6 +91,9 @@ pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplayReport {
+    /// The instance that wrote the log (a takeover names it in the log it
+    /// formats next: `LogSuperblock::previous_instance`).
+    pub instance_id: u64,
     pub blocks_replayed: u64,
     pub segments_replayed: u64,
     pub revokes_applied: u64,
@@ -428,6 +431,7 @@ fn initial_report(layout: &LogLayout, scanned: &ScannedLog, plan: &ReplayPlan) -
         None => (superblock.head_segment, superblock.head_sequence),
     };
     ReplayReport {
+        instance_id: superblock.instance_id,
         blocks_replayed: 0,
         segments_replayed: plan.segments_replayed,
         revokes_applied: plan.revokes_applied,

@@ -52,6 +52,9 @@ impl Core {
     }
 
     pub(in crate::ffi) fn advance_recovery(&mut self) {
+        if self.takeover.is_some() {
+            return self.advance_takeover();
+        }
         let Some(recovery) = self.recovery.as_mut() else { return };
         let Some(progress) = recovery.finished(&self.params.name, &self.params.backing) else { return };
         self.recovery = None;
