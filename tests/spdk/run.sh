@@ -517,6 +517,40 @@ crash_after_flush() {
         export_nvmf && remote_fio randwrite --verify_only=1 --verify_header_seed=1
 }
 
+# bdev_hhc_create with takeover on one target. Refused, leaving nothing
+# claimed: a log bdev holding no log, no logs given. Then hhc0 written with
+# flushes and write-back held off, the target killed (-9) and the cache
+# file replaced by a blank one (another host's cache): the takeover over the
+# log mirror replays onto the backing file, formats and serves, and the
+# flushed data verifies through it. A takeover over a cache in use is
+# refused too.
+takeover() {
+    local dirty replayed mark
+    start_tgt && tgt_bases || return 1
+    expect_rpc_error "takeover: log scan failed: no valid log superblock" \
+        $RPC bdev_hhc_create -b h --backing back --cache ssd --logs hdd0 --takeover &&
+        expect_rpc_error "give the log bdevs" $RPC bdev_hhc_create -b h --backing back --cache ssd --policy wt --takeover &&
+        $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 \
+            --idle-after-ms 600000 --dirty-threshold 100 &&
+        export_nvmf && remote_fio randwrite --fsync=16 --end_fsync=1 --do_verify=0 >/dev/null &&
+        dirty=$(hhc_stat dirty_blocks) || return 1
+    [ "$dirty" -gt 0 ] || { echo "nothing dirty: the takeover would replay nothing"; return 1; }
+    stop_tgt KILL
+    rm -f "$WORK/ssd.img" && truncate -s 32M "$WORK/ssd.img" || return 1
+    start_tgt && tgt_bases || return 1
+    mark=$TGT_LOG_MARK
+    $RPC bdev_hhc_create -b hhc0 --backing back --cache ssd --logs hdd0 --policy hhc --segment-size 262144 --takeover \
+        >"$WORK/takeover.json" || { cat "$WORK/takeover.json"; return 1; }
+    cat "$WORK/takeover.json"
+    replayed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["blocks_replayed"])' "$WORK/takeover.json") &&
+        [ "$replayed" -ge "$dirty" ] || { echo "replayed ${replayed:-?} blocks of $dirty dirty"; return 1; }
+    tail -n +"$mark" "$WORK/tgt.log" | grep "took over instance" &&
+        export_nvmf && remote_fio randwrite --verify_only=1 --verify_header_seed=1 >/dev/null &&
+        $RPC bdev_hhc_delete hhc0 &&
+        expect_rpc_error "takeover: cache bdev 'ssd' holds an HHC cache" \
+            $RPC bdev_hhc_create -b h --backing back --cache ssd --logs hdd0 --takeover
+}
+
 # The engine's stats field `$1` of hhc0, from bdev_hhc_get_bdevs.
 hhc_stat() {
     $RPC bdev_hhc_get_bdevs -b hhc0 >"$WORK/stats.json" &&
@@ -1703,6 +1737,8 @@ all_tests() {
         reset_drains
     run_test tiny_log "a log of 11 segments, fsync after every write: flushes keep completing" tiny_log
     run_test crash_after_flush "kill -9 after flush over NVMe-oF/TCP; flushed data is there after restart" crash_after_flush
+    run_test takeover "bdev_hhc_create takeover: refusals leave nothing; after kill -9 and a blank cache, the log replayed, flushed data verifies" \
+        takeover
     run_test cache_loss "cache bdev deleted under load; flushed data comes back from the log onto the backing bdev" cache_loss
     run_test recover_passthrough \
         "cache lost, replay visible, refusals; bdev_hhc_recover passthrough serves the flushed data, save_config and restart" \
