@@ -155,6 +155,29 @@ drill_peer_takeover_check_can_fail() {
     drill_log "checked: a takeover without the replay loses the flushed pass, and the LUN check catches it"
 }
 
+# The peer takes the volume over itself, online (peer_take_over: one
+# bdev_hhc_create with takeover replays its mirror onto the LUN and serves
+# hhc0, exported where the host had it); the LUN alone and hhc0 on the
+# peer hold the newest pass. Says how long after the host's loss hhc0 was
+# served again.
+drill_peer_takeover_rpc() {
+    local RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'} lost served answer replayed
+    peer_takeover_rig || return 1
+    drill_load_start
+    drill_wait_passes 2 || return 1
+    sleep "$(awk -v r="$RANDOM" 'BEGIN {printf "%.1f", (r % 26) / 10}')"
+    host_kill
+    lost=$(date +%s%N)
+    drill_load_stop
+    rm -f "$RIG_WORK/ssd0.img" "$RIG_WORK/hdd0.img"
+    answer=$(peer_take_over) || return 1
+    served=$(date +%s%N)
+    drill_log "the peer took $RIG_HHC over, served again $(((served - lost) / 1000000)) ms after the host's loss: $answer"
+    replayed=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["blocks_replayed"])' "$answer") || return 1
+    [ "$replayed" -ge 2048 ] || { drill_log "fewer blocks replayed than a region's pass: write-back was not held off"; return 1; }
+    drill_verify_raid && drill_verify_hhc
+}
+
 # After a takeover the lost host comes back with its SSD and HDD as they
 # were, and the peer exports the replayed mirror again: hhc0 must refuse to
 # start warm over its stale cache (docs/format.md, "A replayed log"),
@@ -181,7 +204,7 @@ drill_peer_takeover_return() {
     drill_verify_raid
 }
 
-PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover drill_peer_takeover_return"
+PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover drill_peer_takeover_return drill_peer_takeover_rpc"
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     failed=0

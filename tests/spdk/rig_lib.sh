@@ -443,8 +443,12 @@ host_export() {
 # On the app of RIG_SOCK: bdev BDEV as the namespace of subsystem NQN over
 # NVMe-oF/TCP on 127.0.0.1:PORT.
 rig_nvmf_export() { # nqn bdev port serial model
-    rig_call nvmf_create_transport '{"trtype":"TCP"}' \
-        nvmf_create_subsystem "{\"nqn\":\"$1\",\"allow_any_host\":true,\"serial_number\":\"$4\",\"model_number\":\"$5\"}" \
+    rig_call nvmf_create_transport '{"trtype":"TCP"}' >/dev/null && rig_nvmf_subsystem "$@"
+}
+
+# The same on an app whose TCP transport exists.
+rig_nvmf_subsystem() { # nqn bdev port serial model
+    rig_call nvmf_create_subsystem "{\"nqn\":\"$1\",\"allow_any_host\":true,\"serial_number\":\"$4\",\"model_number\":\"$5\"}" \
         nvmf_subsystem_add_ns "{\"nqn\":\"$1\",\"namespace\":{\"bdev_name\":\"$2\"}}" \
         nvmf_subsystem_add_listener "{\"nqn\":\"$1\",\"listen_address\":{\"trtype\":\"tcp\",\"adrfam\":\"ipv4\",\"traddr\":\"127.0.0.1\",\"trsvcid\":\"$3\"}}" \
         >/dev/null

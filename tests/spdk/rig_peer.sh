@@ -25,6 +25,23 @@ peer_start() {
     rig_log "peer: $RIG_PEER_HDD on NVMe-oF/TCP 127.0.0.1:$RIG_PEER_PORT $RIG_PEER_NQN"
 }
 peer_stop() { rig_stop peer TERM; }
+
+# On the peer, the host gone for good: its mirror out of the NVMe-oF export
+# (which claims it), the backing over iSCSI, a fresh cache, then one
+# bdev_hhc_create with takeover, which replays the mirror onto the backing,
+# formats and serves hhc0; hhc0 exported where the host had it. Prints the
+# create call's answer (what was replayed).
+peer_take_over() {
+    local RIG_SOCK=$RIG_PEER_SOCK answer
+    rig_call nvmf_delete_subsystem "{\"nqn\":\"$RIG_PEER_NQN\"}" >/dev/null &&
+        server_backing_create "$RIG_BACKING" "$RIG_INITIATOR_IQN" &&
+        rig_aio peer_ssd_base "$RIG_WORK/peer-ssd.img" "$RIG_SSD_MB" 4096 && make_ssd peer_ssd peer_ssd_base ||
+        { rig_log "peer: the devices for the takeover could not be set up"; return 1; }
+    answer=$(rig_call bdev_hhc_create "{\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"peer_ssd\",\"logs\":[\"$RIG_PEER_HDD\"],\"policy\":\"$RIG_POLICY\",\"segment_size\":$RIG_SEGMENT_SIZE,\"takeover\":true${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}}") ||
+        { rig_log "peer: bdev_hhc_create with takeover failed"; return 1; }
+    rig_nvmf_subsystem "$RIG_NQN" "$RIG_HHC" "$RIG_NVMF_PORT" HHC0 "HHC rig" || { rig_log "peer: exporting $RIG_HHC failed"; return 1; }
+    echo "$answer"
+}
 peer_kill() { rig_stop peer KILL; }
 peer_running() { rig_running peer; }
 peer_freeze() { kill -STOP "$(rig_pid peer)"; }

@@ -1859,6 +1859,9 @@ all_tests() {
         run_test peer_takeover_return \
             "peer host, tgt server: after a takeover the host comes back with its disks; hhc0 refuses to start warm over its stale cache" \
             peer_tgt_drill drill_peer_takeover_return
+        run_test peer_takeover_rpc \
+            "peer host, tgt server: the host killed under load; the peer takes over online with bdev_hhc_create takeover and serves hhc0" \
+            peer_tgt_drill drill_peer_takeover_rpc
         # Outside the default run's time (about a minute): TGT_FULL=1 or its name runs it.
         if [ -n "$LIST" ] || [ -n "${TGT_FULL:-}" ] || [ -n "${SELECTED[tgt_drill_server_hang]:-}" ]; then
             run_test tgt_drill_server_hang \
