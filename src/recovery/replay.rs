@@ -16,8 +16,14 @@ use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMac
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
-/// Blocks being copied at once; bounds the staging memory.
+/// Runs being copied at once; with `REPLAY_RUN_BYTES`, bounds the staging
+/// memory.
 pub const REPLAY_PARALLELISM: usize = 16;
+/// A run is live blocks in adjacent slots of one part, read from the log in
+/// one command of at most this many bytes (at least a block) and written
+/// back in one command per stretch of adjacent LBAs: a block at a time, a
+/// log on a rotating disk was read at a few MiB/s.
+pub const REPLAY_RUN_BYTES: usize = 128 << 10;
 /// Tries per backing write or flush before a replay gives up.
 pub const BACKING_ATTEMPTS: u32 = 8;
 
@@ -101,7 +107,7 @@ pub struct ReplayReport {
     pub last_sequence: Option<u64>,
     /// Valid segments after the last barrier, dropped as never covered by a flush.
     pub segments_after_barrier: u64,
-    /// Log reads retried on another mirror.
+    /// Blocks read again from another mirror.
     pub read_retries: u64,
     /// Backing writes and flushes tried again after a transient error.
     pub write_retries: u64,
@@ -156,8 +162,10 @@ impl std::error::Error for ReplayError {}
 
 #[derive(Clone, Copy, Debug)]
 enum Pending {
-    LogRead { staging_slot: usize, block: usize, attempt: usize },
-    BackingWrite { staging_slot: usize, block: usize, attempt: u32 },
+    /// Blocks `first..first + count` of the plan, a run.
+    LogRead { staging_slot: usize, first: usize, count: usize, attempt: usize },
+    /// Blocks `first + skip..first + skip + count`: adjacent LBAs of a run.
+    BackingWrite { staging_slot: usize, first: usize, skip: usize, count: usize, attempt: u32 },
     Flush,
     SuperblockWrite,
 }
@@ -181,8 +189,12 @@ pub struct Replay {
     plan: ReplayPlan,
     report: ReplayReport,
     next_block: usize,
+    /// Blocks a run (a staging slot) holds at most.
+    run_blocks: usize,
     staging: Box<dyn IoRegion>,
     free_staging_slots: Vec<usize>,
+    /// Backing writes of each staging slot's run still in flight.
+    writes_left: Vec<usize>,
     superblock_memory: Box<dyn IoRegion>,
     queued: VecDeque<(DeviceIo, Pending)>,
     in_flight: HashMap<IoId, Pending>,
@@ -205,8 +217,11 @@ impl Replay {
         let plan = plan_replay(&scanned);
         let report = initial_report(&layout, &scanned, &plan);
         let block_size = layout.segment.block_size as usize;
+        let run_blocks = (REPLAY_RUN_BYTES / block_size).max(1);
         let mut replay = Replay {
-            staging: alloc.alloc(REPLAY_PARALLELISM * block_size),
+            staging: alloc.alloc(REPLAY_PARALLELISM * run_blocks * block_size),
+            run_blocks,
+            writes_left: vec![0; REPLAY_PARALLELISM],
             superblock_memory: alloc.alloc(mirrors.len().max(1) * UNIT_BYTES),
             free_staging_slots: (0..REPLAY_PARALLELISM).rev().collect(),
             layout,
@@ -274,9 +289,25 @@ impl Replay {
         self.queued.push_back((io, pending));
     }
 
-    fn staging_buffer(&self, staging_slot: usize) -> IoBuffer {
-        let offset_bytes = (staging_slot * self.layout.segment.block_size as usize) as u32;
+    /// Where block `skip` of the run in `staging_slot` sits.
+    fn staging_buffer(&self, staging_slot: usize, skip: usize) -> IoBuffer {
+        let offset_bytes = ((staging_slot * self.run_blocks + skip) * self.layout.segment.block_size as usize) as u32;
         IoBuffer::Engine { region: REGION_STAGING, offset_bytes }
+    }
+
+    /// Blocks of the run starting at plan block `first`: those after it in
+    /// the plan's log order that sit in the next slots of the same part,
+    /// read from the same mirror.
+    fn run_len(&self, first: usize) -> usize {
+        let blocks = &self.plan.blocks;
+        let head = blocks[first];
+        let follows = |n: usize| {
+            blocks.get(first + n).is_some_and(|b| {
+                (b.segment_index, b.sequence, b.mirror) == (head.segment_index, head.sequence, head.mirror)
+                    && b.slot == head.slot + n as u32
+            })
+        };
+        (1..self.run_blocks).find(|&n| !follows(n)).unwrap_or(self.run_blocks)
     }
 
     /// The mirror to read `block` from on attempt `attempt`: the one the scan
@@ -287,24 +318,35 @@ impl Replay {
         std::iter::once(block.mirror).chain(others).nth(attempt)
     }
 
-    fn queue_log_read(&mut self, staging_slot: usize, block: usize, attempt: usize) -> bool {
-        let live = self.plan.blocks[block];
+    fn queue_log_read(&mut self, staging_slot: usize, first: usize, count: usize, attempt: usize) -> bool {
+        let live = self.plan.blocks[first];
         let Some(mirror) = self.mirror_for_attempt(&live, attempt) else { return false };
         let block_size = self.layout.segment.block_size as u64;
         let offset_bytes = self.layout.segment_offset(live.segment_index) + live.slot as u64 * block_size;
-        let len_bytes = self.layout.segment.block_size as u64;
-        let buffer = self.staging_buffer(staging_slot);
-        let pending = Pending::LogRead { staging_slot, block, attempt };
-        self.queue(DeviceRole::Log(mirror), IoKind::Read, offset_bytes, len_bytes, buffer, pending);
+        let buffer = self.staging_buffer(staging_slot, 0);
+        let pending = Pending::LogRead { staging_slot, first, count, attempt };
+        self.queue(DeviceRole::Log(mirror), IoKind::Read, offset_bytes, count as u64 * block_size, buffer, pending);
         true
     }
 
-    fn queue_backing_write(&mut self, staging_slot: usize, block: usize, attempt: u32) {
+    /// The run read into `staging_slot`, one write per stretch of adjacent LBAs.
+    fn queue_backing_writes(&mut self, staging_slot: usize, first: usize, count: usize) {
+        let mut skip = 0;
+        while skip < count {
+            let lba = self.plan.blocks[first + skip].lba;
+            let stretch = (1..count - skip).find(|&n| self.plan.blocks[first + skip + n].lba != lba + n as u64).unwrap_or(count - skip);
+            self.writes_left[staging_slot] += 1;
+            self.queue_backing_write(staging_slot, first, skip, stretch, 0);
+            skip += stretch;
+        }
+    }
+
+    fn queue_backing_write(&mut self, staging_slot: usize, first: usize, skip: usize, count: usize, attempt: u32) {
         let block_size = self.layout.segment.block_size as u64;
-        let offset_bytes = self.plan.blocks[block].lba * block_size;
-        let buffer = self.staging_buffer(staging_slot);
-        let pending = Pending::BackingWrite { staging_slot, block, attempt };
-        self.queue(DeviceRole::Backing, IoKind::Write, offset_bytes, block_size, buffer, pending);
+        let offset_bytes = self.plan.blocks[first + skip].lba * block_size;
+        let buffer = self.staging_buffer(staging_slot, skip);
+        let pending = Pending::BackingWrite { staging_slot, first, skip, count, attempt };
+        self.queue(DeviceRole::Backing, IoKind::Write, offset_bytes, count as u64 * block_size, buffer, pending);
     }
 
     /// Stops issuing work; the error is reported once nothing is in flight.
@@ -313,30 +355,34 @@ impl Replay {
         self.failure.get_or_insert(error);
     }
 
-    fn handle_log_read(&mut self, staging_slot: usize, block: usize, attempt: usize, status: IoStatus) {
+    fn handle_log_read(&mut self, staging_slot: usize, first: usize, count: usize, attempt: usize, status: IoStatus) {
         if status == IoStatus::Ok {
-            return self.queue_backing_write(staging_slot, block, 0);
+            return self.queue_backing_writes(staging_slot, first, count);
         }
-        if self.queue_log_read(staging_slot, block, attempt + 1) {
-            self.report.read_retries += 1;
+        if self.queue_log_read(staging_slot, first, count, attempt + 1) {
+            self.report.read_retries += count as u64;
             return;
         }
         self.free_staging_slots.push(staging_slot);
-        self.fail(ReplayError::LogUnreadable { lba: self.plan.blocks[block].lba });
+        self.fail(ReplayError::LogUnreadable { lba: self.plan.blocks[first].lba });
     }
 
     /// A transient backing error is retried a few times (the data is still
-    /// in the staging slot); a persistent one fails the replay.
-    fn handle_backing_write(&mut self, staging_slot: usize, block: usize, attempt: u32, status: IoStatus) {
+    /// in the staging slot); a persistent one fails the replay. The slot is
+    /// free once every write of its run is done.
+    fn handle_backing_write(&mut self, staging_slot: usize, first: usize, skip: usize, count: usize, attempt: u32, status: IoStatus) {
         if status == IoStatus::Error && attempt + 1 < BACKING_ATTEMPTS && self.failure.is_none() {
             self.report.write_retries += 1;
-            return self.queue_backing_write(staging_slot, block, attempt + 1);
+            return self.queue_backing_write(staging_slot, first, skip, count, attempt + 1);
         }
-        self.free_staging_slots.push(staging_slot);
+        self.writes_left[staging_slot] -= 1;
+        if self.writes_left[staging_slot] == 0 {
+            self.free_staging_slots.push(staging_slot);
+        }
         if status == IoStatus::Ok {
-            self.report.blocks_replayed += 1;
+            self.report.blocks_replayed += count as u64;
         } else {
-            self.fail(ReplayError::BackingWrite { lba: self.plan.blocks[block].lba });
+            self.fail(ReplayError::BackingWrite { lba: self.plan.blocks[first + skip].lba });
         }
     }
 
@@ -358,13 +404,14 @@ impl Replay {
         }
     }
 
-    /// Fills every free staging slot with the next block's log read.
+    /// Fills every free staging slot with the next run's log read.
     fn start_copies(&mut self) {
         while self.phase == Phase::Copying && self.failure.is_none() && self.next_block < self.plan.blocks.len() {
             let Some(staging_slot) = self.free_staging_slots.pop() else { return };
-            let started = self.queue_log_read(staging_slot, self.next_block, 0);
+            let count = self.run_len(self.next_block);
+            let started = self.queue_log_read(staging_slot, self.next_block, count, 0);
             assert!(started, "attempt 0 always has the scanned mirror");
-            self.next_block += 1;
+            self.next_block += count;
         }
     }
 
@@ -458,11 +505,11 @@ impl IoMachine for Replay {
     fn handle_io_completion(&mut self, _now: Nanos, id: IoId, status: IoStatus) {
         let pending = self.in_flight.remove(&id).expect("completion for an unknown command");
         match pending {
-            Pending::LogRead { staging_slot, block, attempt } => {
-                self.handle_log_read(staging_slot, block, attempt, status)
+            Pending::LogRead { staging_slot, first, count, attempt } => {
+                self.handle_log_read(staging_slot, first, count, attempt, status)
             }
-            Pending::BackingWrite { staging_slot, block, attempt } => {
-                self.handle_backing_write(staging_slot, block, attempt, status)
+            Pending::BackingWrite { staging_slot, first, skip, count, attempt } => {
+                self.handle_backing_write(staging_slot, first, skip, count, attempt, status)
             }
             Pending::Flush if status == IoStatus::Error && self.flush_attempts + 1 < BACKING_ATTEMPTS => {
                 self.flush_attempts += 1;
@@ -703,6 +750,33 @@ mod tests {
         let report = recover(&mut devices, 6).unwrap();
         assert_eq!(report.blocks_replayed, 21);
         assert_eq!(backing(&devices), expected_backing(&run));
+    }
+
+    /// Live blocks in adjacent slots of a part are one log read; each
+    /// stretch of adjacent LBAs among them one backing write. A superseded
+    /// entry, a hole or another part ends a run.
+    #[test]
+    fn adjacent_blocks_are_read_and_written_in_runs() {
+        let run = vec![
+            spec(100, false, &[(1, 1), (2, 1), (3, 1), (8, 1), (9, 1), (4, 1), (6, 1)], &[]),
+            spec(101, true, &[(14, 1), HOLE, (15, 1), (4, 2)], &[]),
+        ];
+        let mut devices = image_with(&run, 0, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        let history_start = devices.history().len();
+        let report = replay(&mut devices, layout(6), scanned, &MIRRORS, true).unwrap();
+        assert_eq!(backing(&devices), expected_backing(&run));
+        assert_eq!(report.blocks_replayed, 9);
+        let blocks = |kind, device| -> Vec<u64> {
+            let records = devices.history()[history_start..].iter().filter(|r: &&IoRecord| r.kind == kind && r.device == device);
+            records.map(|r| r.len_bytes / BLOCK_SIZE as u64).collect()
+        };
+        // Part 100: slots 0-4, then 6 (4 between is superseded by part 101);
+        // part 101: 14, then 15 and 4 after the hole.
+        assert_eq!(blocks(IoKind::Read, DeviceRole::Log(0)), vec![5, 1, 1, 2]);
+        let mut writes = blocks(IoKind::Write, DeviceRole::Backing);
+        writes.sort();
+        assert_eq!(writes, vec![1, 1, 1, 1, 2, 3], "1-3, 8-9, 6, 14, 15, 4");
     }
 
     fn arb_spec() -> impl Strategy<Value = SegmentSpec> {
