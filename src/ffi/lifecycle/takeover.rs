@@ -12,11 +12,13 @@ use super::super::node::{Core, Phase};
 use super::super::owner::now_ns;
 use super::super::recovery::Recovery;
 use crate::engine::{Engine, StartMode};
-use crate::recovery::ReplayReport;
+use crate::recovery::{RecoveryStage, ReplayReport};
 
 /// A takeover under way, then what it replayed (for the create call's answer).
 pub struct Takeover {
     started_ns: u64,
+    /// Milliseconds the scan took, once it is done.
+    scan_ms: Option<u64>,
     replayed: Option<(ReplayReport, u64)>,
 }
 
@@ -32,13 +34,26 @@ impl Core {
             self.params.backing
         );
         self.recovery = Some(Recovery::takeover(mirrors, self.config.backing_has_flush));
-        self.takeover = Some(Takeover { started_ns: now_ns(), replayed: None });
+        self.takeover = Some(Takeover { started_ns: now_ns(), scan_ms: None, replayed: None });
     }
 
     /// Once the replay is done: format over the same devices, naming the
     /// instance taken over; a failed replay formats nothing.
     pub(in crate::ffi) fn advance_takeover(&mut self) {
         let Some(recovery) = self.recovery.as_mut() else { return };
+        let takeover = self.takeover.as_mut().expect("a takeover under way");
+        let progress = recovery.progress();
+        let scanned = matches!(progress.stage, RecoveryStage::Replaying | RecoveryStage::Done);
+        if takeover.scan_ms.is_none() && scanned {
+            let scan_ms = now_ns().saturating_sub(takeover.started_ns) / 1_000_000;
+            takeover.scan_ms = Some(scan_ms);
+            log::warn!(
+                "{}: takeover: scanned {} log parts in {scan_ms} ms; replaying {} blocks",
+                self.params.name,
+                progress.parts_scanned,
+                progress.blocks_total
+            );
+        }
         let Some(outcome) = recovery.outcome() else { return };
         self.recovery_progress = Some(recovery.progress());
         self.recovery = None;
@@ -84,9 +99,10 @@ impl Core {
     /// The create call's answer: the name, or for a takeover the name and
     /// what it replayed.
     pub(in crate::ffi) fn created_answer(&mut self) -> String {
-        let Some((report, elapsed_ms)) = self.takeover.take().and_then(|t| t.replayed) else {
+        let Some(Takeover { scan_ms, replayed: Some((report, elapsed_ms)), .. }) = self.takeover.take() else {
             return super::super::json::string(&self.params.name);
         };
+        let scan_ms = scan_ms.unwrap_or(elapsed_ms);
         JsonObject::new()
             .string("name", &self.params.name)
             .string("taken_over_instance", &format!("{:#x}", report.instance_id))
@@ -94,7 +110,8 @@ impl Core {
             .number("parts_replayed", report.segments_replayed)
             .number("parts_after_barrier", report.segments_after_barrier)
             .raw("last_barrier_sequence", &report.last_sequence.map_or_else(|| "null".to_string(), |s| s.to_string()))
-            .number("replay_ms", elapsed_ms)
+            .number("scan_ms", scan_ms)
+            .number("replay_ms", elapsed_ms.saturating_sub(scan_ms))
             .finish()
     }
 }
