@@ -9,6 +9,7 @@ to stderr with the method that failed and ends the run with status 1.
 Needs SPDK's python `spdk` package on PYTHONPATH (tests/spdk/env.sh).
 """
 import json
+import os
 import sys
 
 from spdk.rpc.client import JSONRPCClient, JSONRPCException
@@ -18,7 +19,7 @@ def main():
     if len(sys.argv) < 4 or len(sys.argv) % 2 != 0:
         sys.stderr.write(__doc__)
         return 2
-    client = JSONRPCClient(sys.argv[1], timeout=50)
+    client = JSONRPCClient(sys.argv[1], timeout=float(os.environ.get("RIG_CALL_TIMEOUT_S", "50")))
     calls = sys.argv[2:]
     for method, params in zip(calls[::2], calls[1::2]):
         try:

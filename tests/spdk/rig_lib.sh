@@ -167,7 +167,7 @@ rig_rpc() { # server|host|SOCKET args...
 # Raw JSON-RPC calls over one connection to RIG_SOCK (which server_start and
 # host_start set while they build their app): method params-json ...
 rig_call() {
-    timeout 60 python3 "$RIG_REPO/tests/spdk/rig_call.py" "${RIG_SOCK:?rig_call: RIG_SOCK unset}" "$@"
+    timeout $((${RIG_CALL_TIMEOUT_S:-50} + 10)) python3 "$RIG_REPO/tests/spdk/rig_call.py" "${RIG_SOCK:?rig_call: RIG_SOCK unset}" "$@"
 }
 
 # ---- devices: the HHC model bdev module, or bdev_delay stand-ins ----

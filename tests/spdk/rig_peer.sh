@@ -37,7 +37,8 @@ peer_take_over() {
         server_backing_create "$RIG_BACKING" "$RIG_INITIATOR_IQN" &&
         rig_aio peer_ssd_base "$RIG_WORK/peer-ssd.img" "$RIG_SSD_MB" 4096 && make_ssd peer_ssd peer_ssd_base ||
         { rig_log "peer: the devices for the takeover could not be set up"; return 1; }
-    answer=$(rig_call bdev_hhc_create "{\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"peer_ssd\",\"logs\":[\"$RIG_PEER_HDD\"],\"policy\":\"$RIG_POLICY\",\"segment_size\":$RIG_SEGMENT_SIZE,\"takeover\":true${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}}") ||
+    # The call answers once the log is replayed: a large log takes long.
+    answer=$(RIG_CALL_TIMEOUT_S=600 rig_call bdev_hhc_create "{\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"peer_ssd\",\"logs\":[\"$RIG_PEER_HDD\"],\"policy\":\"$RIG_POLICY\",\"segment_size\":$RIG_SEGMENT_SIZE,\"takeover\":true${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}}") ||
         { rig_log "peer: bdev_hhc_create with takeover failed"; return 1; }
     rig_nvmf_subsystem "$RIG_NQN" "$RIG_HHC" "$RIG_NVMF_PORT" HHC0 "HHC rig" || { rig_log "peer: exporting $RIG_HHC failed"; return 1; }
     echo "$answer"
