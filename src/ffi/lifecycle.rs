@@ -316,7 +316,7 @@ impl Core {
                 log::info!("{}: stopped cleanly", self.params.name);
                 self.phase = Phase::Done;
             }
-            // (A takeover's replay drains too: recovery.rs frees its buffers.)
+            // A takeover's replay drains first: its buffers go with it.
             (Phase::Failed, _) if self.engine_ios == 0 && self.probe.is_none() && self.recovery.is_none() => {
                 self.after_failure_drained()
             }
