@@ -65,19 +65,22 @@ impl Recovery {
 
     /// None while it runs; then how it ended (logged, under `name`).
     pub fn finished(&mut self, name: &str, backing: &str) -> Option<RecoveryProgress> {
-        match self.0.result()? {
-            Ok(Recovered::Replayed(report)) => log::warn!(
-                "{name}: replayed {} blocks from {} log parts onto {backing} (last barrier sequence {}); \
-                 waiting for bdev_hhc_recover",
-                report.blocks_replayed,
-                report.segments_replayed,
-                report.last_sequence.map_or_else(|| "none".to_string(), |s| s.to_string())
-            ),
-            Ok(Recovered::Scanned(_)) => log::error!("{name}: the recovery stopped after its scan"),
+        match self.outcome()? {
+            Ok(report) => log::warn!("{name}: {}; waiting for bdev_hhc_recover", replayed_summary(&report, backing)),
             Err(error) => log::error!("{name}: {error}"),
         }
         Some(self.0.progress())
     }
+}
+
+/// "replayed N blocks from M log parts onto BACKING (last barrier sequence S)".
+pub fn replayed_summary(report: &ReplayReport, backing: &str) -> String {
+    format!(
+        "replayed {} blocks from {} log parts onto {backing} (last barrier sequence {})",
+        report.blocks_replayed,
+        report.segments_replayed,
+        report.last_sequence.map_or_else(|| "none".to_string(), |s| s.to_string())
+    )
 }
 
 /// The `recovery` object of `bdev_hhc_get_stats` and `bdev_hhc_get_bdevs`.

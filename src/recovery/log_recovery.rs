@@ -243,7 +243,7 @@ impl LogRecovery {
             Stage::Probe(probe) => match probe.take_result() {
                 None => return,
                 Some(Err(error)) => Stage::Done(Err(RecoveryError::Scan(error))),
-                Some(Ok((_, layout))) => {
+                Some(Ok(layout)) => {
                     self.layout = Some(layout);
                     Stage::Scan(Box::new(LogScanner::new(layout, self.mirrors.clone(), self.alloc.as_mut())))
                 }

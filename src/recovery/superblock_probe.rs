@@ -18,7 +18,7 @@ pub struct SuperblockProbe {
     queued: VecDeque<DeviceIo>,
     /// Per copy (mirror position × 2 + unit), once read.
     statuses: Vec<Option<IoStatus>>,
-    result: Option<Result<(LogSuperblock, LogLayout), ScanError>>,
+    result: Option<Result<LogLayout, ScanError>>,
 }
 
 impl SuperblockProbe {
@@ -46,13 +46,13 @@ impl SuperblockProbe {
         }
     }
 
-    /// The newest valid superblock over every mirror and the layout it
-    /// describes, once every read is back.
-    pub fn take_result(&mut self) -> Option<Result<(LogSuperblock, LogLayout), ScanError>> {
+    /// The layout the newest valid superblock over every mirror describes,
+    /// once every read is back.
+    pub fn take_result(&mut self) -> Option<Result<LogLayout, ScanError>> {
         self.result.take()
     }
 
-    fn choose(&mut self) -> Result<(LogSuperblock, LogLayout), ScanError> {
+    fn choose(&mut self) -> Result<LogLayout, ScanError> {
         if self.statuses.iter().all(|s| *s != Some(IoStatus::Ok)) {
             return Err(ScanError::SuperblocksUnreadable);
         }
@@ -68,8 +68,7 @@ impl SuperblockProbe {
             }
         }
         let superblock = newest.ok_or(ScanError::NoValidSuperblock)?;
-        let layout = log_layout(&superblock).map_err(|e| ScanError::GeometryMismatch(format!("the newest superblock: {e}")))?;
-        Ok((superblock, layout))
+        log_layout(&superblock).map_err(|e| ScanError::GeometryMismatch(format!("the newest superblock: {e}")))
     }
 }
 

@@ -10,7 +10,7 @@ use super::super::json::JsonObject;
 use super::super::memory::DmaAllocator;
 use super::super::node::{Core, Phase};
 use super::super::owner::now_ns;
-use super::super::recovery::Recovery;
+use super::super::recovery::{replayed_summary, Recovery};
 use crate::engine::{Engine, StartMode};
 use crate::recovery::{RecoveryStage, ReplayReport};
 
@@ -73,14 +73,10 @@ impl Core {
         let takeover = self.takeover.as_mut().expect("a takeover under way");
         let elapsed_ms = now_ns().saturating_sub(takeover.started_ns) / 1_000_000;
         log::warn!(
-            "{}: took over instance {:#x}: replayed {} blocks from {} log parts onto {} (last barrier sequence {}) in {elapsed_ms} ms; \
-             formatting cache bdev {} (instance {:#x})",
+            "{}: took over instance {:#x}: {} in {elapsed_ms} ms; formatting cache bdev {} (instance {:#x})",
             self.params.name,
             report.instance_id,
-            report.blocks_replayed,
-            report.segments_replayed,
-            self.params.backing,
-            report.last_sequence.map_or_else(|| "none".to_string(), |s| s.to_string()),
+            replayed_summary(&report, &self.params.backing),
             self.params.cache,
             self.config.instance_id
         );
