@@ -372,7 +372,7 @@ JSON
 # there, and the bdev_hhc_create that follows then only confirms it (and
 # switches the policy if it differs). The server must be up.
 host_start() { # [policy]
-    local policy=${1:-$RIG_POLICY} logs i hhc_params
+    local policy=${1:-$RIG_POLICY} logs i
     rig_running host && { rig_log "host already running (pid $(rig_pid host))"; return 0; }
     RIG_POLICY=$policy
     host_spawn || return 1
@@ -394,8 +394,8 @@ host_start() { # [policy]
     fi
     server_backing_create "$RIG_BACKING" "$RIG_INITIATOR_IQN" ||
         { rig_log "host: the backing $RIG_BACKING could not be created: $(server_describe) (is the server up?)"; return 1; }
-    hhc_params="\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"$RIG_CACHE\",\"logs\":[$logs],\"policy\":\"$policy\",\"segment_size\":$RIG_SEGMENT_SIZE${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}"
-    rig_call bdev_hhc_create "{$hhc_params}" >/dev/null || { rig_log "host: bdev_hhc_create failed"; return 1; }
+    rig_call bdev_hhc_create "$(rig_hhc_params "$RIG_CACHE" "$logs" "$policy")" >/dev/null ||
+        { rig_log "host: bdev_hhc_create failed"; return 1; }
     if tail -n +"$mark" "$RIG_HOST_LOG" | grep -q "examine: assembling HHC bdev '$RIG_HHC'"; then
         rig_log "host: $RIG_HHC assembled by examine from its cache superblock, confirmed by bdev_hhc_create"
     fi
@@ -405,6 +405,12 @@ host_start() { # [policy]
         rig_log "host: $RIG_HHC created (cache $RIG_CACHE formatted), policy $policy"
     fi
     host_export
+}
+
+# bdev_hhc_create's params for hhc0 over RIG_BACKING: LOGS is a JSON list's
+# inside ("hdd0","peern1"); MORE, more keys ("takeover":true).
+rig_hhc_params() { # cache logs policy [more]
+    echo "{\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"$1\",\"logs\":[$2],\"policy\":\"$3\",\"segment_size\":$RIG_SEGMENT_SIZE${4:+,$4}${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}}"
 }
 
 # The host's hhc_tgt, no bdevs yet, its RPC socket up; rig.env saved.

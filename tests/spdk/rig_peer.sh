@@ -38,7 +38,7 @@ peer_take_over() {
         rig_aio peer_ssd_base "$RIG_WORK/peer-ssd.img" "$RIG_SSD_MB" 4096 && make_ssd peer_ssd peer_ssd_base ||
         { rig_log "peer: the devices for the takeover could not be set up"; return 1; }
     # The call answers once the log is replayed: a large log takes long.
-    answer=$(RIG_CALL_TIMEOUT_S=600 rig_call bdev_hhc_create "{\"name\":\"$RIG_HHC\",\"backing\":\"$RIG_BACKING\",\"cache\":\"peer_ssd\",\"logs\":[\"$RIG_PEER_HDD\"],\"policy\":\"$RIG_POLICY\",\"segment_size\":$RIG_SEGMENT_SIZE,\"takeover\":true${RIG_HHC_ARGS:+,$RIG_HHC_ARGS}}") ||
+    answer=$(RIG_CALL_TIMEOUT_S=600 rig_call bdev_hhc_create "$(rig_hhc_params peer_ssd "\"$RIG_PEER_HDD\"" "$RIG_POLICY" '"takeover":true')") ||
         { rig_log "peer: bdev_hhc_create with takeover failed"; return 1; }
     rig_nvmf_subsystem "$RIG_NQN" "$RIG_HHC" "$RIG_NVMF_PORT" HHC0 "HHC rig" || { rig_log "peer: exporting $RIG_HHC failed"; return 1; }
     echo "$answer"
