@@ -7,6 +7,7 @@
 pub mod log_recovery;
 pub mod replay;
 pub mod scan;
+mod scan_windows;
 pub mod superblock_probe;
 
 #[cfg(test)]

@@ -2,19 +2,22 @@
 //! of the segments from the head, each where the one before says the next
 //! starts, until no mirror holds the next one.
 //!
-//! Part reads are sequential and one at a time: the log sits on HDDs, and
-//! the scan needs each header before it knows how much to read.
+//! Parts are followed in memory: whole segments are read ahead of the scan
+//! from the mirror it reads (`scan_windows`), so a log on an HDD streams.
+//! Where a segment's read fails, its parts are read one at a time, header
+//! first, as a single bad block must not hide the parts around it.
 //!
 //! (Its last 200 lines are tests.)
 
 use crate::config::LogLayout;
 use crate::format::{sealed_len, LogSuperblock, SegmentHeader, LOG_SUPERBLOCK_COPIES, UNIT_BYTES};
+use super::scan_windows::{SegmentWindows, WindowState};
 use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos};
 use std::collections::VecDeque;
 use std::fmt;
 
 const REGION_SUPERBLOCKS: u32 = 0;
-const REGION_SEGMENT: u32 = 1;
+const REGION_WINDOWS: u32 = 1;
 
 /// One valid part of the run that starts at the log head.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,8 +125,12 @@ impl std::error::Error for ScanError {}
 #[derive(Clone, Copy, Debug)]
 enum Pending {
     SuperblockCopy(usize),
-    SegmentFirstBlock,
-    SegmentRest { total_len: usize },
+    /// A whole segment into this window.
+    Window(usize),
+    /// The current part's first block, into its place in this window.
+    PartFirstBlock(usize),
+    /// The rest of the current part's header, into the same window.
+    PartRest(usize),
 }
 
 /// Where the part scan stands: which part, which mirror is being tried.
@@ -164,7 +171,10 @@ pub struct LogScanner {
     /// cache superblock says): a mirror of another one is left out.
     expected_instance: Option<u64>,
     superblock_memory: Box<dyn IoRegion>,
-    segment_memory: Box<dyn IoRegion>,
+    windows: SegmentWindows,
+    /// A part read one block or header at a time is in flight: the scan
+    /// waits for it, whatever other reads complete.
+    part_read_in_flight: bool,
     queued: VecDeque<(DeviceIo, Pending)>,
     in_flight: Vec<(IoId, Pending)>,
     next_io_id: IoId,
@@ -182,7 +192,8 @@ impl LogScanner {
             lost: vec![false; mirrors.len()],
             expected_instance: None,
             superblock_memory: alloc.alloc(copies_count.max(1) * UNIT_BYTES),
-            segment_memory: alloc.alloc(layout.segment.segment_bytes as usize),
+            windows: SegmentWindows::new(layout.segment.segment_bytes as usize, alloc),
+            part_read_in_flight: false,
             mirrors,
             queued: VecDeque::new(),
             in_flight: Vec::new(),
@@ -380,7 +391,7 @@ impl LogScanner {
 
     fn start_segments(&mut self, scan: SegmentScan) {
         self.phase = Phase::Segments(scan);
-        self.try_next_copy();
+        self.scan_parts();
     }
 
     fn scan_mut(&mut self) -> &mut SegmentScan {
@@ -397,21 +408,155 @@ impl LogScanner {
         }
     }
 
-    /// Reads the first block of the current position from the next mirror
-    /// still to try, or ends the position when none is left.
-    fn try_next_copy(&mut self) {
-        let Phase::Segments(scan) = &mut self.phase else { unreachable!("segment read outside the segment phase") };
-        let lost = &self.lost;
-        let Some(attempt) = (scan.attempt..self.mirrors.len()).find(|&a| !lost[a] && scan.readable[a]) else {
-            return self.end_of_run();
-        };
-        scan.attempt = attempt;
-        let offset = part_offset(&self.layout, scan);
-        let buffer = IoBuffer::Engine { region: REGION_SEGMENT, offset_bytes: 0 };
-        let block_size = self.layout.segment.block_size as usize;
-        self.queue_read(attempt, offset, block_size, buffer, Pending::SegmentFirstBlock);
+    /// Follows the run from the part it stands at, in memory as far as the
+    /// segments are read, until it must wait for a read or the run ends.
+    fn scan_parts(&mut self) {
+        while !self.part_read_in_flight {
+            let Phase::Segments(scan) = &mut self.phase else { return };
+            let lost = &self.lost;
+            let Some(attempt) = (scan.attempt..self.mirrors.len()).find(|&a| !lost[a] && scan.readable[a]) else {
+                return self.end_of_run();
+            };
+            scan.attempt = attempt;
+            let position = scan.position;
+            self.read_ahead(attempt, position);
+            // No window free yet: one frees when its read completes.
+            let Some(window) = self.windows.find(attempt, position) else { return };
+            match self.windows.get(window).state {
+                WindowState::Loading => return,
+                WindowState::Loaded => self.judge_part(window),
+                WindowState::Failed(status) => {
+                    // Counted once; its parts are then read one at a time.
+                    self.scan_mut().io_errors += 1;
+                    debug_assert_ne!(status, IoStatus::Ok);
+                    self.windows.set_state(window, WindowState::PartByPart);
+                    return self.read_part_first_block(window);
+                }
+                WindowState::PartByPart => return self.read_part_first_block(window),
+            }
+        }
     }
 
+    /// Reads `position` (and the positions after it, as windows allow) from
+    /// mirror `attempt`, whole segments, in order.
+    fn read_ahead(&mut self, attempt: usize, position: u32) {
+        self.windows.release_behind(position);
+        if self.windows.find(attempt, position).is_none() && !self.windows.has_free() {
+            self.windows.evict_furthest();
+        }
+        let last = (position as usize + self.windows.count()).min(self.layout.segments_count as usize) as u32;
+        for ahead in position..last {
+            if self.windows.find(attempt, ahead).is_some() {
+                continue;
+            }
+            let Some(window) = self.windows.take(attempt, ahead) else { return };
+            let offset = self.layout.segment_offset(self.segment_at(ahead));
+            let buffer = IoBuffer::Engine { region: REGION_WINDOWS, offset_bytes: self.windows.offset_bytes(window) as u32 };
+            let len = self.layout.segment.segment_bytes as usize;
+            self.queue_read(attempt, offset, len, buffer, Pending::Window(window));
+        }
+    }
+
+    /// Segment index `position` segments after the head.
+    fn segment_at(&self, position: u32) -> u32 {
+        let superblock = &self.scan_ref().superblock;
+        ((superblock.head_segment as u64 + position as u64) % self.layout.segments_count as u64) as u32
+    }
+
+    fn handle_window_read(&mut self, window: usize, status: IoStatus) {
+        if status == IoStatus::DeviceLost {
+            self.lost[self.windows.get(window).mirror_position] = true;
+        }
+        let state = if status == IoStatus::Ok { WindowState::Loaded } else { WindowState::Failed(status) };
+        self.windows.set_state(window, state);
+        self.scan_parts();
+    }
+
+    /// Judges the current part from the segment in `window`.
+    fn judge_part(&mut self, window: usize) {
+        let block_size = self.layout.segment.block_size as usize;
+        let start = self.scan_ref().first_block as usize * block_size;
+        let layout = self.layout.segment;
+        let from_part = &self.windows.segment(window)[start..];
+        let header = match sealed_len(&layout, &from_part[..block_size]) {
+            Ok(total_len) if total_len <= from_part.len() => SegmentHeader::decode(&layout, &from_part[..total_len]).ok(),
+            _ => None,
+        };
+        match header.filter(|header| self.in_place(header)) {
+            Some(header) => self.accept(header),
+            None => self.copy_failed(IoStatus::Ok),
+        }
+    }
+
+    /// A copy counts only if it sits where the run expects it.
+    fn in_place(&self, header: &SegmentHeader) -> bool {
+        let scan = self.scan_ref();
+        let (index, sequence) = position_target(&self.layout, scan);
+        let place = (scan.superblock.instance_id, index, sequence, scan.part, scan.first_block);
+        // A part of an earlier run after one of a later run was left by a
+        // run that crashed (it landed past a hole); one of a later run than
+        // the superblock names was never written by this log.
+        let runs = scan.run..=scan.superblock.run;
+        (header.instance_id, header.segment_index, header.sequence, header.part, header.first_block) == place
+            && runs.contains(&header.run)
+    }
+
+    /// The current part's first block from mirror `scan.attempt`, into its
+    /// place in `window` (whose whole-segment read failed).
+    fn read_part_first_block(&mut self, window: usize) {
+        let block_size = self.layout.segment.block_size as usize;
+        let scan = self.scan_ref();
+        let in_segment = scan.first_block as usize * block_size;
+        let (attempt, offset) = (scan.attempt, part_offset(&self.layout, scan));
+        let offset_bytes = (self.windows.offset_bytes(window) + in_segment) as u32;
+        let buffer = IoBuffer::Engine { region: REGION_WINDOWS, offset_bytes };
+        self.part_read_in_flight = true;
+        self.queue_read(attempt, offset, block_size, buffer, Pending::PartFirstBlock(window));
+    }
+
+    fn handle_part_first_block(&mut self, window: usize, status: IoStatus) {
+        self.part_read_in_flight = false;
+        if status != IoStatus::Ok {
+            self.copy_failed(status);
+            return self.scan_parts();
+        }
+        let block_size = self.layout.segment.block_size as usize;
+        let scan = self.scan_ref();
+        let in_segment = scan.first_block as usize * block_size;
+        let room = self.layout.segment.segment_bytes as usize - in_segment;
+        let (attempt, offset) = (scan.attempt, part_offset(&self.layout, scan));
+        let first_block = &self.windows.segment(window)[in_segment..in_segment + block_size];
+        match sealed_len(&self.layout.segment, first_block) {
+            Ok(total_len) if total_len > block_size && total_len <= room => {
+                let offset_bytes = (self.windows.offset_bytes(window) + in_segment + block_size) as u32;
+                let buffer = IoBuffer::Engine { region: REGION_WINDOWS, offset_bytes };
+                self.part_read_in_flight = true;
+                let rest = Pending::PartRest(window);
+                self.queue_read(attempt, offset + block_size as u64, total_len - block_size, buffer, rest);
+            }
+            Ok(_) => {
+                self.judge_part(window);
+                self.scan_parts();
+            }
+            Err(_) => {
+                self.copy_failed(IoStatus::Ok);
+                self.scan_parts();
+            }
+        }
+    }
+
+    fn handle_part_rest(&mut self, window: usize, status: IoStatus) {
+        self.part_read_in_flight = false;
+        if status == IoStatus::Ok {
+            self.judge_part(window);
+        } else {
+            self.copy_failed(status);
+        }
+        self.scan_parts();
+    }
+
+    /// Mirror `scan.attempt` has no valid copy of the current part (`Ok`:
+    /// it read, but the copy is invalid); the next mirror is tried.
     fn copy_failed(&mut self, status: IoStatus) {
         let scan = self.scan_mut();
         let attempt = scan.attempt;
@@ -424,58 +569,6 @@ impl LogScanner {
             }
         }
         self.scan_mut().attempt += 1;
-        self.try_next_copy();
-    }
-
-    fn handle_first_block(&mut self, status: IoStatus) {
-        if status != IoStatus::Ok {
-            return self.copy_failed(status);
-        }
-        let block_size = self.layout.segment.block_size as usize;
-        let first_block = &self.segment_memory.as_mut_slice()[..block_size];
-        match sealed_len(&self.layout.segment, first_block) {
-            Ok(total_len) if total_len > block_size => self.read_rest(total_len),
-            Ok(total_len) => self.check_copy(total_len),
-            Err(_) => self.copy_failed(IoStatus::Ok),
-        }
-    }
-
-    fn read_rest(&mut self, total_len: usize) {
-        let scan = self.scan_mut();
-        let attempt = scan.attempt;
-        let block_size = self.layout.segment.block_size as usize;
-        let offset_bytes = part_offset(&self.layout, self.scan_ref()) + block_size as u64;
-        let buffer = IoBuffer::Engine { region: REGION_SEGMENT, offset_bytes: block_size as u32 };
-        self.queue_read(attempt, offset_bytes, total_len - block_size, buffer, Pending::SegmentRest { total_len });
-    }
-
-    fn handle_rest(&mut self, total_len: usize, status: IoStatus) {
-        if status != IoStatus::Ok {
-            return self.copy_failed(status);
-        }
-        self.check_copy(total_len);
-    }
-
-    /// A copy counts only if it decodes and sits where the run expects it.
-    fn check_copy(&mut self, total_len: usize) {
-        let decoded = SegmentHeader::decode(&self.layout.segment, &self.segment_memory.as_mut_slice()[..total_len]);
-        let scan = self.scan_ref();
-        let (index, sequence) = position_target(&self.layout, scan);
-        let instance_id = scan.superblock.instance_id;
-        let place = (instance_id, index, sequence, scan.part, scan.first_block);
-        // A part of an earlier run after one of a later run was left by a
-        // run that crashed (it landed past a hole); one of a later run than
-        // the superblock names was never written by this log.
-        let runs = scan.run..=scan.superblock.run;
-        match decoded {
-            Ok(header)
-                if (header.instance_id, header.segment_index, header.sequence, header.part, header.first_block) == place
-                    && runs.contains(&header.run) =>
-            {
-                self.accept(header)
-            }
-            _ => self.copy_failed(IoStatus::Ok),
-        }
     }
 
     fn accept(&mut self, header: SegmentHeader) {
@@ -510,9 +603,8 @@ impl LogScanner {
         }
         // The ring holds segments_count segments; a longer run would be a lap.
         if scan.position == segments_count {
-            return self.end_of_run();
+            self.end_of_run();
         }
-        self.try_next_copy();
     }
 
     /// No mirror holds the next segment: the run ends here, unless no mirror
@@ -567,15 +659,16 @@ impl IoMachine for LogScanner {
         }
         match pending {
             Pending::SuperblockCopy(copy) => self.handle_superblock_read(copy, status),
-            Pending::SegmentFirstBlock => self.handle_first_block(status),
-            Pending::SegmentRest { total_len } => self.handle_rest(total_len, status),
+            Pending::Window(window) => self.handle_window_read(window, status),
+            Pending::PartFirstBlock(window) => self.handle_part_first_block(window, status),
+            Pending::PartRest(window) => self.handle_part_rest(window, status),
         }
     }
 
     fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
         match region {
             REGION_SUPERBLOCKS => self.superblock_memory.as_mut_slice(),
-            REGION_SEGMENT => self.segment_memory.as_mut_slice(),
+            REGION_WINDOWS => self.windows.memory_mut(),
             _ => panic!("log scanner has no region {region}"),
         }
     }
@@ -768,6 +861,105 @@ mod tests {
         let mirrors: Vec<u8> = scanned.segments.iter().map(|s| s.mirror).collect();
         assert_eq!(mirrors, vec![0, 1, 0]);
         assert_eq!(scanned.corrupt_copies_detected, 1);
+    }
+
+    /// A log of several parts a segment, the head in the middle of the ring.
+    fn image_of_packed_parts() -> LogImage {
+        let mut image = LogImage::new(layout(6), 2);
+        image.write_superblock(1, 4, 20);
+        for (position, index) in [4, 5, 0, 1].into_iter().enumerate() {
+            let sequence = 20 + position as u64;
+            let first = spec(sequence, false, &[(position as u64, 1), (9, position as u64)], &[]);
+            image.write_parts(index, &[first, spec(sequence, true, &[(10 + position as u64, 1)], &[])], true);
+        }
+        image
+    }
+
+    fn expected_places(scanned: &ScannedLog) -> Vec<(u32, u64, u32)> {
+        scanned.segments.iter().map(|s| (s.segment_index, s.sequence, s.part)).collect()
+    }
+
+    /// Carries out `io`, issued by `scanner` (commands the test holds back
+    /// until it has seen what was issued at once).
+    fn execute(devices: &mut crate::driver::mem::MemDevices, scanner: &mut LogScanner, io: &DeviceIo) {
+        let IoBuffer::Engine { region, offset_bytes } = io.buffer else { unreachable!("scanner reads into its memory") };
+        let memory = &mut scanner.io_memory_mut(region)[offset_bytes as usize..][..io.len_bytes as usize];
+        let status = crate::driver::SyncDevices::execute(devices, io, memory);
+        scanner.handle_io_completion(0, io.id, status);
+    }
+
+    /// Once the superblocks are read, the scan reads whole segments of the
+    /// preferred mirror ahead of itself, in ring order from the head, all
+    /// at once, and follows every part from them: no other read.
+    #[test]
+    fn reads_whole_segments_ahead_and_follows_the_parts_in_memory() {
+        let mut devices = image_of_packed_parts().into_devices();
+        let mut scanner = LogScanner::new(layout(6), vec![0, 1], &mut HeapAllocator);
+        for _ in 0..4 {
+            assert!(crate::driver::step(&mut devices, &mut scanner, 0).unwrap());
+        }
+        let segment_bytes = layout(6).segment.segment_bytes as u64;
+        let mut issued = Vec::new();
+        while let Some(io) = scanner.poll_io() {
+            issued.push(io);
+        }
+        let places: Vec<(DeviceRole, u64, u64)> = issued.iter().map(|io| (io.device, io.offset_bytes, io.len_bytes)).collect();
+        let whole = |index: u32| (DeviceRole::Log(0), layout(6).segment_offset(index), segment_bytes);
+        assert_eq!(places, [4, 5, 0, 1, 2, 3].map(whole).to_vec(), "the whole ring is 6 segments");
+        for io in issued {
+            execute(&mut devices, &mut scanner, &io);
+        }
+        // Where the run ends (segment 2 was never written), mirror 1's copy
+        // is read too: whole segments again.
+        let mut later = Vec::new();
+        while let Some(io) = scanner.poll_io() {
+            later.push((io.device, io.offset_bytes, io.len_bytes));
+            execute(&mut devices, &mut scanner, &io);
+        }
+        let on_mirror_1 = |index: u32| (DeviceRole::Log(1), layout(6).segment_offset(index), segment_bytes);
+        assert_eq!(later, vec![on_mirror_1(2)]);
+        let scanned = scanner.take_result().unwrap().unwrap();
+        let mut expected = Vec::new();
+        for (position, index) in [4u32, 5, 0, 1].into_iter().enumerate() {
+            expected.extend([(index, 20 + position as u64, 0), (index, 20 + position as u64, 1)]);
+        }
+        assert_eq!(expected_places(&scanned), expected);
+        assert_eq!(scanned.last_barrier, Some(7));
+        assert_eq!((scanned.corrupt_copies_detected, scanned.io_errors), (0, 0));
+    }
+
+    /// A bad block anywhere in a segment fails its whole read; the parts
+    /// of that segment are then read one at a time from the same mirror,
+    /// and only a part that cannot be read itself goes to the other one.
+    #[test]
+    fn a_segment_that_fails_whole_is_read_part_by_part() {
+        struct WholeSegmentsFail(crate::driver::mem::MemDevices, u64);
+        impl crate::driver::SyncDevices for WholeSegmentsFail {
+            fn execute(&mut self, io: &DeviceIo, data: &mut [u8]) -> IoStatus {
+                if io.device == DeviceRole::Log(0) && io.len_bytes == self.1 {
+                    return IoStatus::Error;
+                }
+                self.0.execute(io, data)
+            }
+        }
+        let segment_bytes = layout(6).segment.segment_bytes as u64;
+        let mut devices = WholeSegmentsFail(image_of_packed_parts().into_devices(), segment_bytes);
+        let mut scanner = LogScanner::new(layout(6), vec![0, 1], &mut HeapAllocator);
+        crate::driver::pump(&mut devices, &mut scanner).unwrap();
+        let scanned = scanner.take_result().unwrap().unwrap();
+        assert_eq!(expected_places(&scanned).len(), 8);
+        assert!(scanned.segments.iter().all(|s| s.mirror == 0), "{scanned:?}");
+        // One error a segment of the run and one for the segment after it.
+        assert_eq!(scanned.io_errors, 5);
+        // After the superblocks: per part its first block, then the rest of
+        // it (header and data: what its checksum covers); then the first
+        // block where the run ends, and the other mirror's segment there.
+        let reads: Vec<(DeviceRole, u64)> = devices.0.history()[4..].iter().map(|r| (r.device, r.len_bytes)).collect();
+        let part = [(DeviceRole::Log(0), BLOCK_SIZE as u64), (DeviceRole::Log(0), 2 * BLOCK_SIZE as u64)];
+        let single = [(DeviceRole::Log(0), BLOCK_SIZE as u64), (DeviceRole::Log(0), BLOCK_SIZE as u64)];
+        let mut expected = [part, single].concat().repeat(4);
+        expected.extend([(DeviceRole::Log(0), BLOCK_SIZE as u64), (DeviceRole::Log(1), segment_bytes)]);
+        assert_eq!(reads, expected);
     }
 
     #[test]
