@@ -21,10 +21,11 @@ use std::fmt;
 pub const REPLAY_PARALLELISM: usize = 16;
 /// A run is live blocks of one segment within this many bytes (at least a
 /// block), read from the log in one command that takes what lies between
-/// them too (part headers, superseded slots) and written back in one
-/// command per stretch of adjacent LBAs in adjacent slots. On a rotating
-/// log a skipped block costs a revolution, far more than reading it: runs
-/// of adjacent slots alone read a log of many small parts at ~23 MiB/s.
+/// them too (part headers, superseded slots), and what lies between the
+/// previous run's read and it (a segment's header block), and written back
+/// in one command per stretch of adjacent LBAs in adjacent slots. On a
+/// rotating log a skipped block costs a revolution, far more than reading
+/// it: runs of adjacent slots alone read a log of many small parts at ~24 MiB/s.
 pub const REPLAY_RUN_BYTES: usize = 128 << 10;
 /// Tries per backing write or flush before a replay gives up.
 pub const BACKING_ATTEMPTS: u32 = 8;
@@ -197,6 +198,11 @@ pub struct Replay {
     free_staging_slots: Vec<usize>,
     /// Backing writes of each staging slot's run still in flight.
     writes_left: Vec<usize>,
+    /// Blocks each staging slot's read takes before its run's first live
+    /// block: the gap after the read before it.
+    leads: Vec<u32>,
+    /// Where the last read issued ended: (mirror, device byte offset).
+    last_read_end: Option<(u8, u64)>,
     superblock_memory: Box<dyn IoRegion>,
     queued: VecDeque<(DeviceIo, Pending)>,
     in_flight: HashMap<IoId, Pending>,
@@ -224,6 +230,8 @@ impl Replay {
             staging: alloc.alloc(REPLAY_PARALLELISM * run_blocks * block_size),
             run_blocks,
             writes_left: vec![0; REPLAY_PARALLELISM],
+            leads: vec![0; REPLAY_PARALLELISM],
+            last_read_end: None,
             superblock_memory: alloc.alloc(mirrors.len().max(1) * UNIT_BYTES),
             free_staging_slots: (0..REPLAY_PARALLELISM).rev().collect(),
             layout,
@@ -292,22 +300,43 @@ impl Replay {
     }
 
     /// Where plan block `first + skip` of the run in `staging_slot` sits:
-    /// as far from the slot's start as its log slot from the run's first.
+    /// as far from the slot's start as its log slot from the read's first.
     fn staging_buffer(&self, staging_slot: usize, first: usize, skip: usize) -> IoBuffer {
-        let blocks_in = (self.plan.blocks[first + skip].slot - self.plan.blocks[first].slot) as usize;
+        let from_first = self.plan.blocks[first + skip].slot - self.plan.blocks[first].slot;
+        let blocks_in = (self.leads[staging_slot] + from_first) as usize;
         let offset_bytes = ((staging_slot * self.run_blocks + blocks_in) * self.layout.segment.block_size as usize) as u32;
         IoBuffer::Engine { region: REGION_STAGING, offset_bytes }
     }
 
-    /// Plan blocks of the run starting at plan block `first`: those after it
-    /// in the plan's log order in the same segment, read from the same
-    /// mirror, within `run_blocks` slots of it.
-    fn run_len(&self, first: usize) -> usize {
+    /// Device offset of `block`'s slot on any mirror.
+    fn log_offset(&self, block: &LiveBlock) -> u64 {
+        self.layout.segment_offset(block.segment_index) + block.slot as u64 * self.layout.segment.block_size as u64
+    }
+
+    /// Blocks between the last read and the run starting at `head`, when the
+    /// run is read from the same mirror a little after it (at most half a
+    /// run): its read starts where that one ended, so the disk streams on.
+    fn lead_for(&self, head: &LiveBlock) -> u32 {
+        let Some((mirror, end)) = self.last_read_end else { return 0 };
+        let block_size = self.layout.segment.block_size as u64;
+        let gap_blocks = self.log_offset(head).checked_sub(end).map_or(u64::MAX, |gap| gap / block_size);
+        if mirror == head.mirror && gap_blocks <= self.run_blocks as u64 / 2 {
+            gap_blocks as u32
+        } else {
+            0
+        }
+    }
+
+    /// Plan blocks of the run starting at plan block `first`, its read
+    /// taking `lead` blocks before it: those after it in the plan's log
+    /// order in the same segment, read from the same mirror, that fit in
+    /// `run_blocks` with the lead.
+    fn run_len(&self, first: usize, lead: u32) -> usize {
         let blocks = &self.plan.blocks;
         let head = blocks[first];
         let follows = |b: &LiveBlock| {
             (b.segment_index, b.sequence, b.mirror) == (head.segment_index, head.sequence, head.mirror)
-                && b.slot < head.slot + self.run_blocks as u32
+                && b.slot + lead < head.slot + self.run_blocks as u32
         };
         1 + blocks[first + 1..].iter().take_while(|b| follows(b)).count()
     }
@@ -329,12 +358,18 @@ impl Replay {
         let live = self.plan.blocks[first];
         let Some(mirror) = self.mirror_for_attempt(&live, attempt) else { return false };
         let block_size = self.layout.segment.block_size as u64;
-        let offset_bytes = self.layout.segment_offset(live.segment_index) + live.slot as u64 * block_size;
-        let buffer = self.staging_buffer(staging_slot, first, 0);
+        let lead_bytes = self.leads[staging_slot] as u64 * block_size;
+        let offset_bytes = self.log_offset(&live) - lead_bytes;
+        let buffer = IoBuffer::Engine { region: REGION_STAGING, offset_bytes: self.staging_slot_offset(staging_slot) };
         let pending = Pending::LogRead { staging_slot, first, count, attempt };
-        let len_bytes = self.run_span(first, count) * block_size;
+        let len_bytes = lead_bytes + self.run_span(first, count) * block_size;
+        self.last_read_end = Some((mirror, offset_bytes + len_bytes));
         self.queue(DeviceRole::Log(mirror), IoKind::Read, offset_bytes, len_bytes, buffer, pending);
         true
+    }
+
+    fn staging_slot_offset(&self, staging_slot: usize) -> u32 {
+        (staging_slot * self.run_blocks * self.layout.segment.block_size as usize) as u32
     }
 
     /// The run read into `staging_slot`, one write per stretch of adjacent
@@ -421,7 +456,9 @@ impl Replay {
     fn start_copies(&mut self) {
         while self.phase == Phase::Copying && self.failure.is_none() && self.next_block < self.plan.blocks.len() {
             let Some(staging_slot) = self.free_staging_slots.pop() else { return };
-            let count = self.run_len(self.next_block);
+            let lead = self.lead_for(&self.plan.blocks[self.next_block]);
+            self.leads[staging_slot] = lead;
+            let count = self.run_len(self.next_block, lead);
             let started = self.queue_log_read(staging_slot, self.next_block, count, 0);
             assert!(started, "attempt 0 always has the scanned mirror");
             self.next_block += count;
@@ -766,9 +803,9 @@ mod tests {
     }
 
     /// The live blocks of a segment are one log read, what lies between
-    /// them read too and left unwritten; each stretch of adjacent LBAs in
-    /// adjacent slots is one backing write. A superseded entry or a hole
-    /// ends a write, not the read.
+    /// them (and between the read before and them) read too and left
+    /// unwritten; each stretch of adjacent LBAs in adjacent slots is one
+    /// backing write. A superseded entry or a hole ends a write, not the read.
     #[test]
     fn adjacent_blocks_are_read_and_written_in_runs() {
         let run = vec![
@@ -786,8 +823,9 @@ mod tests {
             records.map(|r| r.len_bytes / BLOCK_SIZE as u64).collect()
         };
         // Part 100: slots 0-6 (4, superseded by part 101, read and left);
-        // part 101: 14, the hole, 15 and 4.
-        assert_eq!(blocks(IoKind::Read, DeviceRole::Log(0)), vec![7, 4]);
+        // part 101, in the next segment: from where that read ended, its
+        // header block, then 14, the hole, 15 and 4.
+        assert_eq!(blocks(IoKind::Read, DeviceRole::Log(0)), vec![7, 1 + 4]);
         let mut writes = blocks(IoKind::Write, DeviceRole::Backing);
         writes.sort();
         assert_eq!(writes, vec![1, 1, 1, 1, 2, 3], "1-3, 8-9, 6, 14, 15, 4");
