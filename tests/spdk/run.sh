@@ -1290,9 +1290,11 @@ ceph_cluster() {
 ceph_check() { ceph_cluster && ceph_drill drills_ceph.sh ceph_run "$1"; }
 # What each cache in front of RBD loses (tests/spdk/drills_ceph_losses.sh).
 ceph_loss() { ceph_cluster && ceph_drill drills_ceph_losses.sh loss_run "$1"; }
+# A takeover over Ceph by the peer host (tests/spdk/drills_ceph_peer.sh).
+ceph_peer_drill() { ceph_cluster && ceph_drill drills_ceph_peer.sh drill_run "$1"; }
 # shellcheck disable=SC2030,SC2031 # (its settings stay in its subshell)
 ceph_drill() ( # script (of tests/spdk) function check [kind]
-    export RIG_WORK RIG_SERVER=${4:-ceph} RIG_NVMF_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
+    export RIG_WORK RIG_SERVER=${4:-ceph} RIG_NVMF_PORT RIG_PEER_PORT RIG_EXPORTS=nvmf CEPH_DIR OUT
     RIG_WORK=$(rig_work)-ceph
     # shellcheck source=/dev/null
     . "$REPO/tests/spdk/$1"
@@ -1933,6 +1935,12 @@ ceph_tests() {
         ceph_check ceph_osd_hang
     run_test ceph_mon_restart "Ceph drill: the mon restarted under load; passes and write-back go on, nothing lost" \
         ceph_check ceph_mon_restart
+    run_test ceph_peer_takeover_fenced \
+        "Ceph drill, peer host: the host frozen under load and fenced (ceph-fence.sh); the peer takes over, writes a newer pass; the host's write-back refused, the image holds the peer's pass" \
+        ceph_peer_drill drill_ceph_peer_takeover_fenced
+    run_test ceph_peer_takeover_unfenced_check_can_fail \
+        "Ceph drill, peer host: the same without the fence; the host writes older passes over the peer's and the image check catches it" \
+        ceph_peer_drill drill_ceph_peer_takeover_unfenced_check_can_fail
     ceph_loss_tests
 }
 
