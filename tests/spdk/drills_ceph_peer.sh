@@ -29,14 +29,20 @@ host_freeze() { kill -STOP "$(rig_pid host)"; }
 host_thaw() { kill -CONT "$(rig_pid host)"; }
 
 # One takeover: fence = 1 blocklists the host before the peer opens the
-# image. Sets CEPH_HOST_WROTE_BACK (1: the thawed host's flush_all wrote
-# its cache back without an error); the caller checks the image.
-ceph_takeover() { # fence
-    local fence=$1 k answer outcome
+# image; locked = 1 has the host write its cache back once after the first
+# pass, so that it holds the image's exclusive lock when it is frozen. Sets
+# CEPH_HOST_WROTE_BACK (1: the thawed host's flush_all wrote its cache
+# back without an error); the caller checks the image.
+ceph_takeover() { # fence locked
+    local fence=$1 locked=$2 k answer outcome
     local RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'}
     CEPH_IMAGE_FEATURES=$CEPH_TAKEOVER_FEATURES rig_up hhc || return 1
     drill_load_start
-    drill_wait_passes 2 || return 1
+    drill_wait_passes 1 || return 1
+    if [ "$locked" = 1 ]; then
+        ceph_flush_all "$RIG_HOST_SOCK" 60 >/dev/null || { drill_log "the host could not write its cache back"; return 1; }
+    fi
+    drill_wait_passes 1 || return 1
     sleep "$(awk -v r="$RANDOM" 'BEGIN {printf "%.1f", (r % 26) / 10}')"
     host_freeze
     drill_load_stop
@@ -90,10 +96,12 @@ sys.exit(0 if done and errors == 0 else 2 if errors else 1)' "$stats"
     done
 }
 
-# The host fenced: its write-back refused by the cluster; the image alone
-# holds the peer's pass.
+# The host, holding the image's exclusive lock, fenced: the lock broken,
+# its write-back refused by the cluster; the image alone holds the peer's
+# pass.
 drill_ceph_peer_takeover_fenced() {
-    ceph_takeover 1 || return 1
+    ceph_takeover 1 1 || return 1
+    grep -q "lock .* broken" "$RIG_WORK/fence.log" || { drill_log "the host held no lock on the image to break"; return 1; }
     [ "$CEPH_HOST_WROTE_BACK" = 0 ] || { drill_log "the fenced host wrote its cache back"; return 1; }
     drill_verify_raid
 }
@@ -102,7 +110,7 @@ drill_ceph_peer_takeover_fenced() {
 # older passes over the peer's (the exclusive lock alone passes to it on
 # request).
 drill_ceph_peer_takeover_unfenced_check_can_fail() {
-    ceph_takeover 0 || return 1
+    ceph_takeover 0 0 || return 1
     [ "$CEPH_HOST_WROTE_BACK" = 1 ] || { drill_log "the host, not fenced, could not write its cache back"; return 1; }
     if drill_verify_raid; then
         drill_log "the image verified though the host was not fenced: the check cannot tell"
