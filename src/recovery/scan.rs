@@ -9,9 +9,9 @@
 //!
 //! (Its last 200 lines are tests.)
 
+use super::scan_windows::{SegmentWindows, WindowState};
 use crate::config::LogLayout;
 use crate::format::{sealed_len, LogSuperblock, SegmentHeader, LOG_SUPERBLOCK_COPIES, UNIT_BYTES};
-use super::scan_windows::{SegmentWindows, WindowState};
 use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos};
 use std::collections::VecDeque;
 use std::fmt;
@@ -129,7 +129,8 @@ enum Pending {
     Window(usize),
     /// The current part's first block, into its place in this window.
     PartFirstBlock(usize),
-    /// The rest of the current part's header, into the same window.
+    /// The rest of the current part (all its checksum covers), into the
+    /// same window.
     PartRest(usize),
 }
 
@@ -172,8 +173,8 @@ pub struct LogScanner {
     expected_instance: Option<u64>,
     superblock_memory: Box<dyn IoRegion>,
     windows: SegmentWindows,
-    /// A part read one block or header at a time is in flight: the scan
-    /// waits for it, whatever other reads complete.
+    /// A read of the current part alone is in flight: the scan waits for
+    /// it, whatever other reads complete.
     part_read_in_flight: bool,
     queued: VecDeque<(DeviceIo, Pending)>,
     in_flight: Vec<(IoId, Pending)>,
