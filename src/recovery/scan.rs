@@ -310,6 +310,10 @@ impl LogScanner {
         let mut newest: Option<LogSuperblock> = None;
         let mut foreign: Option<ScanError> = None;
         let mut superblock_units = vec![None; self.mirrors.len()];
+        // The index each mirror's own superblock gives it: what the in-sync
+        // mask counts, whatever slot it was given here (a takeover or `hhc
+        // recover` may read the log's mirror 1 as its only one).
+        let mut recorded_index: Vec<u8> = self.mirrors.clone();
         for (position, units) in superblock_units.iter_mut().enumerate() {
             let readable = (0..copies).filter(|unit| statuses[position * copies + unit] == IoStatus::Ok);
             let unit_bytes =
@@ -333,6 +337,7 @@ impl LogScanner {
                 return Err(ScanError::Replayed { mirror: self.mirrors[position] });
             }
             *units = Some(unit_list[chosen] as u64);
+            recorded_index[position] = superblock.mirror_index;
             if let Some(best) = &newest {
                 if best.instance_id != superblock.instance_id {
                     let mirror = self.mirrors[position];
@@ -355,7 +360,7 @@ impl LogScanner {
         // in sync: a stale one has holes and may hold older parts where the
         // others have newer ones. With none of them readable, the stale ones
         // are all there is.
-        let in_sync: Vec<bool> = self.mirrors.iter().map(|&m| superblock.in_sync(m)).collect();
+        let in_sync: Vec<bool> = recorded_index.iter().map(|&m| superblock.in_sync(m)).collect();
         let stale_mirrors =
             (0..self.mirrors.len()).filter(|&p| superblock_units[p].is_some() && !in_sync[p]).map(|p| self.mirrors[p]).collect();
         let in_sync_unavailable = (0..self.mirrors.len()).all(|p| !in_sync[p] || self.lost[p]);
@@ -747,6 +752,28 @@ mod tests {
         assert_eq!(scanned.stale_mirrors, vec![1]);
         assert_eq!(sequences(&scanned), vec![(0, 100), (1, 101)]);
         assert_eq!(scanned.segments[1].lbas, vec![3]);
+    }
+
+    /// A mirror read in another slot than the one it had (a takeover of
+    /// the log's mirror 1 reads it as its only log, slot 0) is judged by
+    /// the index its own superblock gives it: stale here, though the mask
+    /// counts slot 0 in sync.
+    #[test]
+    fn a_mirror_in_another_slot_is_judged_by_its_own_index() {
+        let mut image = image_with_a_stale_mirror();
+        let newest = LogSuperblock { in_sync_mask: 0b01, ..image.superblock(4, 0, 100, 1) };
+        image.write_superblock_unit(1, 0, &newest);
+        let mut devices = crate::driver::mem::MemDevices::new();
+        devices.insert(DeviceRole::Log(0), image.mirrors[1].clone());
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        assert!(scanned.in_sync_unavailable, "{scanned:?}");
+        assert_eq!(scanned.stale_mirrors, vec![0]);
+        // In sync by its own index, it is not.
+        let in_sync = LogSuperblock { in_sync_mask: 0b10, ..newest };
+        devices.device_mut(DeviceRole::Log(0)).unwrap()[..UNIT_BYTES].fill(0);
+        in_sync.encode(&mut devices.device_mut(DeviceRole::Log(0)).unwrap()[..UNIT_BYTES]);
+        let scanned = scan(&mut devices, layout(6), &[0]).unwrap();
+        assert!(!scanned.in_sync_unavailable && scanned.stale_mirrors.is_empty(), "{scanned:?}");
     }
 
     #[test]
