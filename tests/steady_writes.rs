@@ -498,7 +498,7 @@ const LATENCY_NS_MAX: Nanos = 5_000_000;
 /// printed second by second as it goes, for diagnosis (`HHC_STEADY_CPU=1`
 /// adds where the modelled CPU time went, and calls and requests that took
 /// long; `HHC_STEADY_BEYOND=1` writes over four times the cache,
-/// `beyond_the_cache`; `HHC_STEADY_LOG_MB=N` makes the log N MiB).
+/// `beyond_the_cache`).
 #[test]
 fn one_run_from_the_environment() {
     let Ok(spec) = std::env::var("HHC_STEADY") else { return };
@@ -508,13 +508,10 @@ fn one_run_from_the_environment() {
     let threshold = policy_spec.next().map_or(Config::default().dirty_threshold_percent, |p| p.parse().unwrap());
     let flush_every = parts.next().map_or(0, |p| p.parse().unwrap());
     let seconds = parts.next().map_or(SECONDS, |p| p.parse().unwrap());
-    let mut config = match std::env::var("HHC_STEADY_BEYOND") {
+    let config = match std::env::var("HHC_STEADY_BEYOND") {
         Ok(_) => beyond_the_cache(policy, threshold),
         Err(_) => Config { dirty_threshold_percent: threshold, ..config(policy) },
     };
-    if let Ok(mib) = std::env::var("HHC_STEADY_LOG_MB") {
-        config.log_device_bytes = mib.parse::<u64>().expect("HHC_STEADY_LOG_MB: MiB") << 20;
-    }
     run_with(config, flush_every, seconds);
 }
 
@@ -574,21 +571,4 @@ fn hhc_with_a_flush_every_64_writes() {
     assert_no_cliff(&wb);
     assert_no_cliff(&hhc);
     assert!(hhc_rate >= 0.8 * wb_rate, "hhc {hhc_rate:.0} writes/s vs wb {wb_rate:.0}");
-}
-
-/// A short log (128 MiB, a FLUSH every 64 writes: the SPDK bench's
-/// `LOG_MB=128` fsync point) on RAM-speed devices: superblocks are durable
-/// in microseconds, so one goes as soon as the head moves when space is
-/// short (src/engine/log_superblock.rs). Waiting for the head to pass as
-/// many segments as the buffers, as on an HDD, held those segments: about
-/// 100 request blocks waited for log space at any time, and reclamation
-/// re-logged half as much again (6.8 K blocks/s against 4.5 K).
-#[test]
-fn a_short_log_on_fast_devices_lets_no_write_wait_for_space() {
-    let config = Config { log_device_bytes: 128 << 20, ..config(Policy::Hhc) };
-    let outcome = run_with(config, 64, 4);
-    for (i, second) in outcome.seconds.iter().enumerate().skip(1) {
-        assert_eq!(second.waiting_max, 0, "{}: second {i}: request blocks waited for log space", outcome.label);
-    }
-    assert!(outcome.latency_ns_max <= LATENCY_NS_MAX, "{}: a request took {} us", outcome.label, outcome.latency_ns_max / 1000);
 }

@@ -144,7 +144,7 @@ impl BarrierGaps {
 }
 
 /// An exponentially weighted mean, a quarter for the newest sample.
-pub(super) fn smooth(mean: Option<Nanos>, sample: Nanos) -> Nanos {
+fn smooth(mean: Option<Nanos>, sample: Nanos) -> Nanos {
     mean.map_or(sample, |mean| mean - mean / 4 + sample / 4)
 }
 

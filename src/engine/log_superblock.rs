@@ -3,7 +3,6 @@
 //! in two alternating copies so that a torn write leaves the other.
 
 use super::flush::LogStage;
-use super::gap::{smooth, GAP_WORTH_NS};
 use super::{Engine, Op};
 use crate::format::{LogSuperblock, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
@@ -27,26 +26,22 @@ impl Engine {
     }
 
     /// Whether the log is short of space and a superblock would free
-    /// enough of what the head has passed. On an HDD each one costs a
-    /// mirror two positionings (to the superblock and back to the tail),
-    /// about a segment's transfer; written whenever the head moved, one
+    /// enough of what the head has passed. Each one costs a mirror two
+    /// positionings (to the superblock and back to the tail), about a
+    /// segment's transfer on an HDD; written whenever the head moved, one
     /// went every two to four segments and took a quarter of the log HDD's
-    /// time (fileserver, a log the cache's size, in the simulator). So there
-    /// one waits until the head has passed as many segments as the buffers
-    /// may be writing at once, but no more than lie between the low mark and
+    /// time (fileserver, a log the cache's size, in the simulator). So one
+    /// waits until the head has passed as many segments as the buffers may
+    /// be writing at once, but no more than lie between the low mark and
     /// the re-logging reserve (waiting for more, it came only once the log
     /// was down to that reserve: 2-3 % fewer IOPS at a log twice the
     /// cache), or until the log is down to the revoke reserve, where
-    /// reclamation can move nothing more until space comes back. Where
-    /// superblocks are seen to be durable sooner than a rotating disk could
-    /// make them (a RAM or SSD log), waiting saves nothing and only holds
-    /// the passed segments: one goes as soon as the head has moved.
+    /// reclamation can move nothing more until space comes back.
     fn short_of_passed_segments(&self) -> bool {
         let passed = self.log.head_sequence - self.log.durable_head_sequence;
         let band = self.log_low_free_segments().saturating_sub(OpenFor::Relog.min_free());
-        let cheap = self.logging.superblock_wait_ns.is_some_and(|wait| wait < GAP_WORTH_NS);
-        let lag = if cheap { 1 } else { (self.config.log_buffers_count as u64).min(band).max(1) };
-        self.log_space_low() && (passed >= lag || self.log.segments_free() < OpenFor::Relog.min_free())
+        let enough = passed >= (self.config.log_buffers_count as u64).min(band).max(1);
+        self.log_space_low() && (enough || self.log.segments_free() < OpenFor::Relog.min_free())
     }
 
     /// Writes the superblock (recording `head`) to every writable mirror;
@@ -127,8 +122,6 @@ impl Engine {
         if self.logging.superblock_ops_pending > 0 {
             return;
         }
-        let wait = self.now.saturating_sub(self.logging.last_superblock_at);
-        self.logging.superblock_wait_ns = Some(smooth(self.logging.superblock_wait_ns, wait));
         let head = self.logging.superblock_head;
         self.superblock_masks_settled();
         self.log.superblock_durable(head);

@@ -47,10 +47,6 @@ pub(super) struct LogWork {
     pub superblock_mask_durable: u16,
     pub superblock_mask_in_flight: u16,
     pub last_superblock_at: Nanos,
-    /// Smoothed time from issuing a superblock to its being durable on
-    /// every mirror written (log_superblock.rs: what waiting to write one
-    /// saves).
-    pub superblock_wait_ns: Option<Nanos>,
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
     pub reclaim_cursor: u64,
