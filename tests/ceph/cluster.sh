@@ -102,6 +102,12 @@ mon data avail warn = 2
 mon data avail crit = 1
 paxos propose interval = 0.05
 paxos min wait = 0.01
+# A PG's read lease is 0.8 x this grace (16 s by default). On a one-OSD
+# pool a PG whose lease runs out while the OSD is stopped stays laggy, its
+# client ops parked, until the OSD's next interval (Ceph 16; see
+# ceph/ceph-container#1682): a drill's 15 s SIGSTOP sometimes wedged it.
+# With one OSD no peer acts on the grace.
+osd heartbeat grace = 60
 
 [mon]
 mon data = $CEPH_DIR/mon.a
@@ -214,6 +220,18 @@ ceph_wait_osd_up() { # timeout-s
 ceph_wait_clean() { # timeout-s
     ceph_wait_status 's["pgmap"]["num_pgs"] > 0 and sum(x["count"] for x in s["pgmap"].get("pgs_by_state", []) if x["state_name"] == "active+clean") == s["pgmap"]["num_pgs"]' \
         "$1" "every PG active+clean"
+}
+
+# The cluster serves: every PG active+clean (not laggy: a PG whose read
+# lease ran out parks every op) and an object written and read back, each
+# within the timeout (a stopped OSD still shows its PGs active+clean).
+ceph_serving() { # timeout-s
+    local probe=$CEPH_DIR/run/probe
+    ceph_wait_clean "$1" || return 1
+    date +%s%N >"$probe"
+    timeout "$1" rados -c "$CEPH_CONF" -p "$CEPH_POOL" put hhc-probe "$probe" &&
+        timeout "$1" rados -c "$CEPH_CONF" -p "$CEPH_POOL" get hhc-probe "$probe.back" && cmp -s "$probe" "$probe.back" ||
+        { ceph_log "pool $CEPH_POOL: an object could not be written and read back within $1 s"; return 1; }
 }
 
 ceph_up() {

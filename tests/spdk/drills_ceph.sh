@@ -137,6 +137,9 @@ ceph_osd_hang() {
         { drill_log "log entries revoked, or dirty blocks dropped, while the OSD was stopped"; return 1; }
     drill_wait_stat "s['counters']['writebacks'] > $wb0" 60 || { drill_log "write-back did not resume after SIGCONT"; return 1; }
     drill_log "OSD resumed (SIGCONT); write-back resumed ($(drill_stat 's["counters"]["writebacks"]') blocks)"
+    # (a PG whose read lease ran out while the OSD was stopped can stay
+    # laggy, every op to it parked: tests/ceph/cluster.sh's grace)
+    ceph_wait_clean 60 || { drill_log "Ceph: a PG not active+clean 60 s after SIGCONT"; return 1; }
     drill_wait_passes 1 && drill_load_stop || return 1
     drill_verify_hhc || return 1
     drill_wait_stat 'not s["flush_all_in_progress"]' 300 || return 1

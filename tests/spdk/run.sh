@@ -1277,9 +1277,18 @@ ceph_unavailable() {
 }
 
 # The cluster, brought up once (in run.sh's own shell: the tests after
-# this one find it).
+# this one find it). A cluster an earlier test left unable to serve
+# (ceph_serving within 30 s) is brought down and up anew, loudly: one
+# wedged cluster must not fail every Ceph test after it.
 ceph_cluster() {
-    [ "${CEPH_STATE:-}" != up ] || return 0
+    if [ "${CEPH_STATE:-}" = up ]; then
+        (. "$REPO/tests/ceph/cluster.sh" && ceph_serving 30) >"$WORK/ceph-health.log" 2>&1 && return 0
+        log "### the Ceph cluster is not serving after the last test: brought down and up again ###"
+        sed 's/^/[spdk-tests] /' "$WORK/ceph-health.log"
+        echo "${name%%:*}" >>"$WORK/ceph-rebuilt"
+        KEEP= bash "$REPO/tests/ceph/cluster.sh" down "$CEPH_DIR" >/dev/null 2>&1
+        CEPH_STATE=
+    fi
     [ -z "${CEPH_STATE:-}" ] || { echo "the Ceph cluster did not come up before"; return 1; }
     CEPH_STATE=failed
     bash "$REPO/tests/ceph/cluster.sh" up "$CEPH_DIR" 2>&1 | tee "$WORK/ceph-up.log" | sed 's/^/[spdk-tests] /' || return 1
@@ -2058,6 +2067,8 @@ main() {
     [ ! -e "$WORK/rig-no-tgt" ] || log "### SKIPPED the tgt_* tests: no tgtd (apt-get install tgt) ###"
     [ ! -e "$WORK/rig-no-tgtrbd" ] || log "### SKIPPED the tgtrbd_* tests: $(cat "$WORK/rig-no-tgtrbd") ###"
     [ ! -s "$WORK/ceph-up.log" ] || grep -h 'cluster up in' "$WORK/ceph-up.log" | sed 's/^/[spdk-tests] /'
+    [ ! -s "$WORK/ceph-rebuilt" ] ||
+        log "### the Ceph cluster was found not serving and brought up anew before: $(paste -sd' ' "$WORK/ceph-rebuilt") ###"
     echo "$PASSED passed, $FAILED failed in $SECONDS s"
     [ "$FAILED" -eq 0 ]
 }
