@@ -35,6 +35,7 @@ mod pacing;
 mod reclaim;
 mod requests;
 mod revokes;
+mod starved;
 mod startup;
 mod stats;
 mod switch;
@@ -198,6 +199,7 @@ pub struct Engine {
     flushes: Vec<FlushState>,
     commit: Commit,
     writeback: Writeback,
+    starved: starved::StarvedLbas,
     /// Back-pressure on writes while the log is short of space.
     throttle: throttle::LogThrottle,
     logging: logging::LogWork,
@@ -328,6 +330,7 @@ impl Engine {
             flushes: Vec::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(&config, blocks_count),
+            starved: starved::StarvedLbas::with_capacity(16),
             throttle: throttle::LogThrottle::default(),
             logging: logging::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),

@@ -374,6 +374,9 @@ impl Engine {
     /// `hhc`, copies it into the log. False if no free block is available.
     pub(super) fn try_start_block_write(&mut self, key: u32, i: u32, data: Option<&dyn RequestData>, epoch: u32, back: bool) -> bool {
         let lba = (self.request(key).lba + i as u64) as u32;
+        if back && self.write_waits_for_writeback(lba) {
+            return false;
+        }
         let logged = back && self.log_active();
         let mut shortage = 0.0;
         if logged {

@@ -46,6 +46,9 @@ pub struct Stats {
     /// Write blocks admitted at the log's back-pressure rate, while the log
     /// was short of space (engine/throttle.rs).
     pub writes_throttled: u64,
+    /// LBAs whose new writes waited for a flush's write-back of them: the
+    /// LBA was rewritten faster than commits completed (engine/starved.rs).
+    pub writeback_starved_lbas: u64,
     pub superblock_writes: u64,
     pub commits: u64,
     pub meta_pages_written: u64,
@@ -117,7 +120,7 @@ impl Stats {
     /// The running totals by name (`log_wraps` among them: it only grows):
     /// with `gauges`, the one list of names every report uses (the CLI, the
     /// timed simulator, the SPDK info JSON).
-    pub fn counters(&self) -> [(&'static str, u64); 36] {
+    pub fn counters(&self) -> [(&'static str, u64); 37] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -139,6 +142,7 @@ impl Stats {
             ("log_blocks_relogged", self.log_blocks_relogged),
             ("writes_waited_unheld", self.writes_waited_unheld),
             ("writes_throttled", self.writes_throttled),
+            ("writeback_starved_lbas", self.writeback_starved_lbas),
             ("superblock_writes", self.superblock_writes),
             ("commits", self.commits),
             ("meta_pages_written", self.meta_pages_written),

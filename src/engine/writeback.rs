@@ -454,12 +454,15 @@ impl Engine {
         let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
         if !dirty {
             // Already clean (or gone): nothing older than its current value is dirty.
+            self.starvation_over(lba);
             self.writeback_resolved(pass, lba, true);
             return true;
         }
         let Some(mut block) = self.writeback_ready(lba) else {
             if let Some(current) = self.cache.lookup(lba) {
-                self.held_for_commit(current);
+                if self.held_for_commit(current) && pass != PASS_NONE {
+                    self.pass_waits_for_commit(lba);
+                }
             }
             return false;
         };
@@ -528,6 +531,7 @@ impl Engine {
             PASS_NONE
         };
         self.cache.pin(block);
+        self.starvation_over(block_lba);
         self.writeback.lbas_in_flight.insert_writeback(block_lba);
         self.writeback.in_flight_passes.insert(block_lba, (block, pass));
     }

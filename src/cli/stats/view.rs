@@ -204,6 +204,7 @@ impl View<'_> {
             _ => {}
         }
         self.counter_row("depth halvings", "writeback_depth_halvings");
+        self.counter_row("LBAs whose writes waited for it", "writeback_starved_lbas");
         match (s.flush_all_in_progress, s.flush_all_blocks_remaining) {
             (Some(true), remaining) => {
                 let remaining = remaining.map_or_else(String::new, |n| format!(", {n} blocks to go"));
