@@ -7,6 +7,7 @@
 
 use hhc::config::{Config, Policy};
 use hhc::driver::harness::Harness;
+use hhc::engine::Timer;
 use hhc::format::META_ENTRIES_PER_PAGE;
 
 const BS: usize = 4096;
@@ -34,6 +35,8 @@ fn stepped_config() -> Config {
 struct Visits {
     seen: u64,
     most: u64,
+    /// Timers that brought the engine back for a commit's next step.
+    commit_step_timers: u32,
 }
 
 impl Visits {
@@ -59,7 +62,9 @@ impl Visits {
     fn run_until(&mut self, harness: &mut Harness, done: impl Fn(&Harness) -> bool) {
         while !done(harness) {
             if !harness.step() && !done(harness) {
-                let at = harness.engine.poll_timeout().expect("work left asks for a timer");
+                let (timer, at) = harness.engine.next_timer().expect("work left asks for a timer");
+                assert_eq!(harness.engine.poll_timeout(), Some(at), "poll_timeout is the earliest timer");
+                self.commit_step_timers += u32::from(timer == Timer::CommitStep);
                 harness.now = harness.now.max(at);
                 harness.engine.handle_timer(harness.now);
             }
@@ -96,4 +101,6 @@ fn a_commit_round_is_encoded_and_applied_a_step_at_a_time() {
     // step besides (`Engine::maybe_commit`).
     let two_steps = 2 * STEP_PAGES as u64 * ENTRIES_PER_PAGE;
     assert!(most <= two_steps, "one call visited {most} blocks: more than two steps of {STEP_PAGES} pages ({two_steps} entries)");
+    // Steps no request's completion ran came back on the commit's own timer.
+    assert!(visits.commit_step_timers > 0, "no step ran on the commit step timer");
 }

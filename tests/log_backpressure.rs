@@ -7,12 +7,19 @@ mod common;
 use common::*;
 use hhc::config::Policy;
 use hhc::driver::harness::Harness;
+use hhc::engine::Timer;
 use hhc::io::{DeviceRole, Nanos};
+use std::collections::HashMap;
 
 const MS: Nanos = 1_000_000;
 
 /// One write of `lba`, run to completion; its latency in virtual time.
 fn timed_write(harness: &mut Harness, lba: u64, write: u64) -> Nanos {
+    timed_write_counting(harness, lba, write, &mut HashMap::new())
+}
+
+/// `timed_write`, counting the timers that fired while it waited.
+fn timed_write_counting(harness: &mut Harness, lba: u64, write: u64, fired: &mut HashMap<Timer, u32>) -> Nanos {
     let started = harness.now;
     let id = harness.write(lba, block_data(lba, write));
     for _ in 0..1_000_000 {
@@ -22,7 +29,9 @@ fn timed_write(harness: &mut Harness, lba: u64, write: u64) -> Nanos {
             return harness.now - started;
         }
         if !harness.step() {
-            let at = harness.engine.poll_timeout().expect("a waiting write has a timer").max(harness.now + 1);
+            let (timer, at) = harness.engine.next_timer().expect("a waiting write has a timer");
+            *fired.entry(timer).or_default() += 1;
+            let at = at.max(harness.now + 1);
             harness.now = at;
             harness.engine.handle_timer(at);
         }
@@ -42,9 +51,12 @@ fn writes_slow_down_as_the_log_runs_short_and_none_waits_past_the_bound() {
     // Nothing can be written back, so the log frees nothing.
     harness.set_stalled(DeviceRole::Backing, true);
     assert_eq!(harness.engine.stats().log_shortage_percent, 0, "an empty log is not short");
-    let latencies: Vec<Nanos> = (0..300).map(|lba| timed_write(&mut harness, lba, 1)).collect();
+    let mut fired = HashMap::new();
+    let latencies: Vec<Nanos> = (0..300).map(|lba| timed_write_counting(&mut harness, lba, 1, &mut fired)).collect();
     let stats = harness.engine.stats();
     assert!(stats.writes_throttled > 0, "{stats:?}");
+    // Throttled writes came in on the admission timer, not on the tick.
+    assert!(fired.get(&Timer::ThrottleAdmit).is_some_and(|&n| n > 0), "timers fired: {fired:?}");
     // The stats say why writes slowed: the log is short of space.
     assert!((1..=100).contains(&stats.log_shortage_percent), "{stats:?}");
     let early = latencies[..50].iter().max().unwrap();

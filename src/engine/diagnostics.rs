@@ -58,8 +58,9 @@ impl Engine {
             .map(|f| format!("pass {} {:?} wb_done {} commit {:?}", f.writeback_pass, f.log, self.writeback.passes.done_through(f.writeback_pass), f.commit_target))
             .collect();
         format!(
-            "state {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (passes open: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
+            "state {:?}; next timer {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (passes open: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
             self.state,
+            self.next_timer(),
             self.requests.len(),
             self.waiting.len(),
             ops,

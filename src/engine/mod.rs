@@ -41,12 +41,14 @@ mod stats;
 mod switch;
 mod throttle;
 mod through;
+mod timers;
 mod waiting;
 mod writeback;
 mod writeback_queue;
 
 pub use control::{ControlError, FlushAllProgress, MirrorState};
 pub use stats::{MemoryReport, Stats};
+pub use timers::Timer;
 
 use crate::queue::Rewind;
 use crate::cache::CacheIndex;
@@ -506,6 +508,7 @@ impl Engine {
 
     /// Time passes: background write-back, logging, commits, reclamation.
     pub fn handle_timer(&mut self, now: Nanos) {
+        self.note_timer_fired(now);
         self.now = now;
         self.run_background();
     }
@@ -576,30 +579,10 @@ impl Engine {
         self.completions_out.pop_front_rewound()
     }
 
-    /// When the engine wants `handle_timer` next, if at all.
+    /// When the engine wants `handle_timer` next, if at all (the earliest
+    /// of its timers, engine/timers.rs).
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        if !matches!(self.state, EngineState::Ready | EngineState::Stopping) {
-            return None;
-        }
-        let busy = self.cache.dirty_count() > 0
-            || !self.waiting.is_empty()
-            || !self.flushes.is_empty()
-            || self.commit.wanted()
-            || self.log.head_sequence > self.log.durable_head_sequence;
-        let tick = self.now + self.tick_ns();
-        let timer = busy.then(|| self.throttle_timeout().map_or(tick, |at| at.min(tick)));
-        let commit_step = self.commit.has_step_due().then_some(self.now + COMMIT_STEP_DELAY_NS);
-        timer.into_iter().chain(commit_step).min()
-    }
-
-    fn tick_ns(&self) -> Nanos {
-        let tick = (self.config.idle_after_ns / 10).max(100_000);
-        // A clean stop waits for no idle detection.
-        if self.state == EngineState::Stopping {
-            tick.min(STOPPING_TICK_NS)
-        } else {
-            tick
-        }
+        self.next_timer().map(|(_, at)| at)
     }
 
     pub fn io_memory_mut(&mut self, region: u32) -> &mut [u8] {
