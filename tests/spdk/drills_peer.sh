@@ -8,6 +8,8 @@
 set -u -o pipefail
 # shellcheck source=tests/spdk/drills.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/drills.sh"
+# shellcheck source=tests/spdk/takeover_frozen.sh
+. "$RIG_REPO/tests/spdk/takeover_frozen.sh"
 export RIG_PEER=1
 
 # One line of a mirror's command latencies in hhc0's stats.
@@ -204,7 +206,42 @@ drill_peer_takeover_return() {
     drill_verify_raid
 }
 
-PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover drill_peer_takeover_return drill_peer_takeover_rpc"
+# A host cut off, not dead, over tgt (takeover_frozen.sh), the target
+# admitting initiators by name (RIG_TGT_ACL=names; the peer logs in under
+# a name of its own). fence = 1: scripts/tgt-fence.sh unbinds the host's
+# name and closes its sessions before the peer takes over.
+tgt_takeover() { # fence
+    local RIG_TGT_ACL=names RIG_HHC_ARGS=${RIG_HHC_ARGS:-'"dirty_threshold":100,"idle_after_ms":600000'}
+    peer_takeover_rig && drill_load_start && drill_wait_passes 2 || return 1
+    if [ "$1" = 1 ]; then
+        takeover_of_frozen_host bash "$RIG_REPO/scripts/tgt-fence.sh" -C "$(tgt_port)" --tid 1 --initiator-name "$RIG_INITIATOR_IQN"
+    else
+        takeover_of_frozen_host
+    fi
+}
+
+# Fenced: the thawed host's write-back refused (its session closed, its
+# login rejected); the LUN alone holds the peer's pass.
+drill_tgt_takeover_fenced() {
+    tgt_takeover 1 || return 1
+    grep -q "^fenced: " "$RIG_WORK/fence.log" || { drill_log "the fence did not say it fenced"; return 1; }
+    [ "$TAKEOVER_HOST_WROTE_BACK" = 0 ] || { drill_log "the fenced host wrote its cache back"; return 1; }
+    drill_verify_raid
+}
+
+# Without the fence the check must fail: the thawed host's write-back
+# puts older passes over the peer's.
+drill_tgt_takeover_unfenced_check_can_fail() {
+    tgt_takeover 0 || return 1
+    [ "$TAKEOVER_HOST_WROTE_BACK" = 1 ] || { drill_log "the host, not fenced, could not write its cache back"; return 1; }
+    if drill_verify_raid; then
+        drill_log "the LUN verified though the host was not fenced: the check cannot tell"
+        return 1
+    fi
+    drill_log "checked: without the fence the LUN check fails"
+}
+
+PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover drill_peer_takeover_return drill_peer_takeover_rpc drill_tgt_takeover_fenced drill_tgt_takeover_unfenced_check_can_fail"
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     failed=0

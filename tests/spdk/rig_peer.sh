@@ -9,6 +9,9 @@ RIG_PEER_NQN=nqn.2016-06.io.spdk:hhc-peer
 RIG_PEER_CTRLR=peer     # the host's bdev_nvme controller of the peer
 RIG_PEER_BDEV=peern1    # the peer's mirror as the host sees it
 RIG_PEER_HDD=phdd       # the HDD model on the peer
+# The peer's iSCSI initiator: a name of its own, so a target that admits
+# initiators by name can fence the host alone (scripts/tgt-fence.sh).
+RIG_PEER_INITIATOR_IQN=iqn.2016-06.io.spdk:hhc-peer
 
 # The peer's hhc_tgt with its mirror exported (its file survives a kill
 # and a restart, as a disk would).
@@ -34,7 +37,7 @@ peer_stop() { rig_stop peer TERM; }
 peer_take_over() {
     local RIG_SOCK=$RIG_PEER_SOCK answer
     rig_call nvmf_delete_subsystem "{\"nqn\":\"$RIG_PEER_NQN\"}" >/dev/null &&
-        server_backing_create "$RIG_BACKING" "$RIG_INITIATOR_IQN" &&
+        server_backing_create "$RIG_BACKING" "$RIG_PEER_INITIATOR_IQN" &&
         rig_aio peer_ssd_base "$RIG_WORK/peer-ssd.img" "$RIG_SSD_MB" 4096 && make_ssd peer_ssd peer_ssd_base ||
         { rig_log "peer: the devices for the takeover could not be set up"; return 1; }
     # The call answers once the log is replayed: a large log takes long.

@@ -30,7 +30,7 @@
 RIG_BACKING=iscsi0
 RIG_TGTRBD_CACHE=${RIG_TGTRBD_CACHE:-on}
 # shellcheck disable=SC2034 # (saved in rig.env by rig_save_env)
-RIG_SERVER_VARS="CEPH_DIR RIG_CEPH_IMAGE RIG_CEPH_OWNED RIG_TGT_WRITE_CACHE RIG_TGT_CONTROL_PORT RIG_TGTRBD_CACHE"
+RIG_SERVER_VARS="CEPH_DIR RIG_CEPH_IMAGE RIG_CEPH_OWNED RIG_TGT_WRITE_CACHE RIG_TGT_ACL RIG_TGT_CONTROL_PORT RIG_TGTRBD_CACHE"
 
 # rbd_cache as librados takes it.
 tgtrbd_cache() { if [ "$RIG_TGTRBD_CACHE" = on ]; then echo true; else echo false; fi; }

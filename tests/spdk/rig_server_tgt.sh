@@ -3,7 +3,9 @@
 # iSCSI target (package tgt: tgtd, tgtadm), a target RIG_TARGET_IQN with
 # LUN 1 backed by the file RIG_WORK/tgt-lun1.img (backing store rdwr: pread/pwrite
 # on the file), portal 127.0.0.1:RIG_ISCSI_PORT, initiators from 127.0.0.1
-# only. tgtd runs in the foreground (-f) under its own control port, so it
+# only (RIG_TGT_ACL=address) or those of the host, its checks and the peer
+# by name alone (RIG_TGT_ACL=names: what scripts/tgt-fence.sh needs to
+# keep one host out). tgtd runs in the foreground (-f) under its own control port, so it
 # neither daemonizes nor meets another tgtd. Sourced by rig_lib.sh, which
 # documents the functions every server kind provides.
 #
@@ -17,11 +19,12 @@
 
 RIG_ISCSI_LUN=1   # tgt's LUN 0 is the target's controller
 RIG_TGT_WRITE_CACHE=${RIG_TGT_WRITE_CACHE:-on}
+RIG_TGT_ACL=${RIG_TGT_ACL:-address}
 # The control port only names tgtd's socket (/var/run/tgtd/socket.PORT);
 # empty: the portal's port, unique on the machine.
 RIG_TGT_CONTROL_PORT=${RIG_TGT_CONTROL_PORT:-}
 # shellcheck disable=SC2034 # (saved in rig.env by rig_save_env)
-RIG_SERVER_VARS="RIG_TGT_WRITE_CACHE RIG_TGT_CONTROL_PORT"
+RIG_SERVER_VARS="RIG_TGT_WRITE_CACHE RIG_TGT_ACL RIG_TGT_CONTROL_PORT"
 
 # The LUN's file (RIG_WORK may change after this file is sourced).
 tgt_img() { echo "$RIG_WORK/tgt-lun1.img"; }
@@ -60,7 +63,7 @@ tgt_rig_start() {
     done
     if ! { tgt_adm --lld iscsi --op new --mode target --tid 1 -T "$RIG_TARGET_IQN" &&
         tgt_lun_new &&
-        tgt_write_cache && tgt_adm --lld iscsi --op bind --mode target --tid 1 -I 127.0.0.1; }; then
+        tgt_write_cache && tgt_acl; }; then
         rig_log "server: tgtadm could not build the target"
         tail -5 "$RIG_SERVER_LOG" >&2
         return 1
@@ -74,6 +77,19 @@ tgt_lun_new() {
     img=$(tgt_img)
     [ -e "$img" ] || truncate -s "${RIG_RAID_MB}M" "$img" || return 1
     tgt_adm --lld iscsi --op new --mode logicalunit --tid 1 --lun "$RIG_ISCSI_LUN" -b "$img" --bstype rdwr
+}
+# Who may log in: every initiator from 127.0.0.1, or by name the host's,
+# rig_iscsi_fio's and the peer's.
+tgt_acl() {
+    local iqn
+    case $RIG_TGT_ACL in
+        address) tgt_adm --lld iscsi --op bind --mode target --tid 1 -I 127.0.0.1 ;;
+        names)
+            for iqn in "$RIG_INITIATOR_IQN" "$RIG_INITIATOR_IQN-check" "$RIG_PEER_INITIATOR_IQN"; do
+                tgt_adm --lld iscsi --op bind --mode target --tid 1 --initiator-name "$iqn" || return 1
+            done ;;
+        *) rig_log "RIG_TGT_ACL=$RIG_TGT_ACL: address or names"; return 1 ;;
+    esac
 }
 # The caching mode page (8) as tgt-admin's write-cache=off sets it: WCE=0.
 tgt_write_cache() {

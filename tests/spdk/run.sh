@@ -1873,6 +1873,12 @@ all_tests() {
         run_test peer_takeover_rpc \
             "peer host, tgt server: the host killed under load; the peer takes over online with bdev_hhc_create takeover and serves hhc0" \
             peer_tgt_drill drill_peer_takeover_rpc
+        run_test tgt_takeover_fenced \
+            "peer host, tgt server: the host frozen under load and fenced (tgt-fence.sh); the peer takes over, writes a newer pass; the host's write-back refused, the LUN holds the peer's pass" \
+            peer_tgt_drill drill_tgt_takeover_fenced
+        run_test tgt_takeover_unfenced_check_can_fail \
+            "peer host, tgt server: the same without the fence; the host writes older passes over the peer's and the LUN check catches it" \
+            peer_tgt_drill drill_tgt_takeover_unfenced_check_can_fail
         # Outside the default run's time (about a minute): TGT_FULL=1 or its name runs it.
         if [ -n "$LIST" ] || [ -n "${TGT_FULL:-}" ] || [ -n "${SELECTED[tgt_drill_server_hang]:-}" ]; then
             run_test tgt_drill_server_hang \
