@@ -531,7 +531,9 @@ impl Engine {
             PASS_NONE
         };
         self.cache.pin(block);
-        self.starvation_over(block_lba);
+        if self.cache.lookup(block_lba) == Some(block) {
+            self.starvation_over(block_lba);
+        }
         self.writeback.lbas_in_flight.insert_writeback(block_lba);
         self.writeback.in_flight_passes.insert(block_lba, (block, pass));
     }
