@@ -7,7 +7,6 @@ use super::base::{Timing, TAG_LANE_CACHE, TAG_PROBE, TAG_RECOVERY};
 use super::iov::region_iovec;
 use super::node::Core;
 use super::request::LaneDone;
-use crate::engine::EngineState;
 use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoId, IoStatus};
 
 impl Core {
@@ -120,10 +119,9 @@ impl Core {
             return direct.handle_io_completion(id, status);
         }
         let Some(engine) = self.engine.as_mut() else { return };
-        // A failed engine forgot its operations; their completions go nowhere.
-        if !matches!(engine.state(), EngineState::Failed(_)) {
-            engine.handle_io_completion(self.now, id, status);
-        }
+        // A failed engine keeps its commands: each completion ends the share
+        // of the request it served, which then fails (`Engine::drain_failed`).
+        engine.handle_io_completion(self.now, id, status);
     }
 }
 

@@ -625,6 +625,31 @@ cache_loss() {
     replayed_then_backing_verifies 7
 }
 
+# Requests whose device commands are in flight when the cache goes end
+# with an error, not never: fio reading hhc0 (all misses), the backing's
+# read latency raised to 3 s (after fio's start, whose examine reads it
+# would hold), the cache bdev deleted 1 s later; fio ends with an I/O
+# error within seconds, not at its 30 s runtime or a timeout.
+cache_loss_in_flight() {
+    local load deleted elapsed
+    start_tgt && tgt_bases && $RPC bdev_delay_create -b back -d slowback -r 100 -t 100 -w 100 -n 100 &&
+        $RPC bdev_hhc_create -b hhc0 --backing slowback --cache ssd --logs hdd0 --policy hhc --segment-size 262144 &&
+        export_nvmf || return 1
+    remote_fio randread --verify=0 --time_based=1 --runtime=30 >"$WORK/in-flight.log" 2>&1 &
+    load=$!
+    sleep 2
+    raw_call bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"avg_read","latency_us":3000000}' \
+        bdev_delay_update_latency '{"delay_bdev_name":"slowback","latency_type":"p99_read","latency_us":3000000}' >/dev/null || return 1
+    sleep 1
+    $RPC bdev_aio_delete ssd || return 1
+    deleted=$SECONDS
+    wait "$load" && { echo "fio's reads all succeeded: none was in flight when the cache went"; cat "$WORK/in-flight.log"; return 1; }
+    elapsed=$((SECONDS - deleted))
+    [ "$elapsed" -lt 10 ] || { echo "fio ended $elapsed s after the cache went: its reads in flight hung"; return 1; }
+    grep -q "err=" "$WORK/in-flight.log" || { cat "$WORK/in-flight.log"; return 1; }
+    echo "fio ended with $(grep -o 'error=[^)]*' "$WORK/in-flight.log" | head -1) $elapsed s after the cache went"
+}
+
 # The cache bdev deleted under load as in cache_loss, with the hostile
 # requests' bases around; the replay's record is then waited for and
 # checked (tests/spdk/ops_checks.py wait_recovered).
@@ -1751,6 +1776,8 @@ all_tests() {
     run_test takeover "bdev_hhc_create takeover: refusals leave nothing; after kill -9 and a blank cache, the log replayed, flushed data verifies" \
         takeover
     run_test cache_loss "cache bdev deleted under load; flushed data comes back from the log onto the backing bdev" cache_loss
+    run_test cache_loss_in_flight "cache bdev deleted with read misses in flight: they end with an error, not never" \
+        cache_loss_in_flight
     run_test recover_passthrough \
         "cache lost, replay visible, refusals; bdev_hhc_recover passthrough serves the flushed data, save_config and restart" \
         recover_passthrough
