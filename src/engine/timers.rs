@@ -34,7 +34,7 @@ impl Engine {
             || self.commit.wanted()
             || self.log.head_sequence > self.log.durable_head_sequence;
         let tick = busy.then(|| (Timer::Tick, self.now + self.tick_ns()));
-        // (a write waiting for admission keeps the engine busy)
+        // (only while writes wait: the tick is armed then too)
         let admit = self.throttle_timeout().map(|at| (Timer::ThrottleAdmit, at));
         let commit_step = self.commit.has_step_due().then(|| (Timer::CommitStep, self.now + COMMIT_STEP_DELAY_NS));
         [tick, admit, commit_step].into_iter().flatten().min_by_key(|&(_, at)| at)
