@@ -52,21 +52,14 @@ ceph_takeover() { # fence locked
 drill_ceph_peer_takeover_fenced() {
     ceph_takeover 1 1 || return 1
     grep -q "lock .* broken" "$RIG_WORK/fence.log" || { drill_log "the host held no lock on the image to break"; return 1; }
-    [ "$TAKEOVER_HOST_WROTE_BACK" = 0 ] || { drill_log "the fenced host wrote its cache back"; return 1; }
-    drill_verify_raid
+    takeover_fenced_holds
 }
 
 # Without the fence the check must fail: the thawed host's write-back puts
 # older passes over the peer's (the exclusive lock alone passes to it on
 # request).
 drill_ceph_peer_takeover_unfenced_check_can_fail() {
-    ceph_takeover 0 0 || return 1
-    [ "$TAKEOVER_HOST_WROTE_BACK" = 1 ] || { drill_log "the host, not fenced, could not write its cache back"; return 1; }
-    if drill_verify_raid; then
-        drill_log "the image verified though the host was not fenced: the check cannot tell"
-        return 1
-    fi
-    drill_log "checked: without the fence the image check fails"
+    ceph_takeover 0 0 && takeover_unfenced_check_fails
 }
 
 CEPH_PEER_DRILLS="drill_ceph_peer_takeover_fenced drill_ceph_peer_takeover_unfenced_check_can_fail"

@@ -225,20 +225,13 @@ tgt_takeover() { # fence
 drill_tgt_takeover_fenced() {
     tgt_takeover 1 || return 1
     grep -q "^fenced: " "$RIG_WORK/fence.log" || { drill_log "the fence did not say it fenced"; return 1; }
-    [ "$TAKEOVER_HOST_WROTE_BACK" = 0 ] || { drill_log "the fenced host wrote its cache back"; return 1; }
-    drill_verify_raid
+    takeover_fenced_holds
 }
 
 # Without the fence the check must fail: the thawed host's write-back
 # puts older passes over the peer's.
 drill_tgt_takeover_unfenced_check_can_fail() {
-    tgt_takeover 0 || return 1
-    [ "$TAKEOVER_HOST_WROTE_BACK" = 1 ] || { drill_log "the host, not fenced, could not write its cache back"; return 1; }
-    if drill_verify_raid; then
-        drill_log "the LUN verified though the host was not fenced: the check cannot tell"
-        return 1
-    fi
-    drill_log "checked: without the fence the LUN check fails"
+    tgt_takeover 0 && takeover_unfenced_check_fails
 }
 
 PEER_DRILLS="drill_peer_mirror_loss drill_peer_mirror_freeze drill_peer_takeover_check_can_fail drill_peer_takeover drill_peer_takeover_return drill_peer_takeover_rpc drill_tgt_takeover_fenced drill_tgt_takeover_unfenced_check_can_fail"

@@ -50,6 +50,24 @@ takeover_of_frozen_host() { # [fence-command...]
     host_kill
 }
 
+# After a fenced takeover: the thawed host wrote nothing back, and the
+# backing alone holds the peer's pass.
+takeover_fenced_holds() {
+    [ "$TAKEOVER_HOST_WROTE_BACK" = 0 ] || { drill_log "the fenced host wrote its cache back"; return 1; }
+    drill_verify_raid
+}
+
+# After a takeover without the fence the check must fail: the thawed
+# host's write-back puts older passes over the peer's.
+takeover_unfenced_check_fails() {
+    [ "$TAKEOVER_HOST_WROTE_BACK" = 1 ] || { drill_log "the host, not fenced, could not write its cache back"; return 1; }
+    if drill_verify_raid; then
+        drill_log "the backing verified though the host was not fenced: the check cannot tell"
+        return 1
+    fi
+    drill_log "checked: without the fence the backing check fails"
+}
+
 # bdev_hhc_flush_all of hhc0 on SOCKET, waited for up to TIMEOUT s; prints
 # its outcome and fails unless it completed without errors.
 takeover_flush_all() { # socket timeout-s
