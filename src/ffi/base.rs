@@ -4,20 +4,13 @@
 //! drained.
 
 use super::errno::{self, Error};
+use super::io_tag::IoTag;
 use super::latency::DeviceLatency;
 use super::params::BaseFacts;
 use super::sys;
 use crate::io::{DeviceIo, DeviceRole, IoKind, IoStatus};
 use libc::iovec;
 use std::ffi::{c_void, CString};
-
-/// Tag bits of a base I/O: engine I/O ids are u32; the request slot (+1)
-/// that lent its buffer sits above them; recovery machines and the probe
-/// have bits of their own, and a lane command names its base by one.
-pub const TAG_RECOVERY: u64 = 1 << 63;
-pub const TAG_PROBE: u64 = 1 << 62;
-/// A lane command on the cache bdev (else on the backing bdev).
-pub const TAG_LANE_CACHE: u64 = 1 << 61;
 
 /// What a base bdev callback needs to find its node and role.
 pub struct BaseCtx {
@@ -286,7 +279,7 @@ impl Bases {
         offset_bytes: u64,
         len_bytes: u64,
         iovs: &[iovec],
-        tag: u64,
+        tag: IoTag,
     ) -> Result<(), IoStatus> {
         let Some(base) = self.bases.get_mut(role_index(role)) else { return Err(IoStatus::DeviceLost) };
         if base.removed || base.closed {
@@ -305,7 +298,7 @@ impl Bases {
         // memory or an outstanding request's buffers, both valid until this
         // I/O completes; C copies the iovec array itself.
         let rc = unsafe {
-            sys::hhc_glue_base_submit(base.glue, glue_kind, offset_bytes, len_bytes, iovs.as_ptr(), iovs.len() as i32, tag)
+            sys::hhc_glue_base_submit(base.glue, glue_kind, offset_bytes, len_bytes, iovs.as_ptr(), iovs.len() as i32, tag.pack())
         };
         if rc != 0 {
             // The pool holds as many contexts as the engine has commands.
@@ -318,13 +311,13 @@ impl Bases {
     }
 
     /// Starts one command on the calling thread's lane (the backing or
-    /// cache bdev only; `tag` carries TAG_LANE_CACHE for the cache). Ok(false):
+    /// cache bdev only; `tag` names which). Ok(false):
     /// not started (no lane context or channel, the base gone), to be
     /// started on the owner's channels instead; Err: the status to report.
     ///
     /// # Safety
     /// `lane` is the calling thread's live lane.
-    pub unsafe fn submit_lane(&mut self, lane: *mut sys::hhc_glue_lane, io: &DeviceIo, iovs: &[iovec], tag: u64) -> Result<bool, IoStatus> {
+    pub unsafe fn submit_lane(&mut self, lane: *mut sys::hhc_glue_lane, io: &DeviceIo, iovs: &[iovec], tag: IoTag) -> Result<bool, IoStatus> {
         let (role, kind) = (io.device, io.kind);
         let slot = match role {
             DeviceRole::Backing => 0,
@@ -343,7 +336,7 @@ impl Bases {
         // into an outstanding request's buffers, valid until this command
         // completes; C copies the iovec array itself.
         let rc = unsafe {
-            sys::hhc_glue_lane_submit(lane, slot, base.glue, glue_kind, io.offset_bytes, io.len_bytes, iovs.as_ptr(), iovs.len() as i32, tag)
+            sys::hhc_glue_lane_submit(lane, slot, base.glue, glue_kind, io.offset_bytes, io.len_bytes, iovs.as_ptr(), iovs.len() as i32, tag.pack())
         };
         match rc {
             0 => {

@@ -3,7 +3,8 @@
 //! owner's channels, queued for the owner when another thread is inside)
 //! and what comes back, with the request buffers they borrow.
 
-use super::base::{Timing, TAG_LANE_CACHE, TAG_PROBE, TAG_RECOVERY};
+use super::base::Timing;
+use super::io_tag::{EngineTag, IoTag};
 use super::iov::region_iovec;
 use super::node::Core;
 use super::request::LaneDone;
@@ -14,7 +15,6 @@ impl Core {
     /// uses the buffer of a request of that thread, else on the owner's
     /// channels, queued for the owner if the thread inside is not it.
     pub(super) fn submit_engine_io(&mut self, io: DeviceIo) {
-        assert!(io.id <= u32::MAX as u64, "engine I/O id {} exceeds 32 bits", io.id);
         if !self.on_owner {
             if self.submit_on_lane(&io) {
                 return;
@@ -38,11 +38,11 @@ impl Core {
                 Some(key)
             }
         };
-        let tag = io.id | lender.map_or(0, lender_bits);
+        let tag = IoTag::engine(io.id, lender, None);
         self.engine_ios += 1;
         if let Err(status) = self.bases.submit(io.device, io.kind, io.offset_bytes, io.len_bytes, &scratch, tag) {
             self.engine_ios -= 1;
-            self.release_lender(tag);
+            self.release_lender(lender);
             self.immediate.push_back((io.id, status));
         }
         self.iov_scratch = scratch;
@@ -62,8 +62,7 @@ impl Core {
         let mut scratch = std::mem::take(&mut self.iov_scratch);
         let complete = self.requests.lend(key, offset_bytes, io.len_bytes, &mut scratch);
         assert!(complete, "{io:?} reaches past its request's buffer");
-        let on_cache = if io.device == DeviceRole::Cache { TAG_LANE_CACHE } else { 0 };
-        let tag = io.id | lender_bits(key) | on_cache;
+        let tag = IoTag::engine(io.id, Some(key), Some(io.device));
         // SAFETY: the lane is the calling thread's (its channel's thread is current).
         let started = unsafe { self.bases.submit_lane(lane, io, &scratch, tag) };
         self.iov_scratch = scratch;
@@ -87,31 +86,33 @@ impl Core {
     /// A lane command came back (on its thread, or queued from there):
     /// an engine command like any other, its base named by its tag.
     pub(super) fn lane_io_done(&mut self, done: LaneDone) {
-        let role = if done.tag & TAG_LANE_CACHE != 0 { DeviceRole::Cache } else { DeviceRole::Backing };
+        let IoTag::Engine(EngineTag { lane: Some(role), .. }) = done.tag else {
+            panic!("lane completion tagged {:?}", done.tag);
+        };
         self.device_io_done(role, done.tag, done.status, done.timing);
     }
 
-    fn release_lender(&mut self, tag: u64) {
-        let lender = (tag & !(TAG_RECOVERY | TAG_PROBE | TAG_LANE_CACHE)) >> 32;
-        if lender != 0 {
-            self.requests.release((lender - 1) as u32);
+    fn release_lender(&mut self, lender: Option<u32>) {
+        if let Some(key) = lender {
+            self.requests.release(key);
         }
     }
 
-    pub(super) fn device_io_done(&mut self, role: DeviceRole, tag: u64, status: i32, timing: Timing) {
+    pub(super) fn device_io_done(&mut self, role: DeviceRole, tag: IoTag, status: i32, timing: Timing) {
         let io_status = self.bases.done(role, status, timing);
-        if tag & TAG_PROBE != 0 {
-            return self.probe_done(io_status);
-        }
-        if tag & TAG_RECOVERY != 0 {
-            if let Some(recovery) = self.recovery.as_mut() {
-                recovery.io_done(tag & !TAG_RECOVERY, io_status);
+        match tag {
+            IoTag::Probe => self.probe_done(io_status),
+            IoTag::Recovery(id) => {
+                if let Some(recovery) = self.recovery.as_mut() {
+                    recovery.io_done(id, io_status);
+                }
             }
-            return;
+            IoTag::Engine(EngineTag { id, lender, .. }) => {
+                self.engine_ios -= 1;
+                self.release_lender(lender);
+                self.engine_io_done(IoId::from(id), io_status);
+            }
         }
-        self.engine_ios -= 1;
-        self.release_lender(tag);
-        self.engine_io_done(tag & u32::MAX as u64, io_status);
     }
 
     pub(super) fn engine_io_done(&mut self, id: IoId, status: IoStatus) {
@@ -123,9 +124,4 @@ impl Core {
         // of the request it served, which then fails (`Engine::drain_failed`).
         engine.handle_io_completion(self.now, id, status);
     }
-}
-
-/// The tag bits naming request `key` as the lender of a command's buffer.
-fn lender_bits(key: u32) -> u64 {
-    (key as u64 + 1) << 32
 }

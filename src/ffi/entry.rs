@@ -3,6 +3,7 @@
 //! Rust objects they came from and hands over to the node.
 
 use super::base::{BaseCtx, Timing};
+use super::io_tag::IoTag;
 use super::lifecycle;
 use super::node::{Core, Node};
 use super::registry;
@@ -29,7 +30,7 @@ unsafe fn base_ctx<'a>(rs_base: *mut c_void) -> (&'a BaseCtx, &'a Node) {
 pub unsafe extern "C" fn hhc_rs_base_io_done(rs_base: *mut c_void, tag: u64, status: c_int, kind: sys::hhc_glue_io_kind, latency_ns: u64) {
     // SAFETY: the function's contract.
     let (ctx, node) = unsafe { base_ctx(rs_base) };
-    node.base_done(ctx.role, tag, status, Timing { kind, latency_ns });
+    node.base_done(ctx.role, IoTag::unpack(tag), status, Timing { kind, latency_ns });
 }
 
 /// # Safety
@@ -114,7 +115,7 @@ pub unsafe extern "C" fn hhc_rs_lane_io_done(rs_channel: *mut c_void, tag: u64, 
     // SAFETY: a lane command uses a request's buffer, so the request and
     // its channel are alive until the node has seen it back.
     let channel = unsafe { &*(rs_channel as *const Channel) };
-    channel.push_lane_done(LaneDone { tag, status, timing: Timing { kind, latency_ns } });
+    channel.push_lane_done(LaneDone { tag: IoTag::unpack(tag), status, timing: Timing { kind, latency_ns } });
 }
 
 /// # Safety

@@ -21,9 +21,10 @@
 //! in `errno`.
 //!
 //! Rooms, each importing only those above it in this list:
-//! - `errno`, `json`, `iov`, `params`, `report` (stat fields, latency
-//!   histogram, counter baselines), `latency` (each base bdev's command
-//!   latencies): no SPDK calls; build and test everywhere.
+//! - `errno`, `io_tag` (what a base command's tag names), `json`, `iov`,
+//!   `params`, `report` (stat fields, latency histogram, counter
+//!   baselines), `latency` (each base bdev's command latencies): no SPDK
+//!   calls; build and test everywhere.
 //! - `sys` (bindgen), `logger`, `memory`, `owner` (threads, time, the
 //!   cells of a node's state), `rpc` (answers): thin wrappers of the C shim.
 //! - `base` (base bdevs and lanes), `bypass` (requests past the engine),
@@ -43,6 +44,7 @@
 //!   stats build everywhere, its `entry` needs SPDK.
 
 pub mod errno;
+pub mod io_tag;
 pub mod iov;
 pub mod json;
 pub mod latency;

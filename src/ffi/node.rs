@@ -10,7 +10,8 @@
 
 use crate::queue::Rewind;
 use super::channels::ChannelsState;
-use super::base::{Bases, Timing, TAG_PROBE};
+use super::base::{Bases, Timing};
+use super::io_tag::{EngineTag, IoTag};
 use super::errno::{Error, Refusal};
 use super::iov::IovecData;
 use super::owner::{now_ns, Entered, NodeCell, OwnerCell, Thread};
@@ -35,7 +36,7 @@ const PUBLISH_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Something that happened to a base bdev, queued for the owner's loop.
 enum Input {
-    BaseDone { role: DeviceRole, tag: u64, status: i32, timing: Timing },
+    BaseDone { role: DeviceRole, tag: IoTag, status: i32, timing: Timing },
     BaseRemoved(DeviceRole),
 }
 
@@ -240,7 +241,7 @@ impl Node {
         node
     }
 
-    pub fn base_done(&self, role: DeviceRole, tag: u64, status: i32, timing: Timing) {
+    pub fn base_done(&self, role: DeviceRole, tag: IoTag, status: i32, timing: Timing) {
         self.push_input(Input::BaseDone { role, tag, status, timing });
         self.run();
     }
@@ -424,7 +425,9 @@ impl Core {
     fn take_lane_done(&mut self, next: impl FnMut() -> Option<LaneDone>) -> bool {
         let prefetch = |engine: &Engine, batch: &[LaneDone]| {
             for done in batch {
-                engine.prefetch_completion(done.tag & u32::MAX as u64);
+                if let IoTag::Engine(EngineTag { id, .. }) = done.tag {
+                    engine.prefetch_completion(id.into());
+                }
             }
         };
         self.take_in_batches(|core| &mut core.lane_batch, next, prefetch, Core::lane_io_done)
@@ -553,6 +556,6 @@ impl Core {
 
     /// Starts the one read of the probe (unit 0 of the cache bdev).
     pub(super) fn submit_probe(&mut self, iov: iovec, len_bytes: u64) -> Result<(), IoStatus> {
-        self.bases.submit(DeviceRole::Cache, IoKind::Read, 0, len_bytes, &[iov], TAG_PROBE)
+        self.bases.submit(DeviceRole::Cache, IoKind::Read, 0, len_bytes, &[iov], IoTag::Probe)
     }
 }

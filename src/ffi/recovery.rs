@@ -3,7 +3,8 @@
 //! the simulator and `hhc recover` run (`recovery::LogRecovery`); this room
 //! only drives it, and says how far it got (`progress_json`).
 
-use super::base::{Bases, TAG_RECOVERY};
+use super::base::Bases;
+use super::io_tag::IoTag;
 use super::iov::region_iovec;
 use super::json::JsonObject;
 use super::memory::DmaAllocator;
@@ -48,7 +49,7 @@ impl Recovery {
                 }
                 _ => Vec::new(),
             };
-            if let Err(status) = bases.submit(io.device, io.kind, io.offset_bytes, io.len_bytes, &iovs, TAG_RECOVERY | io.id) {
+            if let Err(status) = bases.submit(io.device, io.kind, io.offset_bytes, io.len_bytes, &iovs, IoTag::Recovery(io.id)) {
                 machine.handle_io_completion(now_ns(), io.id, status);
             }
         }

@@ -13,6 +13,7 @@ use super::errno::{self, Refusal};
 use super::iov::sub_range;
 use super::bypass::{Bypass, ChannelBypass};
 use super::base::Timing;
+use super::io_tag::IoTag;
 use super::channels::ResetDrain;
 use super::owner::Thread;
 use crate::histogram::Histogram;
@@ -108,7 +109,7 @@ unsafe impl Send for Finished {}
 
 /// A lane's device command came back: its tag, status and timing.
 pub struct LaneDone {
-    pub tag: u64,
+    pub tag: IoTag,
     pub status: i32,
     pub timing: Timing,
 }
