@@ -22,7 +22,9 @@ mod moves;
 use block_set::BlockSet;
 use lba_map::{LbaMap, NO_BLOCK};
 
-pub const LBA_NONE: u32 = u32::MAX;
+/// The LBA field of a free block (on disk a free entry says
+/// `format::LBA_NONE`).
+const UNMAPPED_LBA: u32 = u32::MAX;
 /// Blocks the eviction hand may look at per block wanted (up to 64 wanted
 /// per call; the hand resumes where it stopped).
 const EVICTION_SCAN_PER_BLOCK: u32 = 64;
@@ -137,11 +139,9 @@ pub struct CacheIndex {
     /// back finds them without visiting every block
     /// (`Engine::enqueue_all_dirty`; 150 us a flush with a 512 MiB cache).
     dirty: BlockSet,
-    /// Mapped blocks that are dirty and whose value is not in the log, and
-    /// their number: the log finds what to log again without visiting
-    /// every block.
+    /// Mapped blocks that are dirty and whose value is not in the log: the
+    /// log finds what to log again without visiting every block.
     unlogged_dirty: BlockSet,
-    unlogged_dirty_count: u32,
     /// Dirty write-through copies: they turn clean by their own backing
     /// writes, never by write-back.
     dirty_through_count: u32,
@@ -156,7 +156,7 @@ impl CacheIndex {
     pub fn new(blocks_count: u32) -> Self {
         let n = blocks_count as usize;
         let free = Block {
-            lba: LBA_NONE,
+            lba: UNMAPPED_LBA,
             log_loc: LOC_NONE,
             state: BlockState::Free,
             flags: 0,
@@ -173,7 +173,6 @@ impl CacheIndex {
             clean: BlockSet::new(blocks_count),
             dirty: BlockSet::new(blocks_count),
             unlogged_dirty: BlockSet::new(blocks_count),
-            unlogged_dirty_count: 0,
             dirty_through_count: 0,
             superseded: BlockSet::new(blocks_count),
             clock_hand: 0,
@@ -248,7 +247,6 @@ impl CacheIndex {
             ("dirty", self.dirty.len(), count(&dirty)),
             ("clean mapped", self.clean.len(), count(&clean)),
             ("unlogged dirty", self.unlogged_dirty.len(), count(&unlogged_dirty)),
-            ("unlogged dirty (kept)", self.unlogged_dirty_count, count(&unlogged_dirty)),
             ("dirty write-through", self.dirty_through_count, count(&dirty_through)),
             ("superseded or evicting", self.superseded.len(), count(&superseded)),
             ("LBA-mapped", self.map.held_count(), count(&mapped)),
@@ -293,7 +291,7 @@ impl CacheIndex {
         let b = &self.blocks[block as usize];
         let held = self.map.blocks_of(b.lba).filter(|&held| held == block).count();
         match b.state {
-            BlockState::Free if b.lba != LBA_NONE || b.flags != 0 || b.pins != 0 || b.through != Through::None => {
+            BlockState::Free if b.lba != UNMAPPED_LBA || b.flags != 0 || b.pins != 0 || b.through != Through::None => {
                 Some("free but holding an LBA, flags, pins or a write-through state")
             }
             BlockState::Free | BlockState::Dropped if held != 0 => Some("out of use but held in the LBA map"),
@@ -312,7 +310,7 @@ impl CacheIndex {
     }
 
     pub fn unlogged_dirty_count(&self) -> u32 {
-        self.unlogged_dirty_count
+        self.unlogged_dirty.len()
     }
     /// The first unlogged dirty block at or after `from`, wrapping around.
     pub fn next_unlogged_dirty(&self, from: u32) -> Option<u32> {
@@ -331,22 +329,15 @@ impl CacheIndex {
         self.state(block) == BlockState::Mapped && self.blocks[block as usize].flags & (flag::DIRTY | flag::LOGGED) == flag::DIRTY
     }
 
-    /// Runs a state change on `blocks` and keeps `unlogged_dirty_count` exact.
+    /// Runs a state change on `blocks` and keeps the unlogged-dirty set exact.
     fn tracked<R>(&mut self, blocks: [u32; 2], change: impl FnOnce(&mut Self) -> R) -> R {
         let before = blocks.map(|b| b != NO_BLOCK && self.unlogged_dirty(b));
         let result = change(self);
         for (b, was) in blocks.into_iter().zip(before) {
             let now = b != NO_BLOCK && self.unlogged_dirty(b);
             match (was, now) {
-                (false, true) => {
-                    self.unlogged_dirty_count += 1;
-                    self.unlogged_dirty.insert(b);
-                }
-                (true, false) => {
-                    assert!(self.unlogged_dirty_count > 0, "unlogged dirty count underflow at block {b}");
-                    self.unlogged_dirty_count -= 1;
-                    self.unlogged_dirty.remove(b);
-                }
+                (false, true) => self.unlogged_dirty.insert(b),
+                (true, false) => self.unlogged_dirty.remove(b),
                 _ => {}
             }
         }
@@ -466,7 +457,7 @@ impl CacheIndex {
         self.set_state(b as u32, BlockState::Free);
         self.blocks[b].flags = 0;
         self.blocks[b].through = Through::None;
-        self.blocks[b].lba = LBA_NONE;
+        self.blocks[b].lba = UNMAPPED_LBA;
         self.blocks[b].log_loc = self.free_head;
         self.free_head = block;
         self.free_count += 1;
@@ -1155,11 +1146,10 @@ mod tests {
             (index, [old, current, through, clean])
         };
         type Drift = fn(&mut CacheIndex, [u32; 4]);
-        let drifts: [(&str, Drift); 11] = [
+        let drifts: [(&str, Drift); 10] = [
             ("in the clean set", |index, b| index.clean.remove(b[3])),
             ("in the dirty set", |index, b| index.dirty.remove(b[1])),
             ("in the unlogged dirty set", |index, b| index.unlogged_dirty.remove(b[1])),
-            ("unlogged dirty (kept) blocks counted", |index, _| index.unlogged_dirty_count += 1),
             ("dirty write-through blocks counted", |index, _| index.dirty_through_count -= 1),
             ("in the superseded set", |index, b| index.superseded.remove(b[0])),
             ("free blocks counted", |index, _| index.free_count -= 1),
