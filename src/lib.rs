@@ -14,7 +14,7 @@ pub mod format;
 pub mod histogram;
 pub mod io;
 pub mod json;
-pub mod log;
+pub mod hdd_log;
 pub mod models;
 pub mod queue;
 #[cfg(feature = "tools")]

@@ -37,7 +37,7 @@ pub struct Load {
 }
 
 /// The share of a log the engine keeps free ahead of its head: its low mark
-/// (engine/logging.rs, `log_low_free_segments`) is an eighth.
+/// (engine/log_io.rs, `log_low_free_segments`) is an eighth.
 pub const LOG_HEADROOM_FRACTION: f64 = 1.0 / 8.0;
 
 /// The share of a log disk's sequential rate the log can use for long:

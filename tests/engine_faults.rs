@@ -175,7 +175,7 @@ fn open_until_ready(config: Config, devices: std::collections::BTreeMap<DeviceRo
 
 /// Flushed writes mirror 0 missed after it was removed: more parts than a
 /// start-up repairs.
-const PARTS_MISSED: u64 = hhc::log::PARTS_IN_FLIGHT_MAX as u64 + 100;
+const PARTS_MISSED: u64 = hhc::hdd_log::PARTS_IN_FLIGHT_MAX as u64 + 100;
 
 /// An `hhc` instance over two mirrors whose mirror 0 was removed after a
 /// cold block was written (it keeps the head before the hole), then missed

@@ -5,7 +5,7 @@
 use super::{Engine, EngineState};
 use crate::config::Policy;
 use crate::io::Nanos;
-use crate::log::MirrorHealth;
+use crate::hdd_log::MirrorHealth;
 
 /// A `flush_all` under way: it waits for the write-backs of every pass up
 /// to its own (writeback_queue.rs).
@@ -135,12 +135,12 @@ impl Engine {
             && self.commit.is_idle()
             && self.writeback.in_flight() == 0
             && self.writeback.queue.is_empty()
-            && !self.logging.retiring
+            && !self.log_work.retiring
     }
 
     /// Each log mirror, in order.
     pub fn mirror_states(&self) -> Vec<MirrorState> {
-        let head = self.logging.superblock_durable_head;
+        let head = self.log_work.superblock_durable_head;
         self.log
             .mirrors
             .iter()

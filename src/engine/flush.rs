@@ -23,7 +23,7 @@ pub(super) enum LogStage {
     /// Waiting for the barrier segment to be sealed.
     WaitBarrierSeal,
     /// Waiting until the barrier part at this point is durable.
-    WaitDurable(crate::log::LogPoint),
+    WaitDurable(crate::hdd_log::LogPoint),
 }
 
 pub(super) struct FlushState {
@@ -102,13 +102,13 @@ impl Engine {
             // may still sit in its volatile cache.
             flush.backing_flush_wanted = true;
         }
-        if self.logging.restarted_head > self.logging.superblock_durable_head {
+        if self.log_work.restarted_head > self.log_work.superblock_durable_head {
             // The log was restarted (retired) but its new superblock is not
             // on the mirrors yet: a replay would still follow the old log
             // over what this flush makes durable on the backing device.
-            flush.log_restart_head = Some(self.logging.restarted_head);
+            flush.log_restart_head = Some(self.log_work.restarted_head);
         }
-        if self.logging.retiring && !flush.retire_log {
+        if self.log_work.retiring && !flush.retire_log {
             // The log `hhc` left could still be replayed over what reached
             // the backing device since (passthrough and write-through writes
             // carry no revoke): no flush completes before it is retired,
@@ -148,7 +148,7 @@ impl Engine {
     /// older entry of it that the mirror's sync then made replayable
     /// (torture seed 500900).
     pub(super) fn log_flushable(&self) -> bool {
-        self.log_active() && (self.log.has_healthy_mirror() || self.logging.new_log_sync != LogStage::None)
+        self.log_active() && (self.log.has_healthy_mirror() || self.log_work.new_log_sync != LogStage::None)
     }
 
     /// wb-flush semantics: write back every dirty block, then FLUSH the backing device.
@@ -156,7 +156,7 @@ impl Engine {
         flush.writeback_pass = self.enqueue_all_dirty(true);
         flush.backing_flush_wanted = true;
         flush.commit_target = Some(self.commit.request());
-        flush.retire_log = self.logging.retiring;
+        flush.retire_log = self.log_work.retiring;
     }
 
     pub(super) fn progress_flushes(&mut self) {
@@ -204,7 +204,7 @@ impl Engine {
             let failed = flush.error.is_some() || flush.backing_flush_ticket.is_some_and(|t| backing.failed_for(t));
             self.flushes[i].retire_log = false;
             if !failed {
-                if self.logging.retiring {
+                if self.log_work.retiring {
                     self.restart_log_for_switch(self.config.policy);
                 } else if self.log_flushable() {
                     // `hhc` took the retiring log up again before this flush
@@ -216,7 +216,7 @@ impl Engine {
                     // as an `hhc` flush would.
                     self.flushes[i].log = LogStage::WaitLogged;
                 }
-                self.flushes[i].log_restart_head = Some(self.logging.restarted_head);
+                self.flushes[i].log_restart_head = Some(self.log_work.restarted_head);
             }
         }
     }
@@ -230,7 +230,7 @@ impl Engine {
                 if self.log.barrier_covers_all() {
                     self.log.last_sealed_point().map_or(LogStage::None, LogStage::WaitDurable)
                 } else {
-                    self.logging.barrier_wanted = true;
+                    self.log_work.barrier_wanted = true;
                     LogStage::WaitBarrierSeal
                 }
             }
@@ -241,14 +241,14 @@ impl Engine {
 
     /// Every wait for a barrier seal now waits for this part (None: the
     /// log holds nothing a barrier must cover).
-    pub(super) fn barrier_sealed(&mut self, point: Option<crate::log::LogPoint>) {
+    pub(super) fn barrier_sealed(&mut self, point: Option<crate::hdd_log::LogPoint>) {
         let sealed = |stage: &mut LogStage| {
             if *stage == LogStage::WaitBarrierSeal {
                 *stage = point.map_or(LogStage::None, LogStage::WaitDurable);
             }
         };
         self.flushes.iter_mut().for_each(|flush| sealed(&mut flush.log));
-        sealed(&mut self.logging.new_log_sync);
+        sealed(&mut self.log_work.new_log_sync);
     }
 
     fn flush_finished(&mut self, i: usize) -> bool {
@@ -256,7 +256,7 @@ impl Engine {
         let commit_done = flush.commit_target.is_none_or(|t| self.commit.completed() >= t);
         let backing_done = !flush.backing_flush_wanted
             || flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.completed >= t);
-        let log_restarted = !flush.retire_log && flush.log_restart_head.is_none_or(|h| self.logging.superblock_durable_head >= h);
+        let log_restarted = !flush.retire_log && flush.log_restart_head.is_none_or(|h| self.log_work.superblock_durable_head >= h);
         let finished = commit_done
             && backing_done
             && log_restarted

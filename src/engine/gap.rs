@@ -28,7 +28,7 @@
 //! as the device or the host changes.
 
 use crate::io::Nanos;
-use crate::log::LogPoint;
+use crate::hdd_log::LogPoint;
 
 /// Least smoothed wait of a packed barrier part for which a gap is tried:
 /// far above a RAM or SSD log's write of a part (tens of microseconds),
@@ -151,7 +151,7 @@ fn smooth(mean: Option<Nanos>, sample: Nanos) -> Nanos {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::log_point;
+    use crate::hdd_log::log_point;
 
     const MS: Nanos = 1_000_000;
 

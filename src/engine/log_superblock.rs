@@ -6,19 +6,19 @@ use super::flush::LogStage;
 use super::{Engine, Op};
 use crate::format::{LogSuperblock, UNIT_BYTES};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus};
-use crate::log::{MirrorHealth, OpenFor};
+use crate::hdd_log::{MirrorHealth, OpenFor};
 
 impl Engine {
     pub(super) fn maybe_write_superblock(&mut self) {
-        if self.config.mirrors_count == 0 || self.logging.superblock_ops_pending > 0 {
+        if self.config.mirrors_count == 0 || self.log_work.superblock_ops_pending > 0 {
             return;
         }
         let behind = self.log.head_sequence > self.log.durable_head_sequence;
-        let periodic = self.now.saturating_sub(self.logging.last_superblock_at) >= self.config.superblock_interval_ns;
+        let periodic = self.now.saturating_sub(self.log_work.last_superblock_at) >= self.config.superblock_interval_ns;
         let syncing = self.log.mirrors.iter().any(|m| matches!(m, MirrorHealth::Syncing { .. }));
         // The in-sync set changed: a mirror left it (sealing waits for this
         // superblock, `superblock_claims_lost_mirror`) or joined it.
-        let mask_changed = self.logging.superblock_mask_issued != self.log.in_sync_mask()
+        let mask_changed = self.log_work.superblock_mask_issued != self.log.in_sync_mask()
             && self.log.writable_mirrors().next().is_some();
         if mask_changed || behind && (self.short_of_passed_segments() || periodic || self.is_idle() || syncing) {
             self.write_superblock(self.log.head_sequence, false);
@@ -47,7 +47,7 @@ impl Engine {
     /// Writes the superblock (recording `head`) to every writable mirror;
     /// `both_copies` for a fresh or restarted log.
     pub(super) fn write_superblock(&mut self, head: u64, both_copies: bool) {
-        if self.logging.superblock_ops_pending > 0 && !both_copies {
+        if self.log_work.superblock_ops_pending > 0 && !both_copies {
             return;
         }
         let copies: u64 = if both_copies { 2 } else { 1 };
@@ -59,14 +59,14 @@ impl Engine {
                     continue;
                 }
                 let (offset, buffer) = self.encode_superblock(mirror, write_seq, head);
-                self.logging.superblock_ops_pending += 1;
+                self.log_work.superblock_ops_pending += 1;
                 let op = Op::SuperblockWrite { mirror };
                 self.submit(op, DeviceRole::Log(mirror), IoKind::Write, offset, UNIT_BYTES as u64, buffer);
             }
         }
         self.stats.superblock_writes += 1;
-        self.logging.superblock_head = head;
-        self.logging.last_superblock_at = self.now;
+        self.log_work.superblock_head = head;
+        self.log_work.last_superblock_at = self.now;
     }
 
     /// Encodes mirror `mirror`'s superblock for `write_seq`; returns the
@@ -90,8 +90,8 @@ impl Engine {
             replayed: false,
             previous_instance: self.log.previous_instance,
         };
-        self.logging.superblock_mask_issued = superblock.in_sync_mask;
-        self.logging.superblock_mask_in_flight |= superblock.in_sync_mask;
+        self.log_work.superblock_mask_issued = superblock.in_sync_mask;
+        self.log_work.superblock_mask_in_flight |= superblock.in_sync_mask;
         let unit = mirror as usize * 2 + copy as usize;
         let region = self.regions.superblock;
         superblock.encode(&mut self.region(region)[unit * UNIT_BYTES..(unit + 1) * UNIT_BYTES]);
@@ -101,8 +101,8 @@ impl Engine {
     /// Every superblock write issued has completed: the newest encoded one
     /// is what the mirrors hold.
     pub(super) fn superblock_masks_settled(&mut self) {
-        self.logging.superblock_mask_durable = self.logging.superblock_mask_issued;
-        self.logging.superblock_mask_in_flight = 0;
+        self.log_work.superblock_mask_durable = self.log_work.superblock_mask_issued;
+        self.log_work.superblock_mask_in_flight = 0;
     }
 
     pub(super) fn superblock_write_done(&mut self, mirror: u8, status: IoStatus) {
@@ -117,15 +117,15 @@ impl Engine {
         if status != IoStatus::Ok {
             self.mirror_failed(mirror);
         }
-        assert!(self.logging.superblock_ops_pending > 0, "superblock write done with none pending");
-        self.logging.superblock_ops_pending -= 1;
-        if self.logging.superblock_ops_pending > 0 {
+        assert!(self.log_work.superblock_ops_pending > 0, "superblock write done with none pending");
+        self.log_work.superblock_ops_pending -= 1;
+        if self.log_work.superblock_ops_pending > 0 {
             return;
         }
-        let head = self.logging.superblock_head;
+        let head = self.log_work.superblock_head;
         self.superblock_masks_settled();
         self.log.superblock_durable(head);
-        self.logging.superblock_durable_head = head;
+        self.log_work.superblock_durable_head = head;
         self.promote_synced_mirrors();
     }
 
@@ -134,11 +134,11 @@ impl Engine {
     /// or one being switched to) no flush counts on the log, and the
     /// mirror counts by the superblock alone.
     pub(super) fn progress_new_log_sync(&mut self) {
-        let stage = self.logging.new_log_sync;
+        let stage = self.log_work.new_log_sync;
         if stage == LogStage::None {
             return;
         }
-        self.logging.new_log_sync = if self.log_active() { self.advance_log_stage(stage) } else { LogStage::None };
+        self.log_work.new_log_sync = if self.log_active() { self.advance_log_stage(stage) } else { LogStage::None };
         self.promote_synced_mirrors();
     }
 
@@ -146,10 +146,10 @@ impl Engine {
     /// reached the segment it was written from, and, on a new log, every
     /// dirty block is durable in it.
     fn promote_synced_mirrors(&mut self) {
-        if self.logging.new_log_sync != LogStage::None {
+        if self.log_work.new_log_sync != LogStage::None {
             return;
         }
-        let head = self.logging.superblock_durable_head;
+        let head = self.log_work.superblock_durable_head;
         for health in &mut self.log.mirrors {
             if let MirrorHealth::Syncing { from_sequence } = *health {
                 if head >= from_sequence {

@@ -5,7 +5,7 @@
 //! Files by concern: `requests` (read/write paths), `through` (writes that
 //! go to the backing device), `flush` (flush semantics per policy),
 //! `writeback` (background write-back and revokes), `throttle` (writes
-//! slowed while the log is short of space), `logging` (log appends,
+//! slowed while the log is short of space), `log_io` (log appends,
 //! sealing, mirrors, superblock; `reclaim`: reclamation; `gap`: when to
 //! leave log blocks unwritten after a barrier part), `commit` (durable cache
 //! metadata), `startup` (format and warm restart), `stats`; docs/engine.md
@@ -26,7 +26,7 @@ mod in_flight;
 mod lba_hash;
 mod lba_queue;
 mod log_superblock;
-mod logging;
+mod log_io;
 mod machine;
 mod mirror_timeout;
 mod ordered;
@@ -58,10 +58,10 @@ use crate::io::{
     DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoRegion, IoStatus, Nanos, Request,
     RequestCompletion, RequestData, RequestError,
 };
-use crate::log::LogManager;
+use crate::hdd_log::LogManager;
 use commit::Commit;
 use flush::FlushState;
-use requests::{RequestState, Waiting};
+use requests::{RequestOwner, RequestState, Waiting};
 use crate::slab::Slab;
 use std::collections::VecDeque;
 use lba_hash::LbaTable;
@@ -169,9 +169,6 @@ const COMMIT_STEP_DELAY_NS: Nanos = 20_000;
 /// The longest timer tick of a clean stop, whatever `idle_after` is.
 const STOPPING_TICK_NS: Nanos = 1_000_000;
 
-/// Request id of the engine's own flush after a warm restart; its completion
-/// is not reported.
-const RESTART_FLUSH_ID: crate::io::RequestId = u64::MAX;
 /// Failed flushes after a warm restart before the engine gives up: backing
 /// errors that last are a device to repair, not a state to serve from.
 const RESTART_FLUSH_ATTEMPTS: u32 = 16;
@@ -204,7 +201,7 @@ pub struct Engine {
     starved: starved::StarvedLbas,
     /// Back-pressure on writes while the log is short of space.
     throttle: throttle::LogThrottle,
-    logging: logging::LogWork,
+    log_work: log_io::LogWork,
     ordered: ordered::Ordered,
     startup: Option<startup::Startup>,
     /// Policy being switched to, once dirty data has been drained.
@@ -334,7 +331,7 @@ impl Engine {
             writeback: Writeback::new(&config, blocks_count),
             starved: starved::StarvedLbas::with_capacity(16),
             throttle: throttle::LogThrottle::default(),
-            logging: logging::LogWork::new(log_layout.segment.blocks()),
+            log_work: log_io::LogWork::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,
@@ -610,8 +607,8 @@ impl Engine {
         self.regions.all[region as usize].as_mut_slice()
     }
 
-    fn complete_request(&mut self, id: u64, result: Result<(), RequestError>) {
-        if id == RESTART_FLUSH_ID {
+    fn complete_request(&mut self, owner: RequestOwner, result: Result<(), RequestError>) {
+        let RequestOwner::Driver(id) = owner else {
             if let Err(error) = result {
                 self.restart_flush_failures += 1;
                 if self.restart_flush_failures >= RESTART_FLUSH_ATTEMPTS {
@@ -636,7 +633,7 @@ impl Engine {
             }
             self.restart_flush = false;
             return;
-        }
+        };
         self.completions_out.push_back(RequestCompletion { id, result });
     }
 

@@ -1,11 +1,11 @@
 //! Active reclamation when the log runs short: the live entries of the
 //! oldest segments are moved to the tail (logged again from the cache device
-//! by logging.rs) or their blocks written back, so that the head can pass
+//! by log_io.rs) or their blocks written back, so that the head can pass
 //! them (docs/engine.md, "The log").
 
 use super::{Engine, EngineState};
 use crate::cache::flag;
-use crate::log::OpenFor;
+use crate::hdd_log::OpenFor;
 
 /// Segments reclamation works ahead of the head before a barrier.
 const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
@@ -44,32 +44,32 @@ impl Engine {
         }
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
         let wanted = self.log_space_low() || (self.is_idle() && half_full);
-        if !wanted || !self.logging.relog_queue.is_empty() {
+        if !wanted || !self.log_work.relog_queue.is_empty() {
             return;
         }
         let head = self.log.head_sequence;
-        self.logging.reclaim_cursor = self.logging.reclaim_cursor.max(head);
-        while self.logging.reclaim_cursor < self.log.durable_prefix_sequence {
-            if self.logging.reclaim_cursor >= head + RECLAIM_WINDOW_SEGMENTS {
+        self.log_work.reclaim_cursor = self.log_work.reclaim_cursor.max(head);
+        while self.log_work.reclaim_cursor < self.log.durable_prefix_sequence {
+            if self.log_work.reclaim_cursor >= head + RECLAIM_WINDOW_SEGMENTS {
                 // Let a barrier release what was re-logged before going further.
-                self.logging.barrier_after_relog = true;
+                self.log_work.barrier_after_relog = true;
                 return;
             }
-            let sequence = self.logging.reclaim_cursor;
+            let sequence = self.log_work.reclaim_cursor;
             let live = self.log.live_count(sequence) > 0;
             if live && sequence > head && self.log.segments_free() < AHEAD_FREE_MIN {
-                self.logging.barrier_after_relog = true;
+                self.log_work.barrier_after_relog = true;
                 return;
             }
             if live {
                 self.reclaim_segment(sequence);
                 return;
             }
-            self.logging.reclaim_cursor += 1;
+            self.log_work.reclaim_cursor += 1;
         }
         if self.log.open_buffer.is_some() || self.log.segments_free() > 0 {
             // Dead segments superseded after the last barrier: a barrier frees them.
-            self.logging.barrier_after_relog = true;
+            self.log_work.barrier_after_relog = true;
         }
     }
 
@@ -83,7 +83,7 @@ impl Engine {
     /// RAID, a fully live segment took seconds).
     fn reclaim_segment(&mut self, sequence: u64) {
         // One segment's moves at a time: the queue is sized for one.
-        assert!(self.logging.relog_queue.is_empty(), "segment {sequence} reclaimed with moves still queued");
+        assert!(self.log_work.relog_queue.is_empty(), "segment {sequence} reclaimed with moves still queued");
         assert!(
             (self.log.head_sequence..self.log.durable_prefix_sequence).contains(&sequence),
             "segment {sequence} reclaimed outside the durable log [{}, {})",
@@ -102,7 +102,7 @@ impl Engine {
         let idle_pass = !self.log_space_low();
         let write_back_instead = log_mostly_live || (idle_pass && segment_mostly_live);
         let relog = !write_back_instead && self.log.segments_free() >= OpenFor::Relog.min_free();
-        let mut entries = std::mem::take(&mut self.logging.reclaim_entries);
+        let mut entries = std::mem::take(&mut self.log_work.reclaim_entries);
         entries.clear();
         entries.extend(self.log.segment_slot_lbas(sequence));
         for &(loc, lba) in &entries {
@@ -111,14 +111,14 @@ impl Engine {
                 continue;
             }
             if relog {
-                self.logging.relog_queue.push_back((block, loc));
+                self.log_work.relog_queue.push_back((block, loc));
             } else {
                 self.queue_reclaim_writeback(lba);
             }
         }
-        assert!(self.logging.relog_queue.len() <= slots as usize, "more moves queued than segment {sequence} has slots");
-        self.logging.reclaim_entries = entries;
-        self.logging.reclaim_cursor = sequence + 1;
-        self.logging.barrier_after_relog = true;
+        assert!(self.log_work.relog_queue.len() <= slots as usize, "more moves queued than segment {sequence} has slots");
+        self.log_work.reclaim_entries = entries;
+        self.log_work.reclaim_cursor = sequence + 1;
+        self.log_work.barrier_after_relog = true;
     }
 }

@@ -8,8 +8,17 @@ use crate::cache::{flag, BlockState, Through};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Request, RequestData, RequestError, RequestId, RequestKind};
 
+/// Whose request it is: the driver's, completed to it by the driver's id,
+/// or the engine's own flush after a warm restart (startup.rs), which
+/// completes to the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RequestOwner {
+    Driver(RequestId),
+    RestartFlush,
+}
+
 pub(super) struct RequestState {
-    pub id: RequestId,
+    pub owner: RequestOwner,
     pub lba: u64,
     pub blocks_count: u32,
     /// Sub-operations (per block, per backing run, per flush stage) outstanding.
@@ -50,7 +59,7 @@ pub(super) enum WriteMode {
 impl Engine {
     pub(super) fn start_request(&mut self, request: Request, data: Option<&dyn RequestData>) {
         if self.state != EngineState::Ready {
-            self.complete_request(request.id, Err(RequestError::NotReady));
+            self.complete_request(RequestOwner::Driver(request.id), Err(RequestError::NotReady));
             return;
         }
         let end = request.lba.checked_add(request.blocks_count as u64);
@@ -58,7 +67,7 @@ impl Engine {
         let too_long = request.blocks_count > self.config.request_blocks_max;
         if io && (request.blocks_count == 0 || too_long || end.is_none_or(|end| end > self.blocks_count())) {
             self.stats.request_errors += 1;
-            self.complete_request(request.id, Err(RequestError::OutOfRange));
+            self.complete_request(RequestOwner::Driver(request.id), Err(RequestError::OutOfRange));
             return;
         }
         // A flush names a range (the whole bdev, from SPDK) but holds no
@@ -68,14 +77,14 @@ impl Engine {
             || self.request_blocks_live + blocks_count > self.config.request_blocks_max;
         if full {
             self.stats.requests_busy += 1;
-            self.complete_request(request.id, Err(RequestError::Busy));
+            self.complete_request(RequestOwner::Driver(request.id), Err(RequestError::Busy));
             return;
         }
         self.request_blocks_live += blocks_count;
         let write = request.kind == RequestKind::Write;
         let cut_off = io && self.config.policy.uses_cache() && self.cut_off(request.lba, blocks_count, write);
         let key = self.requests.insert(RequestState {
-            id: request.id,
+            owner: RequestOwner::Driver(request.id),
             lba: request.lba,
             blocks_count,
             pending: 1, // held until the request is fully dispatched
@@ -101,7 +110,7 @@ impl Engine {
     /// One sub-operation of `key` finished; completes the request when none remain.
     pub(super) fn sub_done(&mut self, key: u32, count: u32, error: Option<RequestError>) {
         let request = self.requests.get_mut(key).expect("sub-operation of unknown request");
-        assert!(request.pending >= count, "request {} completed too often", request.id);
+        assert!(request.pending >= count, "request {:?} completed too often", request.owner);
         request.pending -= count;
         if error.is_some() && request.error.is_none() {
             request.error = error;
@@ -115,7 +124,7 @@ impl Engine {
         if request.error.is_some() {
             self.stats.request_errors += 1;
         }
-        self.complete_request(request.id, request.error.map_or(Ok(()), Err));
+        self.complete_request(request.owner, request.error.map_or(Ok(()), Err));
     }
 
     /// Request `key`, which must be live: a completion or a waiting entry
@@ -135,8 +144,10 @@ impl Engine {
     }
 
     pub(super) fn request_buffer(&self, key: u32, block_in_request: u32) -> IoBuffer {
-        let request = self.requests.get(key).expect("unknown request");
-        IoBuffer::Request { request: request.id, offset_bytes: block_in_request as u64 * self.config.block_size as u64 }
+        let RequestOwner::Driver(id) = self.request(key).owner else {
+            panic!("the engine's own flush has no buffer");
+        };
+        IoBuffer::Request { request: id, offset_bytes: block_in_request as u64 * self.config.block_size as u64 }
     }
 
     // ---- reads ----

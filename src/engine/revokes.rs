@@ -7,7 +7,7 @@
 use super::lba_hash::LbaTable;
 use super::Engine;
 use crate::cache::{flag, BlockState, LOC_NONE};
-use crate::log::OpenFor;
+use crate::hdd_log::OpenFor;
 use std::collections::VecDeque;
 
 /// What written-back blocks still owe the log before they turn clean.

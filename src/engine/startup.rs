@@ -203,7 +203,7 @@ impl Engine {
             // past its head has nothing a replay would take: retiring it
             // would write the whole dirty cache back before serving.
             let log_holds_parts = self.log.tail_sequence > self.log.head_sequence;
-            self.logging.retiring =
+            self.log_work.retiring =
                 self.config.policy != crate::config::Policy::Hhc && self.config.mirrors_count > 0 && log_holds_parts;
             self.drop_copies_after_crash();
             self.resync_stale_mirrors();
@@ -219,8 +219,8 @@ impl Engine {
                 // (`log_restart_head`).
                 let head = self.log.head_sequence;
                 self.write_superblock(head, true);
-                self.logging.restarted_head = head;
-                self.logging.superblock_durable_head = 0;
+                self.log_work.restarted_head = head;
+                self.log_work.superblock_durable_head = 0;
             }
             self.start_restart_flush();
         }
@@ -239,7 +239,7 @@ impl Engine {
             log::warn!("hhc: log mirror {mirror} is stale (it missed log writes of an earlier run); re-syncing it");
             self.stats.stale_mirrors_resynced += 1;
             if self.mutation() == crate::config::Mutation::StaleMirrorHealthy {
-                self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Healthy;
+                self.log.mirrors[mirror as usize] = crate::hdd_log::MirrorHealth::Healthy;
                 continue;
             }
             self.join_mirror(mirror);
@@ -291,7 +291,7 @@ impl Engine {
     /// failed one is started again (`Engine::complete_request`).
     pub(super) fn start_restart_flush(&mut self) {
         let key = self.requests.insert(super::requests::RequestState {
-            id: super::RESTART_FLUSH_ID,
+            owner: super::requests::RequestOwner::RestartFlush,
             lba: 0,
             blocks_count: 0,
             pending: 1,
@@ -541,7 +541,7 @@ impl Engine {
         }
         // Stale mirrors take no part in the start-up (`resync_stale_mirrors`).
         for &mirror in &scanned.stale_mirrors {
-            self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Failed;
+            self.log.mirrors[mirror as usize] = crate::hdd_log::MirrorHealth::Failed;
             self.stale_mirrors_at_start.push(mirror);
         }
         let head = scanned.superblock.head_sequence;
@@ -561,7 +561,7 @@ impl Engine {
             log::warn!("hhc: no log mirror in sync is present; the log starts over on the stale ones");
             for mirror in 0..self.config.mirrors_count {
                 if self.log.mirror_writable(mirror) {
-                    self.log.mirrors[mirror as usize] = crate::log::MirrorHealth::Failed;
+                    self.log.mirrors[mirror as usize] = crate::hdd_log::MirrorHealth::Failed;
                     self.stale_mirrors_at_start.push(mirror);
                 }
             }
@@ -582,7 +582,7 @@ impl Engine {
                 }
                 let loc = self.log.loc(part.sequence, data_first + slot as u32);
                 if let Some(previous) = live.insert(lba, loc) {
-                    self.log.note_superseded(previous, crate::log::log_point(part.sequence, part.part));
+                    self.log.note_superseded(previous, crate::hdd_log::log_point(part.sequence, part.part));
                 }
             }
         }
@@ -634,7 +634,7 @@ impl Engine {
     /// stay (torture seed 474880, hhc).
     fn plan_log_repair(&mut self, scanned: &ScannedLog) {
         let healthy: Vec<u8> = self.log.healthy_mirrors().collect();
-        let newest = crate::log::PARTS_IN_FLIGHT_MAX;
+        let newest = crate::hdd_log::PARTS_IN_FLIGHT_MAX;
         let from = scanned.segments.len().saturating_sub(newest);
         let layout = self.log_layout.segment;
         let repair = &mut self.startup.as_mut().unwrap().repair;

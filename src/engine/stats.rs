@@ -257,7 +257,7 @@ impl Engine {
         stats.seq_cutoff_policy = self.config.seq_cutoff_policy.code();
         stats.dirty_threshold_percent = self.config.dirty_threshold_percent as u64;
         stats.writeback_parallelism = self.config.writeback_parallelism as u64;
-        let [packed, gapped, turnaround] = self.logging.gaps.estimates_ns().map(|ns| ns.unwrap_or(0) / 1000);
+        let [packed, gapped, turnaround] = self.log_work.gaps.estimates_ns().map(|ns| ns.unwrap_or(0) / 1000);
         (stats.gap_packed_wait_us, stats.gap_gapped_wait_us, stats.gap_turnaround_us) = (packed, gapped, turnaround);
         stats
     }

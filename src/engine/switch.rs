@@ -15,23 +15,23 @@ impl Engine {
             if policy.uses_log() {
                 // A switch away from `hhc` called off: its log, kept
                 // consistent by revokes while retiring, is used again.
-                self.logging.retiring = false;
+                self.log_work.retiring = false;
             }
             return;
         }
         if from == Policy::WriteBackOrdered {
             self.ordered_stop();
         }
-        if policy.uses_log() && self.logging.retiring {
+        if policy.uses_log() && self.log_work.retiring {
             // The log `hhc` left is still consistent (revoked while retiring)
             // and may hold the only durable copy of dirty blocks: used again.
-            self.logging.retiring = false;
+            self.log_work.retiring = false;
         } else if policy.uses_log() {
             self.restart_log_for_switch(policy);
         } else if from.uses_log() {
             // Flushed dirty blocks may be durable only in the log: it stays
             // until a flush has written them back (`retire_log`).
-            self.logging.retiring = true;
+            self.log_work.retiring = true;
             self.flushes_leave_log();
         }
         if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
@@ -45,7 +45,7 @@ impl Engine {
             }
         }
         // A policy that logs writes into a live log, never a retiring one.
-        assert!(!(policy.uses_log() && self.logging.retiring), "switched to {policy:?} with its log still retiring");
+        assert!(!(policy.uses_log() && self.log_work.retiring), "switched to {policy:?} with its log still retiring");
         assert!(
             self.policy_target.map_or(self.config.policy == policy, |target| target == policy && self.config.policy == from),
             "a switch from {from:?} to {policy:?} left policy {:?}, target {:?}",

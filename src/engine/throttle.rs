@@ -21,7 +21,7 @@
 
 use super::Engine;
 use crate::io::Nanos;
-use crate::log::OpenFor;
+use crate::hdd_log::OpenFor;
 
 /// Longest gap between two admissions.
 pub(super) const DELAY_MAX_NS: Nanos = 20_000_000;

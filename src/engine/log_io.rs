@@ -7,7 +7,7 @@
 use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
-use crate::log::{LogPoint, MirrorHealth, OpenFor};
+use crate::hdd_log::{LogPoint, MirrorHealth, OpenFor};
 use crate::config::Policy;
 
 /// The fewest free segments the log counts as enough: the write reserve
@@ -88,7 +88,7 @@ impl Engine {
     /// logs, and while its log is retiring, so that it stays one a replay
     /// (or a return to `hhc`) may use.
     pub(super) fn log_revocable(&self) -> bool {
-        self.log_active() || self.logging.retiring && self.log.writable_mirrors().next().is_some()
+        self.log_active() || self.log_work.retiring && self.log.writable_mirrors().next().is_some()
     }
 
     pub(super) fn log_space_low(&self) -> bool {
@@ -150,7 +150,7 @@ impl Engine {
     /// writes one at once); parts already sealed complete as before. With
     /// no writable mirror nothing is written and nothing waits.
     pub(super) fn superblock_claims_lost_mirror(&self) -> bool {
-        let claimed = self.logging.superblock_mask_durable | self.logging.superblock_mask_in_flight;
+        let claimed = self.log_work.superblock_mask_durable | self.log_work.superblock_mask_in_flight;
         claimed & !self.log.in_sync_mask() != 0 && self.log.writable_mirrors().next().is_some()
     }
 
@@ -241,8 +241,8 @@ impl Engine {
         while visits > 0 {
             visits -= 1;
             self.stats.blocks_visited += 1;
-            let Some(block) = self.cache.next_unlogged_dirty(self.logging.scan_hand) else { return };
-            self.logging.scan_hand = (block + 1) % n;
+            let Some(block) = self.cache.next_unlogged_dirty(self.log_work.scan_hand) else { return };
+            self.log_work.scan_hand = (block + 1) % n;
             let candidate = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY)
                 && !self.cache.has(block, flag::LOGGED | flag::BUSY)
@@ -262,12 +262,12 @@ impl Engine {
     /// Moves the entries reclamation queued: each block still dirty and
     /// logged at the same place is read into the open part.
     fn relog_queued_blocks(&mut self) {
-        while let Some(&(block, from)) = self.logging.relog_queue.front() {
+        while let Some(&(block, from)) = self.log_work.relog_queue.front() {
             let still_there = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY | flag::LOGGED)
                 && self.cache.log_loc(block) == from;
             if !still_there {
-                self.logging.relog_queue.pop_front();
+                self.log_work.relog_queue.pop_front();
                 continue;
             }
             if self.cache.has(block, flag::BUSY) {
@@ -276,13 +276,13 @@ impl Engine {
                 // it is (a read hit, or a write-back, which may take the
                 // backing device's time while the head waits behind it; a
                 // move that a write-back overtakes is dropped as it lands).
-                self.logging.relog_queue.rotate_left(1);
+                self.log_work.relog_queue.rotate_left(1);
                 return;
             }
             if !self.read_into_log(block, from) {
                 return;
             }
-            self.logging.relog_queue.pop_front();
+            self.log_work.relog_queue.pop_front();
         }
     }
 
@@ -310,7 +310,7 @@ impl Engine {
 
     /// Whether reclamation has moves queued or reads of them in flight.
     fn relog_pending(&self) -> bool {
-        !self.logging.relog_queue.is_empty() || self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight > 0)
+        !self.log_work.relog_queue.is_empty() || self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight > 0)
     }
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, relog_from: u32, status: IoStatus) {
@@ -387,29 +387,29 @@ impl Engine {
     /// barrier is wanted.
     pub(super) fn maybe_seal(&mut self) {
         if !self.log_revocable() {
-            self.logging.barrier_wanted = false;
+            self.log_work.barrier_wanted = false;
             return;
         }
-        if self.logging.barrier_after_relog && self.cache.unlogged_dirty_count() == 0 && !self.relog_pending() {
-            self.logging.barrier_after_relog = false;
-            self.logging.barrier_wanted |= self.log.head_waits_for_barrier();
+        if self.log_work.barrier_after_relog && self.cache.unlogged_dirty_count() == 0 && !self.relog_pending() {
+            self.log_work.barrier_after_relog = false;
+            self.log_work.barrier_wanted |= self.log.head_waits_for_barrier();
         }
-        if self.logging.barrier_wanted && self.log.barrier_covers_all() {
+        if self.log_work.barrier_wanted && self.log.barrier_covers_all() {
             // Nothing since the last barrier: it serves; no segment is spent.
-            self.logging.barrier_wanted = false;
+            self.log_work.barrier_wanted = false;
             let last = self.log.last_sealed_point();
             self.barrier_sealed(last);
             return;
         }
-        let Some(buffer) = self.log.open_buffer.or_else(|| self.logging.barrier_wanted.then(|| self.log.open(OpenFor::Revoke)).flatten())
+        let Some(buffer) = self.log.open_buffer.or_else(|| self.log_work.barrier_wanted.then(|| self.log.open(OpenFor::Revoke)).flatten())
         else {
             return;
         };
         if self.log.buffers[buffer].slot_reads_in_flight > 0 || !self.log.can_seal() || self.superblock_claims_lost_mirror() {
             return;
         }
-        if self.logging.barrier_wanted {
-            self.logging.barrier_wanted = false;
+        if self.log_work.barrier_wanted {
+            self.log_work.barrier_wanted = false;
             let sequence = self.seal_and_write(true);
             self.barrier_sealed(Some(sequence));
         } else if self.log.open_is_full() || self.log.open_revokes_full() {
@@ -424,7 +424,7 @@ impl Engine {
     fn seal_and_write(&mut self, barrier: bool) -> LogPoint {
         let barrier = barrier || self.log.tight();
         let gap_blocks = if barrier && !self.log_space_low() {
-            self.logging.gaps.gap_after_barrier(self.config.barrier_gap_bytes / self.config.block_size)
+            self.log_work.gaps.gap_after_barrier(self.config.barrier_gap_bytes / self.config.block_size)
         } else {
             0
         };
@@ -432,7 +432,7 @@ impl Engine {
         let region = self.log.buffers[buffer].region;
         let memory = self.regions.all[region as usize].as_mut_slice();
         let sealed = self.log.seal(memory, barrier, gap_blocks);
-        self.logging.gaps.sealed(self.now, sealed.point, barrier, sealed.skipped_blocks);
+        self.log_work.gaps.sealed(self.now, sealed.point, barrier, sealed.skipped_blocks);
         let offset = self.log_layout.segment_offset(sealed.segment_index) + sealed.offset_bytes;
         let writable = self.log.writable_mirrors().count();
         self.stats.log_parts_written += 1;
@@ -449,7 +449,7 @@ impl Engine {
         }
         if writable == 0 && self.log.settle_durable() {
             self.log.advance_head();
-            self.logging.gaps.durable(self.now, self.log.durable_barrier);
+            self.log_work.gaps.durable(self.now, self.log.durable_barrier);
         }
         sealed.point
     }
@@ -482,7 +482,7 @@ impl Engine {
         }
         if self.log.part_op_done(buffer as usize, write) {
             self.log.advance_head();
-            self.logging.gaps.durable(self.now, self.log.durable_barrier);
+            self.log_work.gaps.durable(self.now, self.log.durable_barrier);
         }
     }
 
@@ -533,10 +533,10 @@ impl Engine {
         let from_sequence = if new_log {
             let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
             self.start_new_log(first);
-            self.logging.new_log_sync = super::flush::LogStage::WaitLogged;
+            self.log_work.new_log_sync = super::flush::LogStage::WaitLogged;
             // Flushes count on the new log now (`log_flushable`), and a
             // replay needs its superblock: they wait for it too.
-            self.logging.restarted_head = first;
+            self.log_work.restarted_head = first;
             first
         } else {
             self.log.tail_sequence + 1
@@ -555,7 +555,7 @@ impl Engine {
         self.relog_all_dirty();
         // Seal what is open so the next segment (from_sequence) starts fresh.
         if self.log.open_buffer.is_some() {
-            self.logging.barrier_wanted = true;
+            self.log_work.barrier_wanted = true;
         }
         true
     }
@@ -570,9 +570,9 @@ impl Engine {
         // them: a new log starts past every sequence the old one used.
         assert!(first > self.log.tail_sequence, "new log at sequence {first}, not past the tail {}", self.log.tail_sequence);
         self.log.reinitialise(first);
-        self.logging.gaps.forget_parts();
-        self.logging.relog_queue.clear();
-        self.logging.new_log_sync = super::flush::LogStage::None;
+        self.log_work.gaps.forget_parts();
+        self.log_work.relog_queue.clear();
+        self.log_work.new_log_sync = super::flush::LogStage::None;
         self.writeback.revokes.clear();
         self.startup_revokes.clear();
         for block in 0..self.cache.blocks_count() {
@@ -595,14 +595,14 @@ impl Engine {
     /// behind by it: the old log must never be replayed over data written
     /// back without revokes, so it is emptied first.
     pub(super) fn restart_log_for_switch(&mut self, _to: Policy) {
-        self.logging.retiring = false;
+        self.log_work.retiring = false;
         if self.config.mirrors_count == 0 || self.log.writable_mirrors().next().is_none() {
             return;
         }
         let first = self.log.tail_sequence + self.log_layout.segments_count as u64;
         self.start_new_log(first);
-        assert!(first > self.logging.restarted_head, "log restarted at {first}, not after its last restart");
-        self.logging.restarted_head = first;
+        assert!(first > self.log_work.restarted_head, "log restarted at {first}, not after its last restart");
+        self.log_work.restarted_head = first;
         for block in 0..self.cache.blocks_count() {
             if self.cache.state(block) == BlockState::Mapped {
                 self.cache.set_logged(block, false);
