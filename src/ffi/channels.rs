@@ -38,7 +38,8 @@ impl Core {
     /// to give back their channels to a removed bdev; then starts a switch
     /// away from passthrough once no bypassed request is out.
     pub(super) fn update_channels(&mut self) {
-        if self.channels_state == ChannelsState::Settled && !self.glue.is_null() && !self.unregister_sent {
+        let may_update = self.bdev.channels_may_update().filter(|_| self.channels_state == ChannelsState::Settled);
+        if let Some(glue) = may_update {
             let wanted = self.bypass_wanted();
             let drain = self.requests.reset_drain == ResetDrain::Wanted;
             if wanted != self.bypass_on || self.lanes_to_drop || drain {
@@ -56,10 +57,10 @@ impl Core {
                 self.channels_state = ChannelsState::Updating;
                 // SAFETY: glue is the registered bdev; its destruct is not
                 // ended while the iteration runs (channels_updating).
-                unsafe { sys::hhc_glue_node_update_channels(self.glue) };
+                unsafe { sys::hhc_glue_node_update_channels(glue) };
             }
         }
-        if self.requests.reset_drain == ResetDrain::Wanted && (self.glue.is_null() || self.unregister_sent) {
+        if self.requests.reset_drain == ResetDrain::Wanted && self.bdev.channels_may_update().is_none() {
             // No iteration can start on a bdev going away: its channels
             // drain as they go.
             self.requests.release_resets();
@@ -69,7 +70,7 @@ impl Core {
 
     fn bypass_wanted(&self) -> bool {
         let backing = self.bases.backing();
-        if self.phase != Phase::Running || self.destructing || self.policy_on_start.is_some() || backing.removed {
+        if self.phase != Phase::Running || self.bdev.node_ends() || self.policy_on_start.is_some() || backing.removed {
             return false;
         }
         self.direct.is_some() || self.engine.as_ref().is_some_and(Engine::passes_through)
@@ -87,7 +88,7 @@ impl Core {
         if self.requests.reset_drain == ResetDrain::Running {
             self.requests.release_resets();
         }
-        if std::mem::take(&mut self.destruct_waits) {
+        if self.bdev.destruct_waited() {
             self.begin_destruct();
         }
     }

@@ -323,7 +323,7 @@ impl Core {
             _ => {}
         }
         // Not while the app thread registers its bdev: that bdev points here.
-        if self.phase == Phase::Done && self.destructing && !self.registering && !self.channels_updating() {
+        if self.phase == Phase::Done && self.bdev.node_may_end() && !self.channels_updating() {
             self.finish_destruct();
         }
     }
@@ -333,7 +333,7 @@ impl Core {
     /// one back (`registered`). Meanwhile the node serves what reaches it
     /// (other modules examine a bdev as it registers).
     fn register(&mut self) {
-        if self.registering {
+        if self.bdev.is_registering() {
             return;
         }
         let registration = match CString::new(self.params.name.as_str()) {
@@ -345,14 +345,13 @@ impl Core {
             let result = registration.run();
             return self.registered(result);
         }
-        self.registering = true;
+        self.bdev.start_registering();
         let raw = Box::into_raw(Box::new(registration));
         // SAFETY: register_msg takes back the box; the node stays alive
-        // while `registering` (advance_phase never frees it then).
+        // while its bdev is registering (advance_phase never frees it then).
         if let Err(rc) = unsafe { app.send(register_msg, raw.cast()) } {
             // SAFETY: the message was not queued; the box is still ours.
             drop(unsafe { Box::from_raw(raw) });
-            self.registering = false;
             let error = Error::from_rc(rc, format!("cannot reach the app thread to register bdev '{}'", self.params.name));
             self.registered(Err(error));
         }
@@ -361,17 +360,15 @@ impl Core {
     /// Whether requests are served: running, or with the bdev being
     /// registered (the engine is ready then).
     pub(super) fn serving(&self) -> bool {
-        self.phase == Phase::Running || self.registering
+        self.phase == Phase::Running || self.bdev.is_registering()
     }
 
     /// How registering the bdev went.
     fn registered(&mut self, result: Result<*mut sys::hhc_glue_node, Error>) {
-        self.registering = false;
         let error = match result {
             Ok(glue) if self.phase == Phase::Starting => {
-                self.glue = glue;
+                self.bdev.registered(glue);
                 self.phase = Phase::Running;
-                self.served = true;
                 let blocks_count = self.blocks_count();
                 log::info!("{}: registered ({} policy, {} blocks of {} bytes, owner thread {})", self.params.name, self.config.policy, blocks_count, self.config.block_size, self.owner.describe());
                 self.start_wanted_policy();
@@ -386,21 +383,19 @@ impl Core {
                 // The node failed while its bdev was being registered (and
                 // answered the create call then): the bdev goes again, and
                 // its destruct ends the node.
-                self.glue = glue;
-                self.destructing = false;
-                self.unregister_sent = true;
+                self.bdev.withdraw(glue);
                 // SAFETY: glue is our bdev, just registered; destruct follows.
                 unsafe { sys::hhc_glue_node_unregister(glue) };
                 return;
             }
-            Err(_) if self.phase != Phase::Starting => return,
+            Err(_) if self.phase != Phase::Starting => return self.bdev.release(),
             Err(error) => error,
         };
         // The engine formatted/opened the devices already; stop it cleanly
         // so the cache stays consistent, then report.
         self.failure = Some(error.message().to_string());
         self.reply(Err(&error));
-        self.destructing = true;
+        self.bdev.release();
         match self.engine.as_mut() {
             Some(engine) => {
                 engine.shutdown(now_ns());

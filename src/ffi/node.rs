@@ -40,6 +40,9 @@ enum Input {
     BaseRemoved(DeviceRole),
 }
 
+/// The node's bdev (`bdev_state.rs`), named by its C handle.
+pub(super) type Bdev = super::bdev_state::BdevState<*mut sys::hhc_glue_node>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Reading unit 0 of the cache bdev to tell a new cache from a warm one.
@@ -120,15 +123,14 @@ pub struct Core {
     /// A backing or cache bdev was removed: the lanes give their channels
     /// to it back at the next update.
     pub(super) lanes_to_drop: bool,
-    /// The bdev layer's destruct came during an update of the channels.
-    pub(super) destruct_waits: bool,
     pub(super) params: CreateParams,
     pub(super) phase: Phase,
     pub(super) config: Config,
     pub(super) engine: Option<Engine>,
     pub(super) bases: Bases,
     pub(super) requests: Requests,
-    pub(super) glue: *mut sys::hhc_glue_node,
+    /// The node's bdev, from its registration to its destruct.
+    pub(super) bdev: Bdev,
     pub(super) poller: *mut sys::hhc_glue_poller,
     /// The create call waiting for the bdev to be registered.
     pub(super) rpc: Option<Rpc>,
@@ -138,13 +140,11 @@ pub struct Core {
     pub(super) recovery_progress: Option<crate::recovery::RecoveryProgress>,
     /// A passthrough without a cache: requests go straight to the backing bdev.
     pub(super) direct: Option<crate::direct::Direct>,
-    /// The bdev was registered once: losing the cache leaves a record.
-    pub(super) served: bool,
     /// Format the cache bdev even if it holds an HHC superblock
     /// (bdev_hhc_recover onto a fresh cache).
     pub(super) force_format: bool,
-    /// Device commands of the engine in flight (completions of a failed
-    /// engine are dropped, but recovery waits for them).
+    /// Device commands of the engine in flight (a failed engine's drain and
+    /// the recovery after it wait for them).
     pub(super) engine_ios: u32,
     /// Completions made up on the owner thread (no such base, submit error).
     pub(super) immediate: VecDeque<(IoId, IoStatus)>,
@@ -159,8 +159,6 @@ pub struct Core {
     /// Lane completions being handed in (take_lane_done), likewise.
     lane_batch: Vec<LaneDone>,
     pub(super) cache_lost: bool,
-    pub(super) unregister_sent: bool,
-    pub(super) destructing: bool,
     pub(super) failure: Option<String>,
     /// Counters at the last stats reset and report (control.rs).
     pub(super) baseline: Baseline,
@@ -168,8 +166,6 @@ pub struct Core {
     pub(super) policy_on_start: Option<crate::config::Policy>,
     /// Options a create call asked for before the bdev ran (control.rs).
     pub(super) options_on_start: Option<super::params::OptionParams>,
-    /// The app thread registers the bdev now (lifecycle.rs).
-    pub(super) registering: bool,
     /// The `protection` state last seen (control.rs, note_protection).
     pub(super) protection_state: Option<&'static str>,
     /// What creating it found allowed but likely a mistake (lifecycle.rs).
@@ -197,16 +193,14 @@ impl Node {
             bypass_on: false,
             channels_state: ChannelsState::Settled,
             lanes_to_drop: false,
-            destruct_waits: false,
             requests: Requests::with_capacity(Config::default().requests_max as usize),
-            glue: std::ptr::null_mut(),
+            bdev: Bdev::Unregistered,
             poller: std::ptr::null_mut(),
             rpc: None,
             probe: None,
             recovery: None,
             recovery_progress: None,
             direct: None,
-            served: false,
             force_format: false,
             engine_ios: 0,
             immediate: VecDeque::with_capacity(64),
@@ -216,13 +210,10 @@ impl Node {
             batch: Vec::with_capacity(SUBMISSION_BATCH),
             lane_batch: Vec::with_capacity(SUBMISSION_BATCH),
             cache_lost: false,
-            unregister_sent: false,
-            destructing: false,
             failure: None,
             baseline: Baseline::new(now_ns()),
             policy_on_start: None,
             options_on_start: None,
-            registering: false,
             protection_state: None,
             warnings: Vec::new(),
             before_passthrough: None,

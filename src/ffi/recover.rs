@@ -62,7 +62,7 @@ impl Core {
                     "name: the recovery of '{name}' failed ({error}); its flushed writes are not all on the backing bdev{retry}"
                 )))
             }
-            (Phase::Recovered, _) if !self.glue.is_null() => {
+            (Phase::Recovered, _) if self.bdev.glue().is_some() => {
                 Err(Error::Busy(format!("name: HHC bdev '{name}' is still being unregistered; try again")))
             }
             (Phase::Recovered, mode) => self.replace(mode, cache),
@@ -293,7 +293,7 @@ impl Core {
         if !self.phase.is_record() {
             return None;
         }
-        if self.phase == Phase::Recovering || !self.glue.is_null() {
+        if self.phase == Phase::Recovering || self.bdev.glue().is_some() {
             let why = format!("name: HHC bdev '{name}' is still replaying its log or being unregistered; try again");
             return Some(Err(Error::Busy(why)));
         }
@@ -308,7 +308,7 @@ impl Core {
 pub fn drop_records() {
     for node in registry::nodes() {
         node.core.try_enter(|core| {
-            if core.phase.is_record() && core.recovery.is_none() && core.glue.is_null() {
+            if core.phase.is_record() && core.recovery.is_none() && core.bdev.glue().is_none() {
                 core.finish_destruct();
             }
         });

@@ -61,7 +61,7 @@ impl Core {
         let replayed = progress.stage == RecoveryStage::Done;
         self.recovery_progress = Some(progress);
         // A bdev_hhc_delete before the loss still ends the node.
-        self.phase = match (self.destructing, replayed) {
+        self.phase = match (self.bdev.node_ends(), replayed) {
             (true, _) => Phase::Done,
             (false, true) => Phase::Recovered,
             (false, false) => Phase::RecoveryFailed,

@@ -52,14 +52,17 @@ impl Core {
         let creating = matches!(self.phase, Phase::Probing | Phase::Starting);
         if creating {
             self.reply(Err(&error.with_message(format!("cannot create '{}': {reason}", self.params.name))));
-            self.destructing = true;
+            // A bdev being registered now goes once registered (`registered`).
+            if !self.bdev.is_registering() {
+                self.bdev.release();
+            }
         }
         self.failure = Some(reason);
         self.phase = Phase::Failed;
     }
 
     pub(super) fn after_failure_drained(&mut self) {
-        if self.cache_lost && self.served && !self.destructing {
+        if self.cache_lost && self.bdev.served_and_kept() {
             return self.keep_record();
         }
         let recoverable = self.cache_lost && self.policy().uses_log() && self.engine.is_some();
@@ -78,22 +81,19 @@ impl Core {
     }
 
     pub(super) fn unregister(&mut self) {
-        if self.glue.is_null() || self.unregister_sent || self.destructing {
-            self.destructing |= self.glue.is_null();
-            return;
+        if let Some(glue) = self.bdev.unregister() {
+            // SAFETY: glue is the registered bdev; destruct follows asynchronously.
+            unsafe { sys::hhc_glue_node_unregister(glue) }
         }
-        self.unregister_sent = true;
-        // SAFETY: glue is the registered bdev; destruct follows asynchronously.
-        unsafe { sys::hhc_glue_node_unregister(self.glue) }
     }
 
     /// The bdev's destruct, on the owner thread.
     pub(in crate::ffi) fn begin_destruct(&mut self) {
-        self.destructing = true;
-        if self.channels_updating() {
-            // Ending the destruct unregisters the io_device, which SPDK
-            // refuses while an iteration over its channels runs.
-            self.destruct_waits = true;
+        // Ending the destruct unregisters the io_device, which SPDK refuses
+        // while an iteration over its channels runs: it waits for it.
+        let waits = self.channels_updating();
+        self.bdev.destruct(waits);
+        if waits {
             return;
         }
         match self.phase {
@@ -113,10 +113,9 @@ impl Core {
 
     /// A record's bdev finished unregistering; the node stays.
     fn bdev_gone(&mut self) {
+        let glue = self.bdev.destruct_done(true).expect("a record's bdev in its destruct");
         // SAFETY: glue is our registered bdev in its destruct; called once.
-        unsafe { sys::hhc_glue_node_destruct_done(self.glue) };
-        self.glue = std::ptr::null_mut();
-        self.destructing = false;
+        unsafe { sys::hhc_glue_node_destruct_done(glue) };
         log::info!("{}: bdev unregistered; its record stays until bdev_hhc_recover or bdev_hhc_delete", self.params.name);
     }
 
@@ -131,12 +130,10 @@ impl Core {
             self.poller = std::ptr::null_mut();
         }
         registry::remove(self.node);
-        if !self.glue.is_null() {
+        if let Some(glue) = self.bdev.destruct_done(false) {
             // SAFETY: glue is our registered bdev in its destruct; called once.
-            unsafe { sys::hhc_glue_node_destruct_done(self.glue) };
-            self.glue = std::ptr::null_mut();
+            unsafe { sys::hhc_glue_node_destruct_done(glue) };
         }
-        self.destructing = false;
         // SAFETY: free_node gets the node, which nothing uses after this
         // message: it is out of the registry, its poller stopped, its bdev gone.
         if let Err(rc) = unsafe { self.owner.send(free_node, self.node as *mut c_void) } {
