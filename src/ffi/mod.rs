@@ -20,29 +20,32 @@
 //! points abort on unwinding in every profile). Errors become negative errno
 //! in `errno`.
 //!
-//! Rooms, each importing only those above it in this list:
-//! - `errno`, `io_tag` (what a base command's tag names), `json`, `iov`,
-//!   `params`, `report` (stat fields, latency histogram, counter
-//!   baselines), `latency` (each base bdev's command latencies): no SPDK
-//!   calls; build and test everywhere.
-//! - `sys` (bindgen), `logger`, `memory`, `owner` (threads, time, the
-//!   cells of a node's state), `rpc` (answers): thin wrappers of the C shim.
-//! - `base` (base bdevs and lanes), `bypass` (requests past the engine),
-//!   `request` (the request path, RESET), `recovery` (log scan and replay
-//!   after a cache loss).
-//! - `node` (a node and its loop), then `commands` (the engine's device
-//!   commands), `channels` (what the owner tells every channel), `registry`
-//!   (the node list,
-//!   by name and owner thread), `forward` (work sent to a node's owner),
-//!   `lifecycle` (open, probe, register, fail, destruct, recovery), `info`
-//!   (reports), `control` (the operator RPCs: stats, policy, flush_all),
-//!   `recover` (bdev_hhc_recover and the records of lost caches), `create`
-//!   (the create RPC and examine), `entry` (data path and channel entry
-//!   points).
+//! Rooms, each importing only the rooms above it:
+//! 1. No SPDK calls; built and tested everywhere: `bdev_state` (a node's
+//!    bdev from registration to destruct), `errno`, `io_tag` (what a base
+//!    command's tag names), `json`, `iov`, `params`, `report` (stat
+//!    fields, latency histogram, counter baselines), `latency` (each base
+//!    bdev's command latencies).
+//! 2. Thin wrappers of the C shim: `sys` (bindgen), `logger`, `memory`,
+//!    `owner` (threads, time, the cells of a node's state), `rpc` (answers).
+//! 3. `base` (base bdevs and lanes), `bypass` (requests past the engine),
+//!    `recovery` (log scan and replay after a cache loss).
+//! 4. The node: `node` (a node, its `Core` and its loop) and the files
+//!    that each add one concern to `Core` or reach a node, which import
+//!    one another: `request` (the request path, RESET), `commands` (the
+//!    engine's device commands), `channels` (what the owner tells every
+//!    channel), `lifecycle` (open, probe, register, fail, destruct,
+//!    records, takeover), `info` (reports), `control` (the operator RPCs:
+//!    stats, policy, flush_all), `recover` (bdev_hhc_recover and the
+//!    records of lost caches), `registry` (the node list, by name and
+//!    owner thread), `forward` (work sent to a node's owner), `create`
+//!    (the create RPC and examine), `entry` (data path and channel entry
+//!    points).
 //! - `model`: the test-only device-model bdev (module `hhc_model`,
 //!   spdk-glue/hhc_model.c), apart from all of the above: its model and
 //!   stats build everywhere, its `entry` needs SPDK.
 
+pub mod bdev_state;
 pub mod errno;
 pub mod io_tag;
 pub mod iov;
