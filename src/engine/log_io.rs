@@ -7,7 +7,7 @@
 use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
-use crate::hdd_log::{LogPoint, MirrorHealth, OpenFor};
+use crate::hdd_log::{LogPoint, MirrorHealth, OpenFor, SlotLba};
 use crate::config::Policy;
 
 /// The fewest free segments the log counts as enough: the write reserve
@@ -19,6 +19,13 @@ use crate::config::Policy;
 /// of a log the cache's size free (fileserver in the simulator: 70 % of
 /// what the head passed was live and had to be moved).
 const LOW_FREE_MIN: u64 = OpenFor::Write.min_free() + 2;
+
+/// A dirty block reclamation moves from its log location to the tail.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Move {
+    pub block: u32,
+    pub from: u32,
+}
 
 #[derive(Default)]
 pub(super) struct LogWork {
@@ -50,12 +57,12 @@ pub(super) struct LogWork {
     /// Next segment reclamation looks at: several segments are compacted
     /// into the open buffer before one barrier lets the head pass them all.
     pub reclaim_cursor: u64,
-    /// The entries (loc, lba) of the segment reclamation looks at; reused.
-    pub reclaim_entries: Vec<(u32, u32)>,
-    /// Logged dirty blocks whose entry (block, loc) reclamation moves to the
+    /// The entries of the segment reclamation looks at; reused.
+    pub reclaim_entries: Vec<SlotLba>,
+    /// Logged dirty blocks whose entry reclamation moves to the
     /// log's tail. They stay `Logged`: their entry is durable where it is,
     /// so a flush need not wait for the move (at most one segment's worth).
-    pub relog_queue: std::collections::VecDeque<(u32, u32)>,
+    pub relog_queue: std::collections::VecDeque<Move>,
     /// Whether to leave a gap after a barrier part (gap.rs).
     pub(super) gaps: super::gap::BarrierGaps,
     /// A log started over on an attached mirror holds none of the dirty
@@ -262,7 +269,7 @@ impl Engine {
     /// Moves the entries reclamation queued: each block still dirty and
     /// logged at the same place is read into the open part.
     fn relog_queued_blocks(&mut self) {
-        while let Some(&(block, from)) = self.log_work.relog_queue.front() {
+        while let Some(&Move { block, from }) = self.log_work.relog_queue.front() {
             let still_there = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY | flag::LOGGED)
                 && self.cache.log_loc(block) == from;

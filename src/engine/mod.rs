@@ -215,7 +215,7 @@ pub struct Engine {
     /// request block (`request_blocks_max`; `note_miss_started` asserts);
     /// it starts small so that its lookups, made per block, stay in the CPU
     /// cache, and keeps what it grows to.
-    misses: LbaTable<(u32, bool)>,
+    misses: LbaTable<requests::MissesInFlight>,
     eviction_scratch: Vec<u32>,
     eviction_backoff: commit::EvictionBackoff,
     /// Block ranges of write-throughs that could not start in this pass of

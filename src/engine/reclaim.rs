@@ -5,7 +5,8 @@
 
 use super::{Engine, EngineState};
 use crate::cache::flag;
-use crate::hdd_log::OpenFor;
+use super::log_io::Move;
+use crate::hdd_log::{OpenFor, SlotLba};
 
 /// Segments reclamation works ahead of the head before a barrier.
 const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
@@ -105,13 +106,13 @@ impl Engine {
         let mut entries = std::mem::take(&mut self.log_work.reclaim_entries);
         entries.clear();
         entries.extend(self.log.segment_slot_lbas(sequence));
-        for &(loc, lba) in &entries {
+        for &SlotLba { loc, lba } in &entries {
             let Some(block) = self.cache.lookup(lba) else { continue };
             if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
                 continue;
             }
             if relog {
-                self.log_work.relog_queue.push_back((block, loc));
+                self.log_work.relog_queue.push_back(Move { block, from: loc });
             } else {
                 self.queue_reclaim_writeback(lba);
             }

@@ -29,6 +29,15 @@ pub(super) struct RequestState {
     pub cut_off: bool,
 }
 
+/// The read misses of one LBA in flight, and whether a write of it may
+/// have raced them: a miss read may then return older data, which its fill
+/// must not put in the cache.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MissesInFlight {
+    pub reads: u32,
+    pub raced: bool,
+}
+
 /// `Waiting::block_in_request` of a write-through request waiting as a whole.
 pub(super) const WHOLE_REQUEST: u32 = u32::MAX;
 
@@ -224,21 +233,29 @@ impl Engine {
         self.stats.read_misses += 1;
         // A backing write of the block in flight may land after this read.
         let racing = self.writeback.lbas_in_flight.contains(lba);
-        let entry = self.misses.entry(lba).or_insert((0, false));
-        entry.0 += 1;
-        entry.1 |= racing;
+        let entry = self.misses.entry(lba).or_default();
+        entry.reads += 1;
+        entry.raced |= racing;
         assert!(self.misses.len() <= self.request_blocks_live as usize, "lba {lba}: more LBAs missing than request blocks live");
     }
 
     /// Returns whether the fill of a finished miss may insert the block.
     fn note_miss_finished(&mut self, lba: u32) -> bool {
         let Some(entry) = self.misses.get_mut(&lba) else { return false };
-        entry.0 -= 1;
-        let fresh = !entry.1;
-        if entry.0 == 0 {
+        entry.reads -= 1;
+        let fresh = !entry.raced;
+        if entry.reads == 0 {
             self.misses.remove(&lba);
         }
         fresh
+    }
+
+    /// A write of `lba` started: a miss read of it in flight may return
+    /// the older data.
+    pub(super) fn misses_raced(&mut self, lba: u32) {
+        if let Some(entry) = self.misses.get_mut(&lba) {
+            entry.raced = true;
+        }
     }
 
     fn submit_backing_read(&mut self, key: u32, lba: u64, blocks_count: u32, first_block_in_request: u32) {
@@ -410,9 +427,7 @@ impl Engine {
         } else {
             self.cache.set_through(block, Through::Pending);
         }
-        if let Some(entry) = self.misses.get_mut(&lba) {
-            entry.1 = true; // an in-flight miss read may return older data
-        }
+        self.misses_raced(lba);
         if logged {
             self.log_write_admitted(shortage);
             let offset = i as u64 * self.config.block_size as u64;

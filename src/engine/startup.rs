@@ -38,6 +38,17 @@ enum Phase {
     CleanTailFlush,
 }
 
+/// Sealed parts that follow each other on one mirror, to copy from it to
+/// every other healthy mirror.
+#[derive(Clone, Copy, Debug)]
+struct PartCopy {
+    sequence: u64,
+    first_block: u32,
+    /// The mirror holding the valid copy.
+    source: u8,
+    bytes: u64,
+}
+
 pub(super) struct Startup {
     phase: Phase,
     pending: u32,
@@ -45,9 +56,8 @@ pub(super) struct Startup {
     scanner: Option<LogScanner>,
     /// Engine I/O id -> scanner I/O id.
     scanner_ids: HashMap<IoId, IoId>,
-    /// Parts to copy to every healthy mirror: (sequence, first block,
-    /// mirror holding the valid copy, sealed bytes).
-    repair: Vec<(u64, u32, u8, u64)>,
+    /// Parts to copy to every healthy mirror.
+    repair: Vec<PartCopy>,
     /// The last scanned part, where it did not end its segment: (sequence,
     /// its part number, the block after it). The restart writes an empty
     /// part there that ends the segment, so that a later scan goes on into
@@ -645,13 +655,13 @@ impl Engine {
             let bytes = layout.sealed_bytes(part.lbas.len() as u32) as u64;
             // Parts that follow each other on the same mirror go as one copy.
             if let Some(last) = repair.last_mut() {
-                let end_block = last.1 as u64 + last.3 / layout.block_size as u64;
-                if (last.0, last.2, end_block) == (part.sequence, part.mirror, part.first_block as u64) {
-                    last.3 += bytes;
+                let end_block = last.first_block as u64 + last.bytes / layout.block_size as u64;
+                if (last.sequence, last.source, end_block) == (part.sequence, part.mirror, part.first_block as u64) {
+                    last.bytes += bytes;
                     continue;
                 }
             }
-            repair.push((part.sequence, part.first_block, part.mirror, bytes));
+            repair.push(PartCopy { sequence: part.sequence, first_block: part.first_block, source: part.mirror, bytes });
         }
     }
 
@@ -661,14 +671,14 @@ impl Engine {
     }
 
     fn repair_read(&mut self) {
-        let &(sequence, first_block, mirror, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
+        let PartCopy { sequence, first_block, source, bytes } = *self.startup.as_ref().unwrap().repair.last().expect("repair planned");
         let offset = self.part_device_offset(sequence, first_block);
         let buffer = IoBuffer::Engine { region: self.regions.log_scratch, offset_bytes: 0 };
-        self.startup_submit(DeviceRole::Log(mirror), IoKind::Read, offset, bytes, buffer);
+        self.startup_submit(DeviceRole::Log(source), IoKind::Read, offset, bytes, buffer);
     }
 
     fn repair_write(&mut self) {
-        let &(sequence, first_block, source, bytes) = self.startup.as_ref().unwrap().repair.last().expect("repair planned");
+        let PartCopy { sequence, first_block, source, bytes } = *self.startup.as_ref().unwrap().repair.last().expect("repair planned");
         let offset = self.part_device_offset(sequence, first_block);
         let mirrors: Vec<u8> = self.log.healthy_mirrors().filter(|&m| m != source).collect();
         for mirror in mirrors {

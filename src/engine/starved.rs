@@ -17,9 +17,17 @@ const COMMITS_BEFORE_HOLD: u64 = 2;
 
 #[derive(Default)]
 pub(super) struct StarvedLbas {
-    /// LBA -> (commits completed when a pass first found it waiting for a
-    /// commit, whether its writes wait now). At most one per dirty block.
-    waits: LbaTable<(u64, bool)>,
+    /// At most one per dirty block.
+    waits: LbaTable<Starved>,
+}
+
+/// An LBA a pass found waiting for a commit.
+#[derive(Clone, Copy, Debug)]
+struct Starved {
+    /// Commits completed when a pass first found it so.
+    since: u64,
+    /// Its new writes wait for its write-back to start.
+    held: bool,
 }
 
 impl StarvedLbas {
@@ -32,9 +40,9 @@ impl Engine {
     /// A pass found `lba`'s current block waiting for a commit.
     pub(super) fn pass_waits_for_commit(&mut self, lba: u32) {
         let completed = self.commit.completed();
-        let (since, held) = self.starved.waits.entry(lba).or_insert((completed, false));
-        if !*held && completed >= *since + COMMITS_BEFORE_HOLD {
-            *held = true;
+        let starved = self.starved.waits.entry(lba).or_insert(Starved { since: completed, held: false });
+        if !starved.held && completed >= starved.since + COMMITS_BEFORE_HOLD {
+            starved.held = true;
             self.stats.writeback_starved_lbas += 1;
         }
     }
@@ -58,7 +66,9 @@ impl Engine {
             self.starved.waits.clear();
             return false;
         }
-        let Some(&(_, true)) = self.starved.waits.get(&lba) else { return false };
+        if !self.starved.waits.get(&lba).is_some_and(|starved| starved.held) {
+            return false;
+        }
         let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
         if !dirty {
             self.starved.waits.remove(&lba);

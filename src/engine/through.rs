@@ -78,9 +78,7 @@ impl Engine {
         }
         self.writeback.lbas_in_flight.insert_through(lbas.clone());
         for l in lbas.clone() {
-            if let Some(entry) = self.misses.get_mut(&l) {
-                entry.1 = true; // an in-flight miss read may return older data
-            }
+            self.misses_raced(l);
         }
         let bs = self.config.block_size as u64;
         let buffer = self.request_buffer(key, 0);

@@ -65,6 +65,32 @@ struct Extent {
     failed: bool,
 }
 
+/// A write-back in flight of an LBA: the block written back and the pass
+/// it counts for (`PASS_NONE` if none).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WritebackInFlight {
+    pub block: u32,
+    pub pass: u64,
+}
+
+/// What a background scan that found nothing depends on: commits
+/// completed, blocks written back, dirty blocks, and when.
+#[derive(Clone, Copy, Debug)]
+struct ScanState {
+    commits: u64,
+    writebacks: u64,
+    dirty: u32,
+    at: Nanos,
+}
+
+/// Whether old log entries are live, as of a head and tail.
+#[derive(Clone, Copy, Debug)]
+struct OldLive {
+    head: u64,
+    tail: u64,
+    live: bool,
+}
+
 pub(super) struct Writeback {
     /// LBAs that must be written back (flushes, policy switches), each
     /// once, with the pass counting on it (writeback_queue.rs): at most one
@@ -97,17 +123,17 @@ pub(super) struct Writeback {
     /// many such blocks the scan finds.
     old_window: u64,
     /// `old_log_entries_live` as of (head, tail).
-    old_live_cached: Option<(u64, u64, bool)>,
+    old_live_cached: Option<OldLive>,
     /// The last background scan found no block to write back, as of
     /// `Engine::writeback_scan_state`.
-    dry: Option<(u64, u64, u32, Nanos)>,
+    dry: Option<ScanState>,
     /// LBAs with a backing write in flight (in_flight.rs).
     pub lbas_in_flight: LbasInFlight,
     /// Each write-back LBA of `lbas_in_flight`: the block written back and
     /// the pass that write-back counts for (`PASS_NONE` if none), which a
     /// pass that finds the block still current counts on too
     /// (writeback_queue.rs). As many as `awaiting_flush` may hold.
-    pub in_flight_passes: LbaTable<(u32, u64)>,
+    pub in_flight_passes: LbaTable<WritebackInFlight>,
     pub backing: BackingFlusher,
     /// Depth while requests arrive (pacing.rs).
     pub pacer: WritebackPacer,
@@ -261,7 +287,7 @@ impl Engine {
     /// reclamation writes. Evaluated again when the head or the tail moves.
     fn old_log_entries_live(&mut self) -> bool {
         let (head, tail) = (self.log.head_sequence, self.log.tail_sequence);
-        if let Some((at_head, at_tail, live)) = self.writeback.old_live_cached {
+        if let Some(OldLive { head: at_head, tail: at_tail, live }) = self.writeback.old_live_cached {
             if (at_head, at_tail) == (head, tail) {
                 return live;
             }
@@ -271,7 +297,7 @@ impl Engine {
         let filling = self.log.segments_free() < self.log_low_free_segments() + total / 8;
         let old_end = (head + (in_use / 8).max(1)).min(tail);
         let live = filling && (head..old_end).any(|sequence| self.log.live_count(sequence) > 0);
-        self.writeback.old_live_cached = Some((head, tail, live));
+        self.writeback.old_live_cached = Some(OldLive { head, tail, live });
         live
     }
 
@@ -392,10 +418,9 @@ impl Engine {
         young.map(|block| self.cache.lba(block))
     }
 
-    /// What a scan that found nothing depends on: (commits completed,
-    /// blocks written back, dirty blocks, when).
-    fn writeback_scan_state(&self) -> (u64, u64, u32, Nanos) {
-        (self.commit.completed(), self.stats.writebacks, self.cache.dirty_count(), self.now)
+    /// What a scan that found nothing depends on.
+    fn writeback_scan_state(&self) -> ScanState {
+        ScanState { commits: self.commit.completed(), writebacks: self.stats.writebacks, dirty: self.cache.dirty_count(), at: self.now }
     }
 
     /// Whether the last scan found nothing and nothing that could change
@@ -404,12 +429,12 @@ impl Engine {
     /// Scanning 4096 blocks on every input meanwhile would cost more than
     /// the requests themselves (seconds of CPU per second at 100 K inputs/s).
     fn writeback_scan_dry(&mut self) -> bool {
-        let Some((commits, writebacks, dirty, at)) = self.writeback.dry else { return false };
-        let (commits_now, writebacks_now, dirty_now, now) = self.writeback_scan_state();
-        let changed = commits_now != commits
-            || writebacks_now != writebacks
-            || dirty_now.abs_diff(dirty) >= DRY_SCAN_DIRTY_CHANGE
-            || now.saturating_sub(at) >= self.tick_ns();
+        let Some(then) = self.writeback.dry else { return false };
+        let now = self.writeback_scan_state();
+        let changed = now.commits != then.commits
+            || now.writebacks != then.writebacks
+            || now.dirty.abs_diff(then.dirty) >= DRY_SCAN_DIRTY_CHANGE
+            || now.at.saturating_sub(then.at) >= self.tick_ns();
         if changed {
             self.writeback.dry = None;
         }
@@ -535,7 +560,7 @@ impl Engine {
             self.starvation_over(block_lba);
         }
         self.writeback.lbas_in_flight.insert_writeback(block_lba);
-        self.writeback.in_flight_passes.insert(block_lba, (block, pass));
+        self.writeback.in_flight_passes.insert(block_lba, WritebackInFlight { block, pass });
     }
 
     /// `block`'s write-back ended (done or failed): its LBA leaves those in
@@ -544,7 +569,7 @@ impl Engine {
         let lba = self.cache.lba(block);
         self.writeback.lbas_in_flight.remove_writeback(lba);
         match self.writeback.in_flight_passes.remove(&lba) {
-            Some((in_flight, pass)) if in_flight == block => pass,
+            Some(in_flight) if in_flight.block == block => in_flight.pass,
             other => panic!("write-back of block {block} (lba {lba}) ended, in flight: {other:?}"),
         }
     }

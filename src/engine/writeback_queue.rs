@@ -31,6 +31,7 @@
 //! block rewritten faster than the commits that let it go back may never
 //! get (tests/flush_writeback.rs).
 
+use super::writeback::WritebackInFlight;
 use super::Engine;
 use crate::cache::{flag, serial_newer, BlockState};
 use crate::io::RequestError;
@@ -184,12 +185,12 @@ impl Engine {
     /// queued entry: it does if that write-back holds a value at least as
     /// new as the newest acknowledged.
     fn count_on_writeback_in_flight(&mut self, lba: u32, pass: u64) -> bool {
-        let Some(&(block, counted)) = self.writeback.in_flight_passes.get(&lba) else { return false };
+        let Some(&WritebackInFlight { block, pass: counted }) = self.writeback.in_flight_passes.get(&lba) else { return false };
         if !newest_acknowledged(&self.cache, lba, block) {
             return false;
         }
         if counted == PASS_NONE || counted > pass {
-            self.writeback.in_flight_passes.insert(lba, (block, pass));
+            self.writeback.in_flight_passes.insert(lba, WritebackInFlight { block, pass });
             if counted != PASS_NONE {
                 self.writeback.passes.resolve(counted);
             }

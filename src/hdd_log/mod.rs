@@ -207,6 +207,13 @@ pub struct LogManager {
 /// `LogManager::slot_lba` of a block that holds no entry.
 pub const LBA_SLOT_NONE: u32 = u32::MAX;
 
+/// A log block's location and the LBA it was last given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotLba {
+    pub loc: u32,
+    pub lba: u32,
+}
+
 impl LogManager {
     /// Mirrors in `absent` (bit i: mirror i) start failed: their slots have no device.
     pub fn new(
@@ -779,9 +786,9 @@ impl LogManager {
     /// The locations of segment `sequence`'s blocks with the LBA each was
     /// last given; an entry is live only if its block's cache entry still
     /// points at that location.
-    pub fn segment_slot_lbas(&self, sequence: u64) -> impl Iterator<Item = (u32, u32)> + '_ {
+    pub fn segment_slot_lbas(&self, sequence: u64) -> impl Iterator<Item = SlotLba> + '_ {
         let first = self.loc(sequence, 0);
         let slots = &self.slot_lbas[first as usize..(first + self.slots()) as usize];
-        (first..).zip(slots.iter().copied()).filter(|&(_, lba)| lba != LBA_SLOT_NONE)
+        (first..).zip(slots.iter().copied()).filter(|&(_, lba)| lba != LBA_SLOT_NONE).map(|(loc, lba)| SlotLba { loc, lba })
     }
 }
