@@ -210,7 +210,7 @@ pub struct Engine {
     flush_all: Option<control::FlushAll>,
     flush_all_completed: u64,
     flush_all_errors: u64,
-    /// In-flight miss reads per LBA: (count, a write happened meanwhile).
+    /// In-flight miss reads per LBA.
     /// A request block starts one read, so at most one entry per live
     /// request block (`request_blocks_max`; `note_miss_started` asserts);
     /// it starts small so that its lookups, made per block, stay in the CPU
@@ -221,15 +221,15 @@ pub struct Engine {
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
     /// One per waiting request: sized for `requests_max` at creation.
-    through_blocked: Vec<(u64, u32)>,
+    through_blocked: Vec<waiting::BlockRange>,
     /// The flush after a warm restart is running.
     restart_flush: bool,
     restart_flush_failures: u32,
-    /// Log entries found at warm restart whose blocks are clean by now:
-    /// (lba, loc), revoked once the log can take it. Gathered once, from
+    /// Log entries found at warm restart whose blocks are clean by now,
+    /// revoked once the log can take it. Gathered once, from
     /// the log scan, into a capacity of its live entries (at most the log's
     /// blocks, `rebuild_log` asserts), then only drained.
-    startup_revokes: Vec<(u64, u32)>,
+    startup_revokes: Vec<revokes::StartupRevoke>,
     /// Mirrors the warm start found stale (outside the newest superblock's
     /// in-sync mask); re-synced once the start-up is done.
     stale_mirrors_at_start: Vec<u8>,

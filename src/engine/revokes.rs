@@ -10,6 +10,14 @@ use crate::cache::{flag, BlockState, LOC_NONE};
 use crate::hdd_log::OpenFor;
 use std::collections::VecDeque;
 
+/// A log entry a warm restart found whose block is clean by now: it is
+/// revoked once the log can take it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StartupRevoke {
+    pub lba: u64,
+    pub loc: u32,
+}
+
 /// What written-back blocks still owe the log before they turn clean.
 pub(super) struct RevokeWaits {
     /// Written-back blocks whose revoke found no room in the log: their
@@ -159,7 +167,7 @@ impl Engine {
     /// debts, as write-backs do when their revoke finds no room.
     fn drop_startup_revokes(&mut self) {
         self.writeback.revokes.reserve_startup(self.startup_revokes.len());
-        while let Some((lba, loc)) = self.startup_revokes.pop() {
+        while let Some(StartupRevoke { lba, loc }) = self.startup_revokes.pop() {
             assert!(loc != LOC_NONE, "a start-up revoke of lba {lba} without a log entry");
             let sequence = self.log.loc_sequence(loc);
             self.log.kill(loc, None);
@@ -171,7 +179,7 @@ impl Engine {
 
     /// Revokes that found no log buffer before; blocks stay pinned meanwhile.
     pub(super) fn apply_pending_revokes(&mut self) {
-        while let Some(&(lba, loc)) = self.startup_revokes.last() {
+        while let Some(&StartupRevoke { lba, loc }) = self.startup_revokes.last() {
             if !self.log_revocable() {
                 break;
             }

@@ -624,7 +624,7 @@ impl Engine {
                 Some(block) if self.cache.has(block, flag::DIRTY) && self.cache.through(block) == Through::None => {
                     self.cache.set_log_loc(block, loc)
                 }
-                _ => self.startup_revokes.push((lba, loc)),
+                _ => self.startup_revokes.push(super::revokes::StartupRevoke { lba, loc }),
             }
         }
         debug_assert!(self.cache.superseded_blocks().all(|b| self.cache.state(b) == BlockState::Superseded));

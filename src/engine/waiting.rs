@@ -7,6 +7,14 @@ use super::held::HELD_NONE;
 use super::requests::{WriteMode, WHOLE_REQUEST};
 use super::Engine;
 
+/// Blocks a write-through that could not start spans: later write-throughs
+/// overlapping them wait behind it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BlockRange {
+    pub first: u64,
+    pub count: u32,
+}
+
 impl Engine {
     /// A write-through that has to wait keeps its place: later writes of any
     /// of its blocks wait behind it. Otherwise a stream of writes to one hot
@@ -59,11 +67,11 @@ impl Engine {
                 true
             } else if waiting.block_in_request == WHOLE_REQUEST {
                 let (lba, count) = self.request_range(waiting.request);
-                let behind = self.through_blocked.iter().any(|&(l, c)| l < lba + count as u64 && lba < l + c as u64);
+                let behind = self.through_blocked.iter().any(|blocked| blocked.first < lba + count as u64 && lba < blocked.first + blocked.count as u64);
                 let started = !behind && self.try_start_write_through(waiting.request);
                 if !started {
                     debug_assert!(self.through_blocked.len() < self.config.requests_max as usize, "more blocked write-throughs than requests");
-                    self.through_blocked.push((lba, count));
+                    self.through_blocked.push(BlockRange { first: lba, count });
                 }
                 started
             } else if waiting.write {
