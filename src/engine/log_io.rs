@@ -7,7 +7,8 @@
 use super::{Engine, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through, LOC_NONE};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos, RequestData};
-use crate::hdd_log::{LogPoint, MirrorHealth, OpenFor, SlotLba};
+use super::reclaim::Move;
+use crate::hdd_log::{LogPoint, MirrorHealth, OpenFor};
 use crate::config::Policy;
 
 /// The fewest free segments the log counts as enough: the write reserve
@@ -19,13 +20,6 @@ use crate::config::Policy;
 /// of a log the cache's size free (fileserver in the simulator: 70 % of
 /// what the head passed was live and had to be moved).
 const LOW_FREE_MIN: u64 = OpenFor::Write.min_free() + 2;
-
-/// A dirty block reclamation moves from its log location to the tail.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Move {
-    pub block: u32,
-    pub from: u32,
-}
 
 #[derive(Default)]
 pub(super) struct LogWork {
@@ -54,15 +48,6 @@ pub(super) struct LogWork {
     pub superblock_mask_durable: u16,
     pub superblock_mask_in_flight: u16,
     pub last_superblock_at: Nanos,
-    /// Next segment reclamation looks at: several segments are compacted
-    /// into the open buffer before one barrier lets the head pass them all.
-    pub reclaim_cursor: u64,
-    /// The entries of the segment reclamation looks at; reused.
-    pub reclaim_entries: Vec<SlotLba>,
-    /// Logged dirty blocks whose entry reclamation moves to the
-    /// log's tail. They stay `Logged`: their entry is durable where it is,
-    /// so a flush need not wait for the move (at most one segment's worth).
-    pub relog_queue: std::collections::VecDeque<Move>,
     /// Whether to leave a gap after a barrier part (gap.rs).
     pub(super) gaps: super::gap::BarrierGaps,
     /// A log started over on an attached mirror holds none of the dirty
@@ -71,16 +56,6 @@ pub(super) struct LogWork {
     /// superblock (torture seed 500805: called healthy with a block
     /// flushed before the attach still missing from it; the cache lost).
     pub(super) new_log_sync: super::flush::LogStage,
-}
-
-impl LogWork {
-    pub fn new(blocks_per_segment: u32) -> Self {
-        LogWork {
-            reclaim_entries: Vec::with_capacity(blocks_per_segment as usize),
-            relog_queue: std::collections::VecDeque::with_capacity(blocks_per_segment as usize),
-            ..LogWork::default()
-        }
-    }
 }
 
 impl Engine {
@@ -269,12 +244,12 @@ impl Engine {
     /// Moves the entries reclamation queued: each block still dirty and
     /// logged at the same place is read into the open part.
     fn relog_queued_blocks(&mut self) {
-        while let Some(&Move { block, from }) = self.log_work.relog_queue.front() {
+        while let Some(Move { block, from }) = self.reclaimer.next_move() {
             let still_there = self.cache.state(block) == BlockState::Mapped
                 && self.cache.has(block, flag::DIRTY | flag::LOGGED)
                 && self.cache.log_loc(block) == from;
             if !still_there {
-                self.log_work.relog_queue.pop_front();
+                self.reclaimer.move_done();
                 continue;
             }
             if self.cache.has(block, flag::BUSY) {
@@ -283,13 +258,13 @@ impl Engine {
                 // it is (a read hit, or a write-back, which may take the
                 // backing device's time while the head waits behind it; a
                 // move that a write-back overtakes is dropped as it lands).
-                self.log_work.relog_queue.rotate_left(1);
+                self.reclaimer.move_later();
                 return;
             }
             if !self.read_into_log(block, from) {
                 return;
             }
-            self.log_work.relog_queue.pop_front();
+            self.reclaimer.move_done();
         }
     }
 
@@ -317,7 +292,7 @@ impl Engine {
 
     /// Whether reclamation has moves queued or reads of them in flight.
     fn relog_pending(&self) -> bool {
-        !self.log_work.relog_queue.is_empty() || self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight > 0)
+        self.reclaimer.moves_queued() || self.log.open_buffer.is_some_and(|b| self.log.buffers[b].slot_reads_in_flight > 0)
     }
 
     pub(super) fn log_slot_read_done(&mut self, block: u32, buffer: u32, loc: u32, relog_from: u32, status: IoStatus) {
@@ -578,7 +553,7 @@ impl Engine {
         assert!(first > self.log.tail_sequence, "new log at sequence {first}, not past the tail {}", self.log.tail_sequence);
         self.log.reinitialise(first);
         self.log_work.gaps.forget_parts();
-        self.log_work.relog_queue.clear();
+        self.reclaimer.forget_moves();
         self.log_work.new_log_sync = super::flush::LogStage::None;
         self.writeback.revokes.clear();
         self.startup_revokes.clear();

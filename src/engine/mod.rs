@@ -202,6 +202,7 @@ pub struct Engine {
     /// Back-pressure on writes while the log is short of space.
     throttle: throttle::LogThrottle,
     log_work: log_io::LogWork,
+    reclaimer: reclaim::Reclaimer,
     ordered: ordered::Ordered,
     startup: Option<startup::Startup>,
     /// Policy being switched to, once dirty data has been drained.
@@ -331,7 +332,8 @@ impl Engine {
             writeback: Writeback::new(&config, blocks_count),
             starved: starved::StarvedLbas::with_capacity(16),
             throttle: throttle::LogThrottle::default(),
-            log_work: log_io::LogWork::new(log_layout.segment.blocks()),
+            log_work: log_io::LogWork::default(),
+            reclaimer: reclaim::Reclaimer::new(log_layout.segment.blocks()),
             ordered: ordered::Ordered::default(),
             startup: None,
             policy_target: None,

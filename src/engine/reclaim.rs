@@ -4,9 +4,9 @@
 //! them (docs/engine.md, "The log").
 
 use super::{Engine, EngineState};
-use crate::cache::flag;
-use super::log_io::Move;
-use crate::hdd_log::{OpenFor, SlotLba};
+use crate::cache::{flag, CacheIndex};
+use crate::hdd_log::{LogManager, OpenFor, SlotLba};
+use std::collections::VecDeque;
 
 /// Segments reclamation works ahead of the head before a barrier.
 const RECLAIM_WINDOW_SEGMENTS: u64 = 8;
@@ -24,6 +24,122 @@ const LIVE_MAX_DEN: u64 = 10;
 /// reserve (`OpenFor::Relog`) a segment has to be written back, which
 /// holds the head, and every paced write, for the backing device.
 const AHEAD_FREE_MIN: u64 = OpenFor::Relog.min_free() + 2;
+
+/// A dirty block moved from its log location to the tail.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Move {
+    pub block: u32,
+    pub from: u32,
+}
+
+/// Reclamation's own state: which segment it looks at next and the moves
+/// it queued. Handed the log and the cache index, it decides what the head
+/// needs; the engine counts, paces and starts the work.
+pub(super) struct Reclaimer {
+    /// Next segment to look at: several segments are compacted into the
+    /// open buffer before one barrier lets the head pass them all.
+    cursor: u64,
+    /// The entries of the segment looked at; reused.
+    entries: Vec<SlotLba>,
+    /// Logged dirty blocks whose entry moves to the log's tail. They stay
+    /// `Logged`: their entry is durable where it is, so a flush need not
+    /// wait for the move. One segment's worth at most.
+    moves: VecDeque<Move>,
+}
+
+/// Where reclamation goes from the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// This segment holds live entries to move or write back.
+    Segment(u64),
+    /// It moved far enough ahead: a barrier first releases what it moved.
+    Barrier,
+    /// Every durable segment from the head is dead.
+    PassedAll,
+}
+
+impl Reclaimer {
+    pub fn new(blocks_per_segment: u32) -> Self {
+        Reclaimer {
+            cursor: 0,
+            entries: Vec::with_capacity(blocks_per_segment as usize),
+            moves: VecDeque::with_capacity(blocks_per_segment as usize),
+        }
+    }
+
+    /// The first segment from the head that holds live entries, within the
+    /// window reclamation may work ahead of the head.
+    fn next(&mut self, log: &LogManager) -> Next {
+        let head = log.head_sequence;
+        self.cursor = self.cursor.max(head);
+        while self.cursor < log.durable_prefix_sequence {
+            if self.cursor >= head + RECLAIM_WINDOW_SEGMENTS {
+                return Next::Barrier;
+            }
+            let live = log.live_count(self.cursor) > 0;
+            if live && self.cursor > head && log.segments_free() < AHEAD_FREE_MIN {
+                return Next::Barrier;
+            }
+            if live {
+                return Next::Segment(self.cursor);
+            }
+            self.cursor += 1;
+        }
+        Next::PassedAll
+    }
+
+    /// Takes segment `sequence`'s live entries (found in memory,
+    /// `LogManager::segment_slot_lbas`): each dirty block still logged there
+    /// is queued to move (`relog`) or its LBA handed to `write_back`.
+    fn take_segment(&mut self, sequence: u64, log: &LogManager, cache: &CacheIndex, relog: bool, mut write_back: impl FnMut(u32)) {
+        // One segment's moves at a time: the queue is sized for one.
+        assert!(self.moves.is_empty(), "segment {sequence} reclaimed with moves still queued");
+        assert!(
+            (log.head_sequence..log.durable_prefix_sequence).contains(&sequence),
+            "segment {sequence} reclaimed outside the durable log [{}, {})",
+            log.head_sequence,
+            log.durable_prefix_sequence
+        );
+        self.entries.clear();
+        self.entries.extend(log.segment_slot_lbas(sequence));
+        for &SlotLba { loc, lba } in &self.entries {
+            let Some(block) = cache.lookup(lba) else { continue };
+            if !cache.has(block, flag::DIRTY) || cache.log_loc(block) != loc {
+                continue;
+            }
+            if relog {
+                self.moves.push_back(Move { block, from: loc });
+            } else {
+                write_back(lba);
+            }
+        }
+        assert!(self.moves.len() <= log.slots() as usize, "more moves queued than segment {sequence} has slots");
+        self.cursor = sequence + 1;
+    }
+
+    pub fn moves_queued(&self) -> bool {
+        !self.moves.is_empty()
+    }
+
+    pub fn next_move(&self) -> Option<Move> {
+        self.moves.front().copied()
+    }
+
+    /// The next move was made, or is moot.
+    pub fn move_done(&mut self) {
+        self.moves.pop_front();
+    }
+
+    /// The next move cannot start yet: the others go first.
+    pub fn move_later(&mut self) {
+        self.moves.rotate_left(1);
+    }
+
+    /// The log started over: no entry of the old one needs moving.
+    pub fn forget_moves(&mut self) {
+        self.moves.clear();
+    }
+}
 
 impl Engine {
     /// Active reclamation when the log runs short (or is idle and half
@@ -45,52 +161,29 @@ impl Engine {
         }
         let half_full = self.log.segments_in_use() * 2 > self.log_layout.segments_count as u64;
         let wanted = self.log_space_low() || (self.is_idle() && half_full);
-        if !wanted || !self.log_work.relog_queue.is_empty() {
+        if !wanted || self.reclaimer.moves_queued() {
             return;
         }
-        let head = self.log.head_sequence;
-        self.log_work.reclaim_cursor = self.log_work.reclaim_cursor.max(head);
-        while self.log_work.reclaim_cursor < self.log.durable_prefix_sequence {
-            if self.log_work.reclaim_cursor >= head + RECLAIM_WINDOW_SEGMENTS {
-                // Let a barrier release what was re-logged before going further.
-                self.log_work.barrier_after_relog = true;
-                return;
-            }
-            let sequence = self.log_work.reclaim_cursor;
-            let live = self.log.live_count(sequence) > 0;
-            if live && sequence > head && self.log.segments_free() < AHEAD_FREE_MIN {
-                self.log_work.barrier_after_relog = true;
-                return;
-            }
-            if live {
-                self.reclaim_segment(sequence);
-                return;
-            }
-            self.log_work.reclaim_cursor += 1;
-        }
-        if self.log.open_buffer.is_some() || self.log.segments_free() > 0 {
+        match self.reclaimer.next(&self.log) {
+            Next::Segment(sequence) => self.reclaim_segment(sequence),
+            // Let a barrier release what was re-logged before going further.
+            Next::Barrier => self.log_work.barrier_after_relog = true,
             // Dead segments superseded after the last barrier: a barrier frees them.
-            self.log_work.barrier_after_relog = true;
+            Next::PassedAll if self.log.open_buffer.is_some() || self.log.segments_free() > 0 => {
+                self.log_work.barrier_after_relog = true
+            }
+            Next::PassedAll => {}
         }
     }
 
-    /// Moves the live entries of segment `sequence` (found in memory,
-    /// `LogManager::segment_slot_lbas`): each dirty block still logged
-    /// there is re-logged from the cache device or, when the log has no
-    /// room to re-log or next to no dead space to compact into, written
+    /// Moves the live entries of segment `sequence`: each dirty block still
+    /// logged there is re-logged from the cache device or, when the log has
+    /// no room to re-log or next to no dead space to compact into, written
     /// back. However live the segment itself: moving it costs a cache read
     /// and a log slot per block, a few milliseconds for the segment, where
     /// writing it back holds the head for the backing device (on an HDD
     /// RAID, a fully live segment took seconds).
     fn reclaim_segment(&mut self, sequence: u64) {
-        // One segment's moves at a time: the queue is sized for one.
-        assert!(self.log_work.relog_queue.is_empty(), "segment {sequence} reclaimed with moves still queued");
-        assert!(
-            (self.log.head_sequence..self.log.durable_prefix_sequence).contains(&sequence),
-            "segment {sequence} reclaimed outside the durable log [{}, {})",
-            self.log.head_sequence,
-            self.log.durable_prefix_sequence
-        );
         self.stats.log_segments_reclaimed += 1;
         self.stats.log_reclaim_live_entries += self.log.live_count(sequence) as u64;
         let slots = self.log.slots();
@@ -103,23 +196,8 @@ impl Engine {
         let idle_pass = !self.log_space_low();
         let write_back_instead = log_mostly_live || (idle_pass && segment_mostly_live);
         let relog = !write_back_instead && self.log.segments_free() >= OpenFor::Relog.min_free();
-        let mut entries = std::mem::take(&mut self.log_work.reclaim_entries);
-        entries.clear();
-        entries.extend(self.log.segment_slot_lbas(sequence));
-        for &SlotLba { loc, lba } in &entries {
-            let Some(block) = self.cache.lookup(lba) else { continue };
-            if !self.cache.has(block, flag::DIRTY) || self.cache.log_loc(block) != loc {
-                continue;
-            }
-            if relog {
-                self.log_work.relog_queue.push_back(Move { block, from: loc });
-            } else {
-                self.queue_reclaim_writeback(lba);
-            }
-        }
-        assert!(self.log_work.relog_queue.len() <= slots as usize, "more moves queued than segment {sequence} has slots");
-        self.log_work.reclaim_entries = entries;
-        self.log_work.reclaim_cursor = sequence + 1;
+        let (cache, writeback) = (&self.cache, &mut self.writeback);
+        self.reclaimer.take_segment(sequence, &self.log, cache, relog, |lba| writeback.queue_reclaim(cache, lba));
         self.log_work.barrier_after_relog = true;
     }
 }

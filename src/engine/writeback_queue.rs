@@ -222,15 +222,6 @@ impl Engine {
         self.finish_flush_all_if_done();
     }
 
-    /// Queues `lba` (dirty) for reclamation's write-back.
-    pub(super) fn queue_reclaim_writeback(&mut self, lba: u32) {
-        debug_assert!(self.holds_dirty(lba), "lba {lba} queued for reclamation with nothing dirty");
-        if self.writeback.reclaim_queue.is_full() {
-            let cache = &self.cache;
-            self.writeback.reclaim_queue.retain(|lba| holds_dirty(cache, lba), |()| {});
-        }
-        self.writeback.reclaim_queue.push_back(lba, ());
-    }
 
     /// The write-back of `lba` counted for `pass` finished (or failed).
     pub(super) fn writeback_resolved(&mut self, pass: u64, lba: u32, ok: bool) {
@@ -257,6 +248,17 @@ impl Engine {
         if let Some(next) = next.filter(|_| self.holds_dirty(lba)) {
             self.queue_writeback(lba, next);
         }
+    }
+}
+
+impl super::writeback::Writeback {
+    /// Queues `lba` (dirty) for reclamation's write-back.
+    pub(super) fn queue_reclaim(&mut self, cache: &crate::cache::CacheIndex, lba: u32) {
+        debug_assert!(holds_dirty(cache, lba), "lba {lba} queued for reclamation with nothing dirty");
+        if self.reclaim_queue.is_full() {
+            self.reclaim_queue.retain(|lba| holds_dirty(cache, lba), |()| {});
+        }
+        self.reclaim_queue.push_back(lba, ());
     }
 }
 
