@@ -48,8 +48,8 @@ impl Engine {
     /// What the engine is waiting for, in words (diagnostics for stuck requests).
     pub fn describe_pending(&self) -> String {
         let mut ops: HashMap<String, u32> = HashMap::new();
-        for key in self.ops.keys() {
-            let name = format!("{:?}", self.ops.get(key).unwrap());
+        for op in self.commands.in_flight() {
+            let name = format!("{op:?}");
             *ops.entry(name.split([' ', '{']).next().unwrap_or("").to_string()).or_default() += 1;
         }
         let flushes: Vec<String> = self

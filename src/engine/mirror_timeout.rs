@@ -17,23 +17,37 @@ use std::collections::VecDeque;
 /// issued: the oldest alone tells whether any is overdue.
 #[derive(Default)]
 pub(super) struct MirrorCommands {
-    issued: VecDeque<(IoId, u8, Nanos)>,
+    issued: VecDeque<Issued>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Issued {
+    id: IoId,
+    mirror: u8,
+    at: Nanos,
 }
 
 impl MirrorCommands {
     pub fn issued(&mut self, id: IoId, mirror: u8, now: Nanos) {
-        self.issued.push_back((id, mirror, now));
+        self.issued.push_back(Issued { id, mirror, at: now });
     }
 
     pub fn done(&mut self, id: IoId) {
-        if let Some(i) = self.issued.iter().position(|&(issued, _, _)| issued == id) {
+        if let Some(i) = self.issued.iter().position(|issued| issued.id == id) {
             self.issued.remove(i);
         }
     }
 
     /// The mirror of the oldest command if it was issued at or before `before`.
-    fn overdue(&self, before: Nanos) -> Option<u8> {
-        self.issued.front().filter(|&&(_, _, at)| at <= before).map(|&(_, mirror, _)| mirror)
+    pub fn overdue(&self, before: Nanos) -> Option<u8> {
+        self.issued.front().filter(|issued| issued.at <= before).map(|issued| issued.mirror)
+    }
+
+    /// Forgets `mirror`'s commands: their ids, oldest first.
+    pub fn take_mirror(&mut self, mirror: u8) -> Vec<IoId> {
+        let ids = self.issued.iter().filter(|issued| issued.mirror == mirror).map(|issued| issued.id).collect();
+        self.issued.retain(|issued| issued.mirror != mirror);
+        ids
     }
 }
 
@@ -58,13 +72,9 @@ impl Engine {
         if timeout == 0 || self.state != EngineState::Ready || self.now < timeout {
             return;
         }
-        while let Some(mirror) = self.mirror_commands.overdue(self.now - timeout) {
+        while let Some((mirror, commands)) = self.commands.abandon_overdue_mirror(self.now - timeout) {
             log::warn!("hhc: log mirror {mirror} left a command unanswered for {} ms; it counts as failed", timeout / 1_000_000);
-            let ids: Vec<IoId> =
-                self.mirror_commands.issued.iter().filter(|&&(_, m, _)| m == mirror).map(|&(id, _, _)| id).collect();
-            self.mirror_commands.issued.retain(|&(_, m, _)| m != mirror);
-            for id in ids {
-                let op = std::mem::replace(self.ops.get_mut(id as u32).expect("a mirror command in flight"), Op::Abandoned);
+            for (id, op) in commands {
                 self.complete_op(id, op, IoStatus::Error);
             }
         }

@@ -15,6 +15,7 @@
 //! contract's inputs and outputs, the completion dispatch and the order of
 //! the background work are read together.
 
+mod commands;
 mod commit;
 mod control;
 mod cutoff;
@@ -181,18 +182,13 @@ pub struct Engine {
     regions: Regions,
     cache: CacheIndex,
     log: LogManager,
-    ops: Slab<Op>,
-    mirror_commands: mirror_timeout::MirrorCommands,
-    /// Device commands in flight at most (`Engine::new`): what the table of
-    /// operations and the output queue are sized for.
-    ops_capacity: usize,
+    commands: commands::DeviceCommands,
     requests: Slab<RequestState>,
     /// Blocks the live requests span (at most `Config::request_blocks_max`).
     request_blocks_live: u32,
     waiting: VecDeque<Waiting>,
     /// Data of waiting block writes, for their log copy (held.rs).
     held: held::HeldData,
-    io_out: VecDeque<DeviceIo>,
     completions_out: VecDeque<RequestCompletion>,
     /// One per flush request: sized for `requests_max` at creation.
     flushes: Vec<FlushState>,
@@ -314,18 +310,14 @@ impl Engine {
         );
         log.previous_instance = config.previous_instance;
         log.superseded_freed_early = crate::config::MUTATIONS_BUILT && config.mutation == Mutation::SupersededFreedEarly;
-        let ops_capacity = device_commands_max(&config, &log_layout);
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),
             log,
-            ops: Slab::with_capacity(ops_capacity),
-            mirror_commands: mirror_timeout::MirrorCommands::default(),
-            ops_capacity,
+            commands: commands::DeviceCommands::with_capacity(device_commands_max(&config, &log_layout)),
             requests: Slab::with_capacity(config.requests_max as usize),
             request_blocks_live: 0,
             waiting: VecDeque::with_capacity((config.request_blocks_max + config.requests_max) as usize),
             held: held::HeldData::new(config.block_size, config.mirrors_count > 0),
-            io_out: VecDeque::with_capacity(ops_capacity),
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
             flushes: Vec::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
@@ -409,8 +401,7 @@ impl Engine {
     /// A hint for a driver holding several completions: start loading the
     /// cache block entry that command `id`'s completion reads first.
     pub fn prefetch_completion(&self, id: IoId) {
-        let Ok(key) = u32::try_from(id) else { return };
-        if let Some(Op::ReadCache { block, .. } | Op::FillCache { block, .. } | Op::WriteCache { block, .. }) = self.ops.get(key) {
+        if let Some(Op::ReadCache { block, .. } | Op::FillCache { block, .. } | Op::WriteCache { block, .. }) = self.commands.get(id) {
             self.cache.prefetch_entry(*block);
         }
     }
@@ -428,13 +419,7 @@ impl Engine {
 
     pub fn handle_io_completion(&mut self, now: Nanos, id: IoId, status: IoStatus) {
         self.now = now;
-        let op = self.ops.remove(id as u32).unwrap_or_else(|| panic!("completion for unknown I/O {id}"));
-        if matches!(op, Op::Abandoned) {
-            return;
-        }
-        if op.log_mirror().is_some() {
-            self.mirror_commands.done(id);
-        }
+        let Some(op) = self.commands.complete(id) else { return };
         self.complete_op(id, op, status);
         self.run_background_unless_batched();
     }
@@ -571,7 +556,7 @@ impl Engine {
     // ---- outputs ----
 
     pub fn poll_io(&mut self) -> Option<DeviceIo> {
-        self.io_out.pop_front_rewound()
+        self.commands.next_out()
     }
 
     pub fn poll_completion(&mut self) -> Option<RequestCompletion> {
@@ -596,13 +581,9 @@ impl Engine {
     // ---- internal plumbing ----
 
     fn submit(&mut self, op: Op, device: DeviceRole, kind: IoKind, offset_bytes: u64, len_bytes: u64, buffer: IoBuffer) {
-        debug_assert!(self.ops.len() < self.ops_capacity, "{} device commands in flight: more than the engine was sized for", self.ops.len());
-        let mirror = op.log_mirror().filter(|_| self.state == EngineState::Ready && self.config.mirror_timeout_ns > 0);
-        let id = self.ops.insert(op) as IoId;
-        if let Some(mirror) = mirror {
-            self.mirror_commands.issued(id, mirror, self.now);
-        }
-        self.io_out.push_back(DeviceIo { id, device, kind, offset_bytes, len_bytes, buffer });
+        let timed = op.log_mirror().filter(|_| self.state == EngineState::Ready && self.config.mirror_timeout_ns > 0);
+        let io = DeviceIo { id: 0, device, kind, offset_bytes, len_bytes, buffer };
+        self.commands.submit(op, io, timed.map(|mirror| (mirror, self.now)));
     }
 
     fn region(&mut self, region: u32) -> &mut [u8] {
@@ -693,7 +674,7 @@ impl Engine {
         if self.state != EngineState::Stopping || !self.requests.is_empty() {
             return;
         }
-        if self.commit.is_idle() && !self.commit.has_dirty_pages() && self.ops.is_empty() {
+        if self.commit.is_idle() && !self.commit.has_dirty_pages() && self.commands.is_idle() {
             self.state = EngineState::Stopped;
         } else if self.commit.is_idle() && self.commit.has_dirty_pages() {
             // Started now: `maybe_commit` ran earlier in this pass, and the

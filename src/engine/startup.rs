@@ -532,9 +532,8 @@ impl Engine {
                 io.buffer = IoBuffer::Engine { region: region + SCANNER_REGION_BASE, offset_bytes };
             }
             let scanner_id = io.id;
-            let id = self.ops.insert(Op::Startup) as IoId;
+            let id = self.commands.submit(Op::Startup, io, None);
             self.startup.as_mut().unwrap().scanner_ids.insert(id, scanner_id);
-            self.io_out.push_back(DeviceIo { id, ..io });
         }
     }
 
