@@ -109,7 +109,7 @@ pub unsafe extern "C" fn hhc_rs_create(raw: *const sys::hhc_glue_create_params, 
 fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
     // The devices it has now (log mirrors attached or detached since), as
     // its owner knows them; else those it was created with.
-    let current = node.core.try_enter(|core| core.saved_params()).unwrap_or_else(|| node.params.clone());
+    let current = node.core.try_enter(|core| core.saved_params()).unwrap_or_else(|| node.published_params());
     let (a, b) = (&current, params);
     if (&a.backing, &a.cache, &a.logs) != (&b.backing, &b.cache, &b.logs) {
         let message = format!("name: an HHC bdev named '{}' already exists with other devices", params.name);

@@ -7,7 +7,7 @@
 use super::base::Base;
 use super::errno::Error;
 use super::json::{self, JsonObject};
-use super::node::{Core, Node, Published};
+use super::node::{Core, Node};
 use super::params::CreateParams;
 use super::recovery::progress_json;
 use super::rpc::{text, Rpc};
@@ -64,7 +64,10 @@ impl Core {
         // SAFETY: the node owns this core and outlives it.
         let node = unsafe { &*self.node };
         let mut published = node.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *published = Published { info: Some(info), params };
+        published.info = Some(info);
+        if let Some(params) = params {
+            published.params = params;
+        }
         drop(published);
         self.published_at_ns = self.now;
     }
@@ -83,8 +86,7 @@ impl Core {
 /// owner last published it when called on another thread.
 fn config_json(node: &Node) -> String {
     let current = node.core.try_enter(|core| core.saved_params());
-    let published = || node.published.lock().ok().and_then(|p| p.params.clone());
-    let params = current.or_else(published).unwrap_or_else(|| node.params.clone());
+    let params = current.unwrap_or_else(|| node.published_params());
     JsonObject::new().string("method", "bdev_hhc_create").raw("params", &params.to_json()).finish()
 }
 

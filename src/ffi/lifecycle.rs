@@ -35,12 +35,12 @@ pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
         roles.push((DeviceRole::Cache, params.cache.clone()));
     }
     roles.extend(params.logs.iter().enumerate().map(|(i, l)| (DeviceRole::Log(i as u8), l.clone())));
-    let node = Node::new(params);
+    let direct = params.is_direct();
+    let node = Node::new(params.clone());
     let address = &*node as *const Node as *const c_void;
     let mut bases = Bases::open(address, &roles)?;
     let facts: Vec<_> = bases.all().iter().map(|b| b.facts()).collect();
-    let direct = node.params.is_direct();
-    let config = if direct { node.params.direct_config(facts[0]) } else { node.params.config(facts[0], facts[1], &facts[2..]) };
+    let config = if direct { params.direct_config(facts[0]) } else { params.config(facts[0], facts[1], &facts[2..]) };
     let sized = config.map_err(Error::from).and_then(|config| {
         // Without a cache, one backing command per request (start_request
         // keeps them under requests_max).
@@ -56,9 +56,9 @@ pub fn open_node(params: CreateParams) -> Result<Box<Node>, Error> {
             return Err(error);
         }
     };
-    let warnings = size_warnings(&node.params, &facts);
+    let warnings = size_warnings(&params, &facts);
     for warning in &warnings {
-        log::warn!("{}: {warning}", node.params.name);
+        log::warn!("{}: {warning}", params.name);
     }
     node.core
         .enter(|core| {

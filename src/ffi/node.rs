@@ -87,8 +87,9 @@ impl Phase {
 }
 
 pub struct Node {
-    /// The create parameters, fixed for the node's life (any thread reads them).
-    pub params: CreateParams,
+    /// Fixed for the node's life (any thread reads it); the rest of the
+    /// create parameters change (options, log mirrors) and live in `Core`.
+    pub name: String,
     pub shared: Arc<Shared>,
     pub(super) core: NodeCell<Core>,
     inbox: OwnerCell<VecDeque<Input>>,
@@ -101,12 +102,13 @@ pub struct Node {
 /// A node as its owner last showed it, for the bdev layer's callbacks that
 /// run on another thread and cannot wait (`dump_info_json`,
 /// `write_config_json`).
-#[derive(Default)]
 pub struct Published {
     /// `bdev_hhc_get_bdevs`'s answer for the node.
     pub info: Option<String>,
-    /// The create call that brings it back (`Core::saved_params`).
-    pub params: Option<CreateParams>,
+    /// The create call that brings it back (`Core::saved_params`): the
+    /// create call's own until the node is first published, and the last
+    /// one before it became a record of a lost cache.
+    pub params: CreateParams,
 }
 
 pub struct Core {
@@ -178,11 +180,19 @@ pub struct Core {
 }
 
 impl Node {
+    /// The create call that brings the node back, as its owner last
+    /// published it (for a thread that cannot enter the node).
+    pub fn published_params(&self) -> CreateParams {
+        self.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).params.clone()
+    }
+
     /// A node owned by the calling thread; its bases and config come next
     /// (they need the node's address).
     pub fn new(params: CreateParams) -> Box<Node> {
+        let name = params.name.clone();
+        let published = Published { info: None, params: params.clone() };
         let core = Core {
-            params: params.clone(),
+            params,
             phase: Phase::Probing,
             config: Config::default(),
             engine: None,
@@ -220,12 +230,12 @@ impl Node {
             takeover: None,
         };
         let node = Box::new(Node {
-            params,
+            name,
             shared: Shared::new(),
             core: NodeCell::new(core),
             inbox: OwnerCell::new(VecDeque::with_capacity(256)),
             local: OwnerCell::new(VecDeque::with_capacity(SUBMISSIONS_MAX)),
-            published: Mutex::new(Published::default()),
+            published: Mutex::new(published),
         });
         let address: *const Node = &*node;
         node.core.enter(|core| core.node = address).expect("a new node is not entered");

@@ -29,7 +29,7 @@ fn lock() -> MutexGuard<'static, Vec<Entry>> {
 
 /// On the node's owner thread.
 pub fn add(node: &Node) {
-    let entry = Entry { address: node as *const Node as usize, name: node.params.name.clone(), owner: node.core.owner() };
+    let entry = Entry { address: node as *const Node as usize, name: node.name.clone(), owner: node.core.owner() };
     lock().push(entry);
 }
 
