@@ -122,7 +122,7 @@ fn create_existing(node: &Node, params: &CreateParams, rpc: Rpc) {
             core.want_options(&b.options);
             core.sync_owner_record();
         }
-        if matches!(core.phase, Phase::Probing | Phase::Starting) && core.rpc.is_none() {
+        if matches!(core.phase, Phase::Probing { .. } | Phase::Starting) && core.rpc.is_none() {
             core.rpc = rpc.take();
         }
         core.phase

@@ -248,10 +248,10 @@ impl Core {
     }
 
     pub(super) fn probe_done(&mut self, status: IoStatus) {
-        if self.phase != Phase::Probing {
+        let Phase::Probing { format_anyway } = self.phase else {
             self.probe = None;
             return;
-        }
+        };
         if status != IoStatus::Ok {
             return self.fail(Error::Failed(format!("reading unit 0 of cache bdev '{}' failed", self.params.cache)));
         }
@@ -264,7 +264,7 @@ impl Core {
                     self.params.cache, superblock.instance_id, self.params.cache
                 )));
             }
-            Ok(superblock) if !self.force_format => {
+            Ok(superblock) if !format_anyway => {
                 if superblock.block_size != self.config.block_size {
                     return self.fail(Error::InvalidParams(format!(
                         "block_size {}: cache bdev '{}' holds an HHC cache with block size {}",
@@ -276,7 +276,7 @@ impl Core {
                 StartMode::Open
             }
             Err(FormatError::UnsupportedVersion(version))
-                if !self.force_format && region.as_mut_slice().starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) =>
+                if !format_anyway && region.as_mut_slice().starts_with(&CACHE_SUPERBLOCK_MAGIC.to_le_bytes()) =>
             {
                 // Formatting over it would drop what it holds dirty.
                 return self.fail(Error::InvalidParams(format!(

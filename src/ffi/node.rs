@@ -45,8 +45,10 @@ pub(super) type Bdev = super::bdev_state::BdevState<*mut sys::hhc_glue_node>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// Reading unit 0 of the cache bdev to tell a new cache from a warm one.
-    Probing,
+    /// Reading unit 0 of the cache bdev to tell a new cache from a warm
+    /// one. `format_anyway`: format it even if it holds an HHC cache
+    /// (bdev_hhc_recover onto a fresh cache).
+    Probing { format_anyway: bool },
     Starting,
     Running,
     /// Clean shutdown for destruct.
@@ -73,7 +75,7 @@ impl Phase {
 
     pub fn name(self) -> &'static str {
         match self {
-            Phase::Probing => "probing",
+            Phase::Probing { .. } => "probing",
             Phase::Starting => "starting",
             Phase::Running => "running",
             Phase::Stopping => "stopping",
@@ -142,9 +144,6 @@ pub struct Core {
     pub(super) recovery_progress: Option<crate::recovery::RecoveryProgress>,
     /// A passthrough without a cache: requests go straight to the backing bdev.
     pub(super) direct: Option<crate::direct::Direct>,
-    /// Format the cache bdev even if it holds an HHC superblock
-    /// (bdev_hhc_recover onto a fresh cache).
-    pub(super) force_format: bool,
     /// Device commands of the engine in flight (a failed engine's drain and
     /// the recovery after it wait for them).
     pub(super) engine_ios: u32,
@@ -160,7 +159,6 @@ pub struct Core {
     batch: Vec<Submission>,
     /// Lane completions being handed in (take_lane_done), likewise.
     lane_batch: Vec<LaneDone>,
-    pub(super) cache_lost: bool,
     pub(super) failure: Option<String>,
     /// Counters at the last stats reset and report (control.rs).
     pub(super) baseline: Baseline,
@@ -193,7 +191,7 @@ impl Node {
         let published = Published { info: None, params: params.clone() };
         let core = Core {
             params,
-            phase: Phase::Probing,
+            phase: Phase::Probing { format_anyway: false },
             config: Config::default(),
             engine: None,
             bases: Bases::default(),
@@ -211,7 +209,6 @@ impl Node {
             recovery: None,
             recovery_progress: None,
             direct: None,
-            force_format: false,
             engine_ios: 0,
             immediate: VecDeque::with_capacity(64),
             now: now_ns(),
@@ -219,7 +216,6 @@ impl Node {
             iov_scratch: Vec::with_capacity(16),
             batch: Vec::with_capacity(SUBMISSION_BATCH),
             lane_batch: Vec::with_capacity(SUBMISSION_BATCH),
-            cache_lost: false,
             failure: None,
             baseline: Baseline::new(now_ns()),
             policy_on_start: None,
@@ -541,9 +537,8 @@ impl Core {
         self.lanes_to_drop |= matches!(role, DeviceRole::Backing | DeviceRole::Cache);
         let base = self.bases.removed(role);
         log::warn!("{}: {role} bdev {} was removed", self.params.name, base.name);
-        self.cache_lost |= role == DeviceRole::Cache;
         match self.phase {
-            Phase::Probing => self.fail(Error::NoDevice(format!("{role} bdev removed during creation"))),
+            Phase::Probing { .. } => self.fail(Error::NoDevice(format!("{role} bdev removed during creation"))),
             Phase::Starting | Phase::Running | Phase::Stopping if self.direct.is_some() => {
                 self.fail(Error::NoDevice(format!("{role} bdev removed")))
             }

@@ -154,7 +154,7 @@ impl Core {
         let node = open_node(params.clone())?;
         node.core
             .enter(|core| {
-                core.force_format = true;
+                core.phase = Phase::Probing { format_anyway: true };
                 core.before_passthrough = before;
             })
             .expect("a new node is not entered");
@@ -247,7 +247,7 @@ unsafe extern "C" fn unregistered(arg: *mut std::ffi::c_void, rc: i32) {
     }
     match open_node(params) {
         Ok(node) => {
-            node.core.enter(|core| core.force_format = true).expect("a new node is not entered");
+            node.core.enter(|core| core.phase = Phase::Probing { format_anyway: true }).expect("a new node is not entered");
             start_node(node, Some(rpc));
         }
         Err(error) => rpc.reply_error(&error),

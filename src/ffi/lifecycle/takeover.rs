@@ -57,7 +57,7 @@ impl Core {
         let Some(outcome) = recovery.outcome() else { return };
         self.recovery_progress = Some(recovery.progress());
         self.recovery = None;
-        if self.phase != Phase::Probing {
+        if !matches!(self.phase, Phase::Probing { .. }) {
             // The create failed meanwhile (a bdev removed): its replay is
             // drained now, and nothing more is done.
             return;

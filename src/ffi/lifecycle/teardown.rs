@@ -49,7 +49,7 @@ impl Core {
         }
         let reason = error.message().to_string();
         log::error!("{}: {reason}", self.params.name);
-        let creating = matches!(self.phase, Phase::Probing | Phase::Starting);
+        let creating = matches!(self.phase, Phase::Probing { .. } | Phase::Starting);
         if creating {
             self.reply(Err(&error.with_message(format!("cannot create '{}': {reason}", self.params.name))));
             // A bdev being registered now goes once registered (`registered`).
@@ -61,11 +61,18 @@ impl Core {
         self.phase = Phase::Failed;
     }
 
+    /// The cache bdev was removed: a failure then leaves a record, or a
+    /// replay of the log.
+    fn cache_lost(&self) -> bool {
+        self.bases.cache().is_some_and(|cache| cache.removed)
+    }
+
     pub(super) fn after_failure_drained(&mut self) {
-        if self.cache_lost && self.bdev.served_and_kept() {
+        let cache_lost = self.cache_lost();
+        if cache_lost && self.bdev.served_and_kept() {
             return self.keep_record();
         }
-        let recoverable = self.cache_lost && self.policy().uses_log() && self.engine.is_some();
+        let recoverable = cache_lost && self.policy().uses_log() && self.engine.is_some();
         if recoverable {
             self.start_recovery();
             if self.phase == Phase::Recovering {
@@ -73,7 +80,7 @@ impl Core {
             }
         }
         let policy = self.policy();
-        if self.cache_lost && policy.is_write_back() && !policy.uses_log() {
+        if cache_lost && policy.is_write_back() && !policy.uses_log() {
             log::error!("{}: cache lost under policy {policy}: dirty data is gone", self.params.name);
         }
         self.phase = Phase::Done;
