@@ -2,7 +2,8 @@
 //! commands and request completions come out. It never blocks, never reads a
 //! clock and never performs I/O.
 //!
-//! Files by concern: `requests` (read/write paths), `through` (writes that
+//! Files by concern: `commands` (the device commands in flight and to
+//! hand out), `requests` (read/write paths), `through` (writes that
 //! go to the backing device), `flush` (flush semantics per policy),
 //! `writeback` (background write-back and revokes), `throttle` (writes
 //! slowed while the log is short of space), `log_io` (log appends,
