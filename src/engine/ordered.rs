@@ -13,6 +13,7 @@
 //! Epochs live in memory only: after a warm restart the dirty blocks found
 //! form one epoch.
 
+use super::requests::Waits;
 use super::Engine;
 use crate::cache::{flag, BlockState, Through};
 use crate::config::Policy;
@@ -110,9 +111,11 @@ impl Engine {
             .filter(|&b| self.cache.state(b) == BlockState::Mapped && self.cache.has(b, flag::DIRTY))
             .filter(|&b| self.cache.through(b) == Through::None)
             .count() as u32;
-        for waiting in self.waiting.iter_mut().filter(|w| w.write && w.back) {
-            waiting.epoch = now;
-            dirty += 1;
+        for waiting in self.waiting.iter_mut() {
+            if let Waits::BackWrite { epoch, .. } = &mut waiting.what {
+                *epoch = now;
+                dirty += 1;
+            }
         }
         if dirty > 0 {
             self.ordered.count(now, dirty as i64);

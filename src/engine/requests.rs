@@ -38,22 +38,40 @@ pub(super) struct MissesInFlight {
     pub raced: bool,
 }
 
-/// `Waiting::block_in_request` of a write-through request waiting as a whole.
-pub(super) const WHOLE_REQUEST: u32 = u32::MAX;
-
-/// A block of a request that could not start yet.
+/// A block of a request, or a write-through request as a whole, that
+/// could not start yet (waiting.rs).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Waiting {
     pub request: u32,
-    pub block_in_request: u32,
-    pub write: bool,
-    /// A write-back block (dirty), not a write-through copy: decided when
-    /// the request started, whatever the policy is when the block does.
-    pub back: bool,
-    /// The flush epoch the write was submitted in (wb-ordered).
-    pub epoch: u32,
-    /// Where its data is held for the log copy (held.rs), or `HELD_NONE`.
-    pub held: u32,
+    pub what: Waits,
+}
+
+/// What a waiting entry starts. A write is write-back or write-through as
+/// decided when its request started, whatever the policy is when it does.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Waits {
+    /// A block of a read.
+    Read { block_in_request: u32 },
+    /// A block of a write-back write: dirty in the cache. `epoch`: the flush
+    /// epoch it was submitted in (wb-ordered); `held`: where its data is
+    /// held for the log copy (held.rs), or `HELD_NONE`.
+    BackWrite { block_in_request: u32, epoch: u32, held: u32 },
+    /// A block's cache copy of a write-through write.
+    ThroughCopy { block_in_request: u32 },
+    /// A write-through write as a whole.
+    Through,
+}
+
+impl Waits {
+    /// The block of the request it waits for; None for a whole request.
+    pub fn block_in_request(self) -> Option<u32> {
+        match self {
+            Waits::Read { block_in_request } | Waits::BackWrite { block_in_request, .. } | Waits::ThroughCopy { block_in_request } => {
+                Some(block_in_request)
+            }
+            Waits::Through => None,
+        }
+    }
 }
 
 /// How writes behave right now (a switch away from write-back writes
@@ -191,7 +209,7 @@ impl Engine {
                 }
                 Some(_) => {
                     if !self.try_start_block_read(key, i) {
-                        self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: false, back: false, epoch: 0, held: HELD_NONE });
+                        self.waiting.push_back(Waiting { request: key, what: Waits::Read { block_in_request: i } });
                     }
                 }
             }
@@ -377,7 +395,7 @@ impl Engine {
                 || self.waiting_back_overlaps(lba, count)
                 || !self.try_start_write_through(key)
             {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: WHOLE_REQUEST, write: true, back: false, epoch: 0, held: HELD_NONE });
+                self.waiting.push_back(Waiting { request: key, what: Waits::Through });
             }
             return;
         }
@@ -393,7 +411,7 @@ impl Engine {
                 if held == HELD_NONE && self.log_active() {
                     self.stats.writes_waited_unheld += 1;
                 }
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held });
+                self.waiting.push_back(Waiting { request: key, what: Waits::BackWrite { block_in_request: i, epoch, held } });
             }
         }
     }

@@ -3,8 +3,7 @@
 //! cutoff's bypass (none stays), and what keeps a restart from serving an
 //! older copy over them.
 
-use super::held::HELD_NONE;
-use super::requests::WriteMode;
+use super::requests::{Waiting, Waits, WriteMode};
 use super::writeback_queue::PASS_NONE;
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through};
@@ -99,7 +98,7 @@ impl Engine {
         self.request_mut(key).pending += count;
         for i in 0..count {
             if !self.try_start_block_write(key, i, None, 0, false) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: false, epoch: 0, held: HELD_NONE });
+                self.waiting.push_back(Waiting { request: key, what: Waits::ThroughCopy { block_in_request: i } });
             }
         }
         true

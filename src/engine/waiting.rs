@@ -4,7 +4,7 @@
 
 use crate::queue::Rewind;
 use super::held::HELD_NONE;
-use super::requests::{WriteMode, WHOLE_REQUEST};
+use super::requests::{Waiting, Waits, WriteMode};
 use super::Engine;
 
 /// Blocks a write-through that could not start spans: later write-throughs
@@ -22,7 +22,7 @@ impl Engine {
     /// backing writes at once (torture seed 2085, passthrough).
     pub(super) fn waiting_through_overlaps(&self, lba: u64, count: u32) -> bool {
         self.waiting.iter().any(|w| {
-            w.block_in_request == WHOLE_REQUEST
+            matches!(w.what, Waits::Through)
                 && self.requests.get(w.request).is_some_and(|r| r.lba < lba + count as u64 && lba < r.lba + r.blocks_count as u64)
         })
     }
@@ -31,10 +31,8 @@ impl Engine {
     /// these LBAs.
     pub(super) fn waiting_back_overlaps(&self, lba: u64, count: u32) -> bool {
         self.waiting.iter().any(|w| {
-            w.write
-                && w.back
-                && w.block_in_request != WHOLE_REQUEST
-                && self.requests.get(w.request).is_some_and(|r| (lba..lba + count as u64).contains(&(r.lba + w.block_in_request as u64)))
+            let Waits::BackWrite { block_in_request, .. } = w.what else { return false };
+            self.requests.get(w.request).is_some_and(|r| (lba..lba + count as u64).contains(&(r.lba + block_in_request as u64)))
         })
     }
 
@@ -58,14 +56,18 @@ impl Engine {
             // the request outlives it.
             assert!(self.requests.get(waiting.request).is_some(), "a waiting entry of request {}, completed", waiting.request);
             debug_assert!(
-                waiting.block_in_request == WHOLE_REQUEST && waiting.write && waiting.held == HELD_NONE
-                    || waiting.block_in_request < self.request(waiting.request).blocks_count,
+                waiting.what.block_in_request().is_none_or(|block| block < self.request(waiting.request).blocks_count),
                 "waiting entry {waiting:?} outside its request"
             );
-            let started = if waiting.block_in_request == WHOLE_REQUEST && self.write_mode() == WriteMode::Back {
+            let write = match waiting.what {
+                Waits::BackWrite { block_in_request, epoch, held } => Some((block_in_request, epoch, held, true)),
+                Waits::ThroughCopy { block_in_request } => Some((block_in_request, 0, HELD_NONE, false)),
+                Waits::Read { .. } | Waits::Through => None,
+            };
+            let started = if matches!(waiting.what, Waits::Through) && self.write_mode() == WriteMode::Back {
                 self.restart_write_as_back(waiting.request);
                 true
-            } else if waiting.block_in_request == WHOLE_REQUEST {
+            } else if matches!(waiting.what, Waits::Through) {
                 let (lba, count) = self.request_range(waiting.request);
                 let behind = self.through_blocked.iter().any(|blocked| blocked.first < lba + count as u64 && lba < blocked.first + blocked.count as u64);
                 let started = !behind && self.try_start_write_through(waiting.request);
@@ -74,16 +76,16 @@ impl Engine {
                     self.through_blocked.push(BlockRange { first: lba, count });
                 }
                 started
-            } else if waiting.write {
+            } else if let Some((block_in_request, epoch, held_at, back)) = write {
                 // Writes keep their order: stop at the first one that cannot start.
                 let held = std::mem::take(&mut self.held);
-                let offset = waiting.block_in_request as u64 * self.config.block_size as u64;
-                let started = held.with_block(waiting.held, offset, |data| {
-                    self.try_start_block_write(waiting.request, waiting.block_in_request, data, waiting.epoch, waiting.back)
+                let offset = block_in_request as u64 * self.config.block_size as u64;
+                let started = held.with_block(held_at, offset, |data| {
+                    self.try_start_block_write(waiting.request, block_in_request, data, epoch, back)
                 });
                 self.held = held;
                 if started {
-                    self.held.release(waiting.held);
+                    self.held.release(held_at);
                 } else {
                     self.waiting.push_front(waiting);
                     self.requeue_reads_behind(remaining);
@@ -91,7 +93,8 @@ impl Engine {
                 }
                 started
             } else {
-                self.try_start_block_read(waiting.request, waiting.block_in_request)
+                let Waits::Read { block_in_request } = waiting.what else { unreachable!("every write is matched above") };
+                self.try_start_block_read(waiting.request, block_in_request)
             };
             if !started {
                 self.waiting.push_back(waiting);
@@ -112,7 +115,7 @@ impl Engine {
         for i in 0..count {
             let epoch = self.ordered_reserve();
             if !self.try_start_block_write(key, i, None, epoch, true) {
-                self.waiting.push_back(super::Waiting { request: key, block_in_request: i, write: true, back: true, epoch, held: HELD_NONE });
+                self.waiting.push_back(Waiting { request: key, what: Waits::BackWrite { block_in_request: i, epoch, held: HELD_NONE } });
             }
         }
         self.sub_done(key, 1, None);
@@ -124,8 +127,11 @@ impl Engine {
         debug_assert!(count < self.waiting.len(), "{count} entries behind the stuck write, of {}", self.waiting.len());
         for _ in 0..count {
             let Some(waiting) = self.waiting.remove(1) else { return };
-            let read = !waiting.write && waiting.block_in_request != WHOLE_REQUEST;
-            if !read || !self.try_start_block_read(waiting.request, waiting.block_in_request) {
+            let started = match waiting.what {
+                Waits::Read { block_in_request } => self.try_start_block_read(waiting.request, block_in_request),
+                _ => false,
+            };
+            if !started {
                 self.waiting.push_back(waiting);
             }
         }
