@@ -7,9 +7,6 @@
 
 use crate::io::RequestData;
 
-/// `Waiting::held` of a write whose data is not held.
-pub(super) const HELD_NONE: u32 = u32::MAX;
-
 /// Bytes of held data (in whole blocks, at least `HELD_BLOCKS_MIN`). The
 /// simulator's fileserver (50 threads of multi-block writes) needs up to
 /// 8 MiB: with 4 MiB the writes that found the pool full were re-logged
@@ -35,28 +32,24 @@ impl HeldData {
     }
 
     /// Copies the block at `offset_bytes` of `data` into a free slot; the
-    /// slot, or `HELD_NONE` if the pool is full.
-    pub fn hold(&mut self, data: &dyn RequestData, offset_bytes: u64) -> u32 {
-        let Some(slot) = self.free.pop() else { return HELD_NONE };
+    /// slot, or None if the pool is full.
+    pub fn hold(&mut self, data: &dyn RequestData, offset_bytes: u64) -> Option<u32> {
+        let slot = self.free.pop()?;
         let start = slot as usize * self.block_size;
         data.copy_to(offset_bytes, &mut self.memory[start..start + self.block_size]);
-        slot
+        Some(slot)
     }
 
     pub fn release(&mut self, slot: u32) {
-        if slot != HELD_NONE {
-            debug_assert!(!self.free.contains(&slot), "held slot {slot} released twice");
-            self.free.push(slot);
-        }
+        debug_assert!(!self.free.contains(&slot), "held slot {slot} released twice");
+        self.free.push(slot);
     }
 
     /// Calls `f` with slot `slot`'s block as request data found at
     /// `offset_bytes` (where the write path looks for it), or with None.
     /// (The engine takes the pool out of itself for the call.)
-    pub fn with_block<R>(&self, slot: u32, offset_bytes: u64, f: impl FnOnce(Option<&dyn RequestData>) -> R) -> R {
-        if slot == HELD_NONE {
-            return f(None);
-        }
+    pub fn with_block<R>(&self, slot: Option<u32>, offset_bytes: u64, f: impl FnOnce(Option<&dyn RequestData>) -> R) -> R {
+        let Some(slot) = slot else { return f(None) };
         let start = slot as usize * self.block_size;
         let block = HeldBlock { bytes: &self.memory[start..start + self.block_size], offset_bytes };
         f(Some(&block))
@@ -88,18 +81,17 @@ mod tests {
         let mut out = vec![0u8; 512];
         held.with_block(slot, 1024, |data| data.unwrap().copy_to(1024, &mut out));
         assert_eq!(out, request[1024..1536]);
-        held.release(slot);
+        held.release(slot.unwrap());
     }
 
     #[test]
     fn the_pool_is_bounded_and_slots_come_back() {
         let mut held = HeldData::new(1 << 20, true);
         let request = vec![7u8; 1 << 20];
-        let slots: Vec<u32> = (0..HELD_BLOCKS_MIN).map(|_| held.hold(&request, 0)).collect();
-        assert!(slots.iter().all(|&s| s != HELD_NONE));
-        assert_eq!(held.hold(&request, 0), HELD_NONE);
+        let slots: Vec<u32> = (0..HELD_BLOCKS_MIN).map(|_| held.hold(&request, 0).expect("a free slot")).collect();
+        assert_eq!(held.hold(&request, 0), None);
         held.release(slots[3]);
-        assert_eq!(held.hold(&request, 0), slots[3]);
-        assert_eq!(HeldData::new(4096, false).hold(&request, 0), HELD_NONE);
+        assert_eq!(held.hold(&request, 0), Some(slots[3]));
+        assert_eq!(HeldData::new(4096, false).hold(&request, 0), None);
     }
 }

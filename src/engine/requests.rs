@@ -2,7 +2,6 @@
 //! and requests waiting for a block (the writes that go to the backing
 //! device with the request: through.rs).
 
-use super::held::HELD_NONE;
 use super::{Engine, EngineState, FailKind, FailReason, Op};
 use crate::cache::{flag, BlockState, Through};
 use crate::config::{Mutation, Policy};
@@ -54,8 +53,8 @@ pub(super) enum Waits {
     Read { block_in_request: u32 },
     /// A block of a write-back write: dirty in the cache. `epoch`: the flush
     /// epoch it was submitted in (wb-ordered); `held`: where its data is
-    /// held for the log copy (held.rs), or `HELD_NONE`.
-    BackWrite { block_in_request: u32, epoch: u32, held: u32 },
+    /// held for the log copy (held.rs), if it is.
+    BackWrite { block_in_request: u32, epoch: u32, held: Option<u32> },
     /// A block's cache copy of a write-through write.
     ThroughCopy { block_in_request: u32 },
     /// A write-through write as a whole.
@@ -406,9 +405,9 @@ impl Engine {
                 let offset = i as u64 * self.config.block_size as u64;
                 let held = match data {
                     Some(data) if self.log_active() => self.held.hold(data, offset),
-                    _ => HELD_NONE,
+                    _ => None,
                 };
-                if held == HELD_NONE && self.log_active() {
+                if held.is_none() && self.log_active() {
                     self.stats.writes_waited_unheld += 1;
                 }
                 self.waiting.push_back(Waiting { request: key, what: Waits::BackWrite { block_in_request: i, epoch, held } });

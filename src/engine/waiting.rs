@@ -3,7 +3,6 @@
 //! arrival order and are retried after every input.
 
 use crate::queue::Rewind;
-use super::held::HELD_NONE;
 use super::requests::{Waiting, Waits, WriteMode};
 use super::Engine;
 
@@ -61,7 +60,7 @@ impl Engine {
             );
             let write = match waiting.what {
                 Waits::BackWrite { block_in_request, epoch, held } => Some((block_in_request, epoch, held, true)),
-                Waits::ThroughCopy { block_in_request } => Some((block_in_request, 0, HELD_NONE, false)),
+                Waits::ThroughCopy { block_in_request } => Some((block_in_request, 0, None, false)),
                 Waits::Read { .. } | Waits::Through => None,
             };
             let started = if matches!(waiting.what, Waits::Through) && self.write_mode() == WriteMode::Back {
@@ -85,7 +84,9 @@ impl Engine {
                 });
                 self.held = held;
                 if started {
-                    self.held.release(held_at);
+                    if let Some(slot) = held_at {
+                        self.held.release(slot);
+                    }
                 } else {
                     self.waiting.push_front(waiting);
                     self.requeue_reads_behind(remaining);
@@ -115,7 +116,7 @@ impl Engine {
         for i in 0..count {
             let epoch = self.ordered_reserve();
             if !self.try_start_block_write(key, i, None, epoch, true) {
-                self.waiting.push_back(Waiting { request: key, what: Waits::BackWrite { block_in_request: i, epoch, held: HELD_NONE } });
+                self.waiting.push_back(Waiting { request: key, what: Waits::BackWrite { block_in_request: i, epoch, held: None } });
             }
         }
         self.sub_done(key, 1, None);
