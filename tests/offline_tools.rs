@@ -59,7 +59,8 @@ fn image(segment_bytes: u32, segments: &[Segment]) -> Vec<u8> {
             first_block: 0,
             run: 1,
         };
-        let flags = PartFlags { barrier: *barrier, segment_end: true, gap_blocks: 0 };
+        // Every segment holds a block the replay needs: the head stays at the first.
+        let flags = PartFlags { barrier: *barrier, segment_end: true, gap_blocks: 0, head_sequence: segments[0].0 };
         let len = seal(&layout, &mut buf, &place, flags, entries.len() as u32, revokes.len() as u32);
         let offset = (SEGMENTS_OFFSET_BYTES + index as u64 * segment_bytes as u64) as usize;
         log[offset..offset + len].copy_from_slice(&buf[..len]);
@@ -132,6 +133,7 @@ fn inspect_reports_the_run_and_live_blocks() {
         "\"revokes_applied\":1",
         "\"corrupt_copies_detected\":0",
         "\"write_seq\":1",
+        "\"recorded_head_sequence\":10",
     ] {
         assert!(json.contains(expected), "{expected} missing from {json}");
     }
@@ -139,6 +141,7 @@ fn inspect_reports_the_run_and_live_blocks() {
     let text = stdout(&hhc(&["log", "inspect", "--log", path_str(&files.log1)]));
     assert!(text.contains("valid run: 1 parts in 1 segments, sequences 10..=10"), "{text}");
     assert!(text.contains("live blocks at last barrier: 0"), "{text}");
+    assert!(text.contains("head recorded by the run's newest part: sequence 10"), "{text}");
 }
 
 /// `image` of one segment, 10, rewritten as two parts with 3 blocks left
@@ -149,8 +152,8 @@ fn gapped_image() -> Vec<u8> {
     let mut log = image(SEGMENT_BYTES, &[]);
     let place = PartPlace { instance_id: 0xABCD, segment_index: 0, sequence: 10, part: 0, first_block: 0, run: 1 };
     let parts = [
-        (place, vec![(1, 1)], PartFlags { barrier: true, segment_end: false, gap_blocks: 3 }),
-        (PartPlace { part: 1, first_block: 5, ..place }, vec![(1, 2), (3, 1)], PartFlags { barrier: true, segment_end: true, gap_blocks: 0 }),
+        (place, vec![(1, 1)], PartFlags { barrier: true, segment_end: false, gap_blocks: 3, head_sequence: 10 }),
+        (PartPlace { part: 1, first_block: 5, ..place }, vec![(1, 2), (3, 1)], PartFlags { barrier: true, segment_end: true, gap_blocks: 0, head_sequence: 10 }),
     ];
     for (place, entries, flags) in parts {
         let mut buf = vec![0u8; (SEGMENT_BYTES - place.first_block * BLOCK_SIZE) as usize];

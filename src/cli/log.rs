@@ -130,10 +130,17 @@ fn summarize(unit: u64, layout: &LogLayout, scanned: &ScannedLog) -> Object {
         .field("last_barrier_sequence", last_barrier_sequence)
         .field("gapped_parts", segments.iter().filter(|s| s.gap_blocks > 0).count() as u64)
         .field("gap_blocks", segments.iter().map(|s| s.gap_blocks as u64).sum::<u64>())
+        .field("recorded_head_sequence", recorded_head(scanned))
         .field("live_blocks", plan.blocks.len() as u64)
         .field("revokes_applied", plan.revokes_applied)
         .field("corrupt_copies_detected", scanned.corrupt_copies_detected)
         .field("io_errors", scanned.io_errors)
+}
+
+/// The newest head a part of the run recorded as it was sealed (a part of
+/// version 5 or older records none).
+fn recorded_head(scanned: &ScannedLog) -> Option<u64> {
+    scanned.segments.iter().map(|s| s.head_sequence).max().filter(|&head| head > 0)
 }
 
 /// Segments the valid run of parts reaches into.
@@ -170,6 +177,9 @@ fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
             last.sequence
         ),
         _ => println!("valid run: 0 parts"),
+    }
+    if let Some(head) = recorded_head(scanned) {
+        println!("head recorded by the run's newest part: sequence {head}");
     }
     let barriers_count = segments.iter().filter(|s| s.barrier).count();
     match scanned.last_barrier {
@@ -217,10 +227,11 @@ fn inspect_without_superblock(args: &InspectArgs, log: &LogFile) -> CliResult {
         println!("no valid superblock; {segments_count} segment positions with the given geometry");
         for (index, header) in &found {
             println!(
-                "segment {index} part {} (block {}): sequence {} barrier {} slots {} revokes {} gap {} instance_id {:#018x}",
+                "segment {index} part {} (block {}): sequence {} head {} barrier {} slots {} revokes {} gap {} instance_id {:#018x}",
                 header.part,
                 header.first_block,
                 header.sequence,
+                header.head_sequence,
                 header.barrier,
                 header.lbas.len(),
                 header.revokes.len(),

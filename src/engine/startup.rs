@@ -724,7 +724,8 @@ impl Engine {
                 first_block,
                 run: self.log.run,
             };
-            let flags = crate::format::segment::PartFlags { barrier: false, segment_end: true, gap_blocks: 0 };
+            let head_sequence = self.log.head_sequence;
+            let flags = crate::format::segment::PartFlags { barrier: false, segment_end: true, gap_blocks: 0, head_sequence };
             let region = self.log.buffers[0].region;
             let len = crate::format::seal(&layout, self.region(region), &place, flags, 0, 0) as u64;
             let offset = self.part_device_offset(sequence, first_block);

@@ -40,9 +40,12 @@ pub const CACHE_HEADER_UNITS: u64 = 1 + OWNER_RECORD_COPIES as u64;
 /// field at offset 68 before), which a reader of version 3 would not
 /// follow; version 5 gives the superblock flags, the first saying that the
 /// log was replayed onto the backing device and the cache that wrote it is
-/// stale. A version-4 log reads as one never replayed (the superblock's
-/// flag bytes are zero there); decoders reject every other value.
-pub const LOG_FORMAT_VERSION: u16 = 5;
+/// stale; version 6 has every part record the log's head as it was sealed
+/// (`head_sequence`, the reserved field at offset 72 before). A version-4
+/// log reads as one never replayed (the superblock's flag bytes are zero
+/// there), a part of version 4 or 5 as one recording no head (0); decoders
+/// reject every other value.
+pub const LOG_FORMAT_VERSION: u16 = 6;
 
 /// The log format versions this build reads.
 pub const LOG_FORMAT_VERSIONS_READ: std::ops::RangeInclusive<u16> = 4..=LOG_FORMAT_VERSION;

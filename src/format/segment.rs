@@ -44,7 +44,10 @@ const OFF_PART: usize = 56;
 const OFF_FIRST_BLOCK: usize = 60;
 const OFF_RUN: usize = 64;
 const OFF_GAP_BLOCKS: usize = 68;
-const OFF_RESERVED: usize = 72;
+/// The log's head when the part was sealed (version 6; reserved, zero, before).
+const OFF_HEAD_SEQUENCE: usize = 72;
+/// The first log format version whose parts record the head.
+const HEAD_SEQUENCE_SINCE: u16 = 6;
 
 /// Geometry of one segment, derived from (segment size, block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +167,9 @@ pub struct SegmentHeader {
     /// Blocks left unwritten after the part: the next part of the segment
     /// starts that much further on (0 with `segment_end`).
     pub gap_blocks: u32,
+    /// The log's head when the part was sealed: no segment before it held
+    /// an entry a recovery needs. 0 in a part of version 5 or older.
+    pub head_sequence: u64,
     /// Backing LBA of each used slot; `LBA_NONE` for a slot dropped in place.
     pub lbas: Vec<u64>,
     pub revokes: Vec<u64>,
@@ -200,6 +206,9 @@ pub struct PartFlags {
     /// starts where the head will be when it comes, not where the head has
     /// just been (docs/format.md).
     pub gap_blocks: u32,
+    /// The log's head (a segment sequence) as the part is sealed; at most
+    /// the part's own sequence.
+    pub head_sequence: u64,
 }
 
 /// Writes the fixed header and the checksum (over the header blocks and the
@@ -217,6 +226,7 @@ pub fn seal(
     assert!(revokes_count <= layout.revokes_capacity, "revokes_count {revokes_count} > {}", layout.revokes_capacity);
     let next_block = place.first_block + layout.header_blocks + slots_used;
     assert!(!flags.segment_end || flags.gap_blocks == 0, "a gap after the segment's last part");
+    assert!(flags.head_sequence <= place.sequence, "head {} past the part's segment {}", flags.head_sequence, place.sequence);
     assert!(
         flags.segment_end || layout.has_room_for_part(next_block.saturating_add(flags.gap_blocks)),
         "a part leaving no room must end its segment"
@@ -245,6 +255,7 @@ pub fn seal(
     put_u32(sealed, OFF_FIRST_BLOCK, place.first_block);
     put_u32(sealed, OFF_RUN, place.run);
     put_u32(sealed, OFF_GAP_BLOCKS, flags.gap_blocks);
+    put_u64(sealed, OFF_HEAD_SEQUENCE, flags.head_sequence);
     store_crc(sealed, OFF_CRC);
     total_len
 }
@@ -272,9 +283,20 @@ impl FixedHeader {
             return Err(FormatError::BadField("flags"));
         }
         let gap_blocks = get_u32(fixed, OFF_GAP_BLOCKS);
-        let flags =
-            PartFlags { barrier: bits & FLAG_BARRIER != 0, segment_end: bits & FLAG_SEGMENT_END != 0, gap_blocks };
-        check_zero(&fixed[OFF_RESERVED..], "reserved")?;
+        // Older versions wrote zeroes here (a reserved field).
+        if get_u16(fixed, OFF_VERSION) < HEAD_SEQUENCE_SINCE {
+            check_zero(&fixed[OFF_HEAD_SEQUENCE..], "reserved")?;
+        }
+        let head_sequence = get_u64(fixed, OFF_HEAD_SEQUENCE);
+        if head_sequence > get_u64(fixed, OFF_SEQUENCE) {
+            return Err(FormatError::BadField("head_sequence"));
+        }
+        let flags = PartFlags {
+            barrier: bits & FLAG_BARRIER != 0,
+            segment_end: bits & FLAG_SEGMENT_END != 0,
+            gap_blocks,
+            head_sequence,
+        };
         check_geometry(layout, fixed)?;
         let part = get_u32(fixed, OFF_PART);
         let first_block = get_u32(fixed, OFF_FIRST_BLOCK);
@@ -337,6 +359,7 @@ impl SegmentHeader {
             barrier: fixed.flags.barrier,
             segment_end: fixed.flags.segment_end,
             gap_blocks: fixed.flags.gap_blocks,
+            head_sequence: fixed.flags.head_sequence,
             lbas,
             revokes,
         })
@@ -400,8 +423,11 @@ mod tests {
 
     const PLACE: PartPlace = PartPlace { instance_id: 77, segment_index: 5, sequence: 1000, part: 0, first_block: 0, run: 3 };
 
+    /// The head recorded by the test parts: behind `PLACE.sequence`.
+    const HEAD: u64 = 990;
+
     fn flags(barrier: bool) -> PartFlags {
-        PartFlags { barrier, segment_end: true, gap_blocks: 0 }
+        PartFlags { barrier, segment_end: true, gap_blocks: 0, head_sequence: HEAD }
     }
 
     /// A sealed part 0 (ending its segment) whose data slot `i` is filled with byte `i + 1`.
@@ -457,6 +483,7 @@ mod tests {
             barrier: true,
             segment_end: true,
             gap_blocks: 0,
+            head_sequence: HEAD,
             lbas: lbas.to_vec(),
             revokes: vec![3, 4],
         };
@@ -470,9 +497,9 @@ mod tests {
         let mut place = PartPlace { part: 0, first_block: 0, ..PLACE };
         // Part 0: one slot, a barrier; part 1: revokes only; part 2: two slots, the end.
         let parts: [(&[u64], &[u64], PartFlags); 3] = [
-            (&[40], &[], PartFlags { barrier: true, segment_end: false, gap_blocks: 0 }),
-            (&[], &[40], PartFlags { barrier: false, segment_end: false, gap_blocks: 0 }),
-            (&[41, 42], &[], PartFlags { barrier: true, segment_end: true, gap_blocks: 0 }),
+            (&[40], &[], PartFlags { barrier: true, segment_end: false, gap_blocks: 0, head_sequence: HEAD }),
+            (&[], &[40], PartFlags { barrier: false, segment_end: false, gap_blocks: 0, head_sequence: HEAD }),
+            (&[41, 42], &[], PartFlags { barrier: true, segment_end: true, gap_blocks: 0, head_sequence: HEAD }),
         ];
         for (lbas, revokes, flags) in parts {
             let start = place.first_block as usize * BS as usize;
@@ -508,7 +535,7 @@ mod tests {
     fn a_part_leaving_no_room_must_end_the_segment() {
         let layout = small_layout();
         let mut buf = vec![0u8; layout.segment_bytes as usize];
-        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false, gap_blocks: 0 }, 6, 0);
+        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false, gap_blocks: 0, head_sequence: HEAD }, 6, 0);
     }
 
     #[test]
@@ -519,7 +546,7 @@ mod tests {
         // starts after them and ends the segment.
         let first = PartPlace { part: 0, first_block: 0, ..PLACE };
         set_slot_lba(&layout, &mut segment, 0, 40);
-        let gapped = PartFlags { barrier: true, segment_end: false, gap_blocks: 5 };
+        let gapped = PartFlags { barrier: true, segment_end: false, gap_blocks: 5, head_sequence: HEAD };
         let len = seal(&layout, &mut segment, &first, gapped, 1, 0);
         let header = SegmentHeader::decode(&layout, &segment[..len]).unwrap();
         assert_eq!((header.gap_blocks, header.next_block(&layout)), (5, 7));
@@ -527,7 +554,7 @@ mod tests {
         let second = PartPlace { part: 1, first_block: 7, ..PLACE };
         let start = 7 * BS as usize;
         set_slot_lba(&layout, &mut segment[start..], 0, 41);
-        seal(&layout, &mut segment[start..], &second, PartFlags { barrier: true, segment_end: true, gap_blocks: 0 }, 1, 0);
+        seal(&layout, &mut segment[start..], &second, PartFlags { barrier: true, segment_end: true, gap_blocks: 0, head_sequence: HEAD }, 1, 0);
         let mut seen = Vec::new();
         decode_parts(&layout, &segment, 77, 1000, |h| seen.push((h.part, h.first_block, h.gap_blocks, h.lbas.clone())));
         assert_eq!(seen, vec![(0, 0, 5, vec![40]), (1, 7, 0, vec![41])]);
@@ -547,7 +574,7 @@ mod tests {
         let mut buf = vec![0u8; layout.segment_bytes as usize];
         // A header and a slot, then 5 blocks skipped, leave 1 of 8: no room
         // for a header and a slot (with 4 skipped there would be).
-        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false, gap_blocks: 5 }, 1, 0);
+        seal(&layout, &mut buf, &PLACE, PartFlags { barrier: true, segment_end: false, gap_blocks: 5, head_sequence: HEAD }, 1, 0);
     }
 
     #[test]
@@ -624,8 +651,10 @@ mod tests {
         put_u16(&mut not_ended, OFF_FLAGS, 0);
         store_crc(&mut not_ended[..full_len], OFF_CRC);
         assert_eq!(check(&not_ended), Err(FormatError::BadField("segment end")));
-        assert_eq!(check(&patched(&buf, len, OFF_RESERVED, 1)), Err(FormatError::BadField("reserved")));
-        assert_eq!(check(&patched(&buf, len, OFF_RESERVED + 4, 1)), Err(FormatError::BadField("reserved")));
+        // A head past the part's own segment: no engine seals that.
+        assert_eq!(check(&patched(&buf, len, OFF_HEAD_SEQUENCE, 1001)), Err(FormatError::BadField("head_sequence")));
+        assert_eq!(check(&patched(&buf, len, OFF_HEAD_SEQUENCE + 4, 1)), Err(FormatError::BadField("head_sequence")));
+        assert_eq!(check(&patched(&buf, len, OFF_HEAD_SEQUENCE, 1000)), Ok(len));
         // A gap after the segment's last part means nothing.
         assert_eq!(check(&patched(&buf, len, OFF_GAP_BLOCKS, 1)), Err(FormatError::BadField("gap_blocks")));
         // Two slots end at block 3: a gap of 3 leaves a header and a slot, 4 does not.
@@ -640,6 +669,29 @@ mod tests {
         assert_eq!(check(&too_many_revokes), Err(FormatError::BadLength));
         assert_eq!(check(&patched(&buf, len, OFF_SLOTS_USED, 3)), Err(FormatError::BadLength));
         assert_eq!(check(&patched(&buf, len, OFF_TOTAL_LEN, u32::MAX)), Err(FormatError::BadLength));
+    }
+
+    #[test]
+    fn records_the_head_and_reads_a_version_5_part_as_recording_none() {
+        let layout = small_layout();
+        let (buf, len) = build(&layout, &[1, 2], &[], true, 0);
+        assert_eq!(SegmentHeader::decode(&layout, &buf[..len]).unwrap().head_sequence, HEAD);
+        // Version 5 had a reserved field there, written as zeroes.
+        let mut older = buf.clone();
+        put_u16(&mut older, OFF_VERSION, HEAD_SEQUENCE_SINCE - 1);
+        put_u64(&mut older, OFF_HEAD_SEQUENCE, 0);
+        store_crc(&mut older[..len], OFF_CRC);
+        assert_eq!(SegmentHeader::decode(&layout, &older[..len]).unwrap().head_sequence, 0);
+        let reserved_set = patched(&older, len, OFF_HEAD_SEQUENCE, 1);
+        assert_eq!(sealed_len(&layout, &reserved_set), Err(FormatError::BadField("reserved")));
+    }
+
+    #[test]
+    #[should_panic(expected = "past the part's segment")]
+    fn sealing_a_head_past_the_part_panics() {
+        let layout = small_layout();
+        let flags = PartFlags { head_sequence: PLACE.sequence + 1, ..flags(false) };
+        seal(&layout, &mut vec![0; layout.segment_bytes as usize], &PLACE, flags, 0, 0);
     }
 
     #[test]
@@ -698,6 +750,7 @@ mod tests {
             prop_assert_eq!(header.lbas, lbas);
             prop_assert_eq!(header.revokes, revokes);
             prop_assert_eq!(header.barrier, barrier);
+            prop_assert_eq!(header.head_sequence, HEAD);
         }
 
         #[test]
@@ -716,10 +769,16 @@ mod tests {
         }
 
         #[test]
-        fn prop_gap_round_trip(layout in arb_layout(), used in 0u32..24, gap in 0u32..24, barrier in any::<bool>()) {
+        fn prop_gap_round_trip(
+            layout in arb_layout(),
+            used in 0u32..24,
+            gap in 0u32..24,
+            barrier in any::<bool>(),
+            head in 0..=PLACE.sequence,
+        ) {
             let used = used.min(layout.slots);
             let fits = layout.has_room_for_part(layout.header_blocks + used + gap);
-            let flags = PartFlags { barrier, segment_end: !fits, gap_blocks: if fits { gap } else { 0 } };
+            let flags = PartFlags { barrier, segment_end: !fits, gap_blocks: if fits { gap } else { 0 }, head_sequence: head };
             let mut buf = vec![0u8; layout.segment_bytes as usize];
             for slot in 0..used {
                 set_slot_lba(&layout, &mut buf, slot, slot as u64);
@@ -727,6 +786,7 @@ mod tests {
             let len = seal(&layout, &mut buf, &PLACE, flags, used, 0);
             let header = SegmentHeader::decode(&layout, &buf[..len]).unwrap();
             prop_assert_eq!(header.gap_blocks, flags.gap_blocks);
+            prop_assert_eq!(header.head_sequence, head);
             prop_assert_eq!(header.next_block(&layout), layout.header_blocks + used + flags.gap_blocks);
             prop_assert!(header.segment_end || layout.has_room_for_part(header.next_block(&layout)));
         }
@@ -746,7 +806,7 @@ mod tests {
                 // the gap, room and length checks see garbage too.
                 let bits = get_u16(&buf, OFF_FLAGS) & (FLAG_BARRIER | FLAG_SEGMENT_END);
                 put_u16(&mut buf, OFF_FLAGS, bits);
-                buf[OFF_RESERVED..SEGMENT_FIXED_HEADER_BYTES].fill(0);
+                buf[OFF_HEAD_SEQUENCE..SEGMENT_FIXED_HEADER_BYTES].fill(0);
                 let first_block = first_block % layout.blocks();
                 put_u32(&mut buf, OFF_FIRST_BLOCK, first_block);
                 put_u32(&mut buf, OFF_PART, if first_block == 0 { 0 } else { 1 + part % first_block });

@@ -539,7 +539,8 @@ impl LogManager {
             run: self.run,
         };
         let offset = self.part_offset(b.part_first);
-        let flags = PartFlags { barrier, segment_end, gap_blocks };
+        // The head a recovery may start at (docs/format.md).
+        let flags = PartFlags { barrier, segment_end, gap_blocks, head_sequence: self.head_sequence };
         let len = segment::seal(&layout, &mut mem[offset..], &place, flags, b.slots_used, b.revokes_count) as u64;
         let point = log_point(b.sequence, b.part);
         self.last_sealed = Some((point, barrier));

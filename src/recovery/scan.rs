@@ -31,6 +31,8 @@ pub struct ScannedSegment {
     pub segment_end: bool,
     /// Blocks left unwritten after the part: the next one starts after them.
     pub gap_blocks: u32,
+    /// The log's head the part recorded as it was sealed (0: none recorded).
+    pub head_sequence: u64,
     pub lbas: Vec<u64>,
     pub revokes: Vec<u64>,
     /// The mirror whose copy was valid (the first one tried that was).
@@ -592,6 +594,7 @@ impl LogScanner {
             barrier: header.barrier,
             segment_end,
             gap_blocks: header.gap_blocks,
+            head_sequence: header.head_sequence,
             lbas: header.lbas,
             revokes: header.revokes,
             mirror,

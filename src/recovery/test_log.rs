@@ -109,7 +109,8 @@ impl LogImage {
         let (slots_used, revokes_count) = (spec.entries.len() as u32, spec.revokes.len() as u32);
         let place = PartPlace { instance_id, segment_index, sequence: spec.sequence, part, first_block, run: spec.run };
         let gap_blocks = if segment_end { 0 } else { spec.gap_blocks };
-        let flags = PartFlags { barrier: spec.barrier, segment_end, gap_blocks };
+        // These logs record no head (as a part of version 5 reads).
+        let flags = PartFlags { barrier: spec.barrier, segment_end, gap_blocks, head_sequence: 0 };
         let len = seal(layout, &mut buf, &place, flags, slots_used, revokes_count);
         buf.truncate(len);
         buf
