@@ -341,6 +341,10 @@ pub enum Mutation {
     /// (`LogManager::advance_head`), so a cache-loss replay, which stops at
     /// the last durable barrier, may find neither copy.
     SupersededFreedEarly,
+    /// Every part records a head one segment past the log's (within the
+    /// part's own segment), so a cache-loss replay, which starts at the
+    /// newest recorded head, skips a segment that may hold live entries.
+    RecordedHeadTooFar,
 }
 
 /// Largest backing stripe write-back aligns to: every write-back in flight

@@ -315,6 +315,14 @@ fn mutation_superseded_freed_early_is_caught() {
     assert_caught_within(Mutation::SupersededFreedEarly, Policy::Hhc, 1, SUPERSEDED_MUTATION_SEEDS, LONG_OPS_PER_SEED);
 }
 
+/// Parts that record a head a segment too far: the cache-loss replay starts
+/// there and misses a segment's live entries, so the backing device's older
+/// value shows. Only a cache loss shows it.
+#[test]
+fn mutation_recorded_head_too_far_is_caught() {
+    assert_caught_within(Mutation::RecordedHeadTooFar, Policy::Hhc, 1, SUPERSEDED_MUTATION_SEEDS, LONG_OPS_PER_SEED);
+}
+
 /// An engine that calls a returned stale mirror healthy without re-syncing
 /// it: the cache-loss replay then has only that mirror. Only the seeds with
 /// `mirror-returns` (a fifth of those with two or more mirrors) can show it,

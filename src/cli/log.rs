@@ -7,7 +7,7 @@ use hhc::config::LogLayout;
 use hhc::driver::file::FileDevices;
 use hhc::format::{segment::decode_parts, LogSuperblock, SegmentHeader, SegmentLayout};
 use hhc::io::{DeviceRole, HeapAllocator};
-use hhc::recovery::{plan_replay, LogScanner, ScannedLog};
+use hhc::recovery::{plan_replay, recorded_head, LogScanner, ScannedLog};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,17 +130,11 @@ fn summarize(unit: u64, layout: &LogLayout, scanned: &ScannedLog) -> Object {
         .field("last_barrier_sequence", last_barrier_sequence)
         .field("gapped_parts", segments.iter().filter(|s| s.gap_blocks > 0).count() as u64)
         .field("gap_blocks", segments.iter().map(|s| s.gap_blocks as u64).sum::<u64>())
-        .field("recorded_head_sequence", recorded_head(scanned))
+        .field("recorded_head_sequence", Some(recorded_head(scanned)).filter(|&head| head > 0))
         .field("live_blocks", plan.blocks.len() as u64)
         .field("revokes_applied", plan.revokes_applied)
         .field("corrupt_copies_detected", scanned.corrupt_copies_detected)
         .field("io_errors", scanned.io_errors)
-}
-
-/// The newest head a part of the run recorded as it was sealed (a part of
-/// version 5 or older records none).
-fn recorded_head(scanned: &ScannedLog) -> Option<u64> {
-    scanned.segments.iter().map(|s| s.head_sequence).max().filter(|&head| head > 0)
 }
 
 /// Segments the valid run of parts reaches into.
@@ -178,8 +172,9 @@ fn print_text(unit: u64, layout: &LogLayout, scanned: &ScannedLog) {
         ),
         _ => println!("valid run: 0 parts"),
     }
-    if let Some(head) = recorded_head(scanned) {
-        println!("head recorded by the run's newest part: sequence {head}");
+    let head = recorded_head(scanned);
+    if head > 0 {
+        println!("head recorded by the run's newest part: sequence {head} (a replay starts there)");
     }
     let barriers_count = segments.iter().filter(|s| s.barrier).count();
     match scanned.last_barrier {

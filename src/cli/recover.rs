@@ -106,7 +106,8 @@ fn print_plan(args: &Args, scanned: &ScannedLog, plan: &ReplayPlan) {
             .field("dry_run", true)
             .field("blocks_to_replay", plan.blocks.len() as u64)
             .field("segments_replayed", plan.segments_replayed)
-            .field("segments_after_barrier", scanned.segments.len() as u64 - plan.segments_replayed)
+            .field("segments_after_barrier", plan.segments_after_barrier)
+            .field("segments_before_head", plan.segments_before_head)
             .field("revokes_applied", plan.revokes_applied)
             .field("last_sequence", plan.last_sequence)
             .field("corrupt_copies_detected", scanned.corrupt_copies_detected)
@@ -123,6 +124,9 @@ fn print_plan(args: &Args, scanned: &ScannedLog, plan: &ReplayPlan) {
         plan.revokes_applied,
         plan.last_sequence.map_or("none".to_string(), |s| s.to_string())
     );
+    if plan.segments_before_head > 0 {
+        println!("would leave out {} segments before the newest recorded head (sequence {})", plan.segments_before_head, plan.start_sequence);
+    }
     println!("corrupt copies detected: {}", scanned.corrupt_copies_detected);
     print_stale(&scanned.stale_mirrors, scanned.in_sync_unavailable);
 }
@@ -145,6 +149,7 @@ fn print_report(args: &Args, report: &ReplayReport) {
             .field("blocks_replayed", report.blocks_replayed)
             .field("segments_replayed", report.segments_replayed)
             .field("segments_after_barrier", report.segments_after_barrier)
+            .field("segments_before_head", report.segments_before_head)
             .field("revokes_applied", report.revokes_applied)
             .field("last_sequence", report.last_sequence)
             .field("read_retries", report.read_retries)
@@ -165,6 +170,9 @@ fn print_report(args: &Args, report: &ReplayReport) {
         report.last_sequence.map_or("none".to_string(), |s| s.to_string())
     );
     println!("dropped {} segments after the last barrier", report.segments_after_barrier);
+    if report.segments_before_head > 0 {
+        println!("left out {} segments before the newest head a part recorded", report.segments_before_head);
+    }
     println!(
         "log re-initialised on {} mirrors: head segment {} sequence {} (superblock write_seq {})",
         report.mirrors_reinitialised, report.new_head_segment, report.new_head_sequence, report.new_write_seq

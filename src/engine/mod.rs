@@ -311,6 +311,7 @@ impl Engine {
         );
         log.previous_instance = config.previous_instance;
         log.superseded_freed_early = crate::config::MUTATIONS_BUILT && config.mutation == Mutation::SupersededFreedEarly;
+        log.recorded_head_too_far = crate::config::MUTATIONS_BUILT && config.mutation == Mutation::RecordedHeadTooFar;
         let mut engine = Engine {
             cache: CacheIndex::new(blocks_count),
             log,

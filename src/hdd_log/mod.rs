@@ -202,6 +202,9 @@ pub struct LogManager {
     /// builds with the `mutations` feature; read through
     /// `MUTATIONS_BUILT`, so other builds fold the check away.
     pub superseded_freed_early: bool,
+    /// `Mutation::RecordedHeadTooFar`: parts record a head one segment past
+    /// the log's. Read through `MUTATIONS_BUILT`, as the one above.
+    pub recorded_head_too_far: bool,
 }
 
 /// `LogManager::slot_lba` of a block that holds no entry.
@@ -265,6 +268,7 @@ impl LogManager {
             writes_front: 0,
             slot_lbas: vec![LBA_SLOT_NONE; layout.segments_count as usize * layout.segment.blocks() as usize],
             superseded_freed_early: false,
+            recorded_head_too_far: false,
         }
     }
 
@@ -540,7 +544,9 @@ impl LogManager {
         };
         let offset = self.part_offset(b.part_first);
         // The head a recovery may start at (docs/format.md).
-        let flags = PartFlags { barrier, segment_end, gap_blocks, head_sequence: self.head_sequence };
+        let too_far = crate::config::MUTATIONS_BUILT && self.recorded_head_too_far;
+        let head_sequence = if too_far { (self.head_sequence + 1).min(b.sequence) } else { self.head_sequence };
+        let flags = PartFlags { barrier, segment_end, gap_blocks, head_sequence };
         let len = segment::seal(&layout, &mut mem[offset..], &place, flags, b.slots_used, b.revokes_count) as u64;
         let point = log_point(b.sequence, b.part);
         self.last_sealed = Some((point, barrier));

@@ -14,7 +14,7 @@ pub mod superblock_probe;
 mod test_log;
 
 pub use log_recovery::{LogRecovery, Recovered, RecoveryError, RecoveryProgress, RecoveryStage};
-pub use replay::{plan_replay, LiveBlock, Replay, ReplayError, ReplayPlan, ReplayReport};
+pub use replay::{plan_replay, recorded_head, LiveBlock, Replay, ReplayError, ReplayPlan, ReplayReport};
 pub use scan::{LogScanner, ScanError, ScannedLog, ScannedSegment};
 
 use crate::config::LogLayout;

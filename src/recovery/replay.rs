@@ -9,7 +9,7 @@
 //!
 //! (Its last 280 lines are tests.)
 
-use super::scan::ScannedLog;
+use super::scan::{ScannedLog, ScannedSegment};
 use crate::config::LogLayout;
 use crate::format::{LogSuperblock, LBA_NONE, UNIT_BYTES};
 use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos};
@@ -50,8 +50,15 @@ pub struct LiveBlock {
 pub struct ReplayPlan {
     /// In log order, so the log mirrors are read sequentially.
     pub blocks: Vec<LiveBlock>,
-    /// Parts up to and including the last barrier.
+    /// The first sequence replayed: the newest head a part recorded (0:
+    /// none recorded, every part from the superblock's head on).
+    pub start_sequence: u64,
+    /// Parts from `start_sequence` up to and including the last barrier.
     pub segments_replayed: u64,
+    /// Parts before `start_sequence`: passed by the engine, left out.
+    pub segments_before_head: u64,
+    /// Parts after the last barrier, dropped as never covered by a flush.
+    pub segments_after_barrier: u64,
     /// Revoke records in those parts.
     pub revokes_applied: u64,
     /// Sequence of the segment holding the last replayed (barrier) part.
@@ -62,14 +69,20 @@ pub struct ReplayPlan {
 /// the revokes come first — they cancel entries of earlier parts only — then
 /// the slots, later slots replacing earlier ones.
 pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
-    let replayed = match scanned.last_barrier {
+    let up_to_barrier = match scanned.last_barrier {
         Some(last) => &scanned.segments[..=last],
         None => &[][..],
     };
+    // The newest head a part of the run recorded: the engine that sealed
+    // it had passed every segment before it (each entry there revoked, or
+    // superseded by one at or before a barrier durable by then, which the
+    // run holds), so they are left out. Parts of version 5 record 0.
+    let start_sequence = recorded_head(scanned);
+    let replayed: Vec<&ScannedSegment> = up_to_barrier.iter().filter(|segment| segment.sequence >= start_sequence).collect();
     let mut live: HashMap<u64, LiveBlock> = HashMap::new();
     let mut revokes_applied = 0;
     let header_blocks = scanned.superblock.segment_layout().map_or(1, |layout| layout.header_blocks);
-    for segment in replayed {
+    for &segment in &replayed {
         for lba in &segment.revokes {
             live.remove(lba);
             revokes_applied += 1;
@@ -92,10 +105,19 @@ pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
     blocks.sort_by_key(|block| (block.sequence, block.slot));
     ReplayPlan {
         blocks,
+        start_sequence,
         segments_replayed: replayed.len() as u64,
+        segments_before_head: (up_to_barrier.len() - replayed.len()) as u64,
+        segments_after_barrier: (scanned.segments.len() - up_to_barrier.len()) as u64,
         revokes_applied,
         last_sequence: replayed.last().map(|segment| segment.sequence),
     }
+}
+
+/// The newest head the parts of the run recorded as they were sealed (0:
+/// none recorded).
+pub fn recorded_head(scanned: &ScannedLog) -> u64 {
+    scanned.segments.iter().map(|segment| segment.head_sequence).max().unwrap_or(0)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +132,9 @@ pub struct ReplayReport {
     pub last_sequence: Option<u64>,
     /// Valid segments after the last barrier, dropped as never covered by a flush.
     pub segments_after_barrier: u64,
+    /// Valid segments before the newest head a part recorded, left out:
+    /// the engine had passed them (`ReplayPlan::start_sequence`).
+    pub segments_before_head: u64,
     /// Blocks read again from another mirror.
     pub read_retries: u64,
     /// Backing writes and flushes tried again after a transient error.
@@ -533,7 +558,8 @@ fn initial_report(layout: &LogLayout, scanned: &ScannedLog, plan: &ReplayPlan) -
         segments_replayed: plan.segments_replayed,
         revokes_applied: plan.revokes_applied,
         last_sequence: plan.last_sequence,
-        segments_after_barrier: scanned.segments.len() as u64 - plan.segments_replayed,
+        segments_after_barrier: plan.segments_after_barrier,
+        segments_before_head: plan.segments_before_head,
         read_retries: 0,
         write_retries: 0,
         new_head_segment,
@@ -637,6 +663,28 @@ mod tests {
         assert_eq!((report.revokes_applied, report.last_sequence), (4, Some(23)));
         assert_eq!((report.new_head_segment, report.new_head_sequence, report.new_write_seq), (2, 25, 8));
         assert_eq!(report.mirrors_reinitialised, 2);
+    }
+
+    /// A part recording a head past the run's first segment (its engine had
+    /// passed it: both entries superseded before a barrier) starts the
+    /// replay there, behind a superblock that still names that segment.
+    #[test]
+    fn starts_at_the_newest_head_a_part_recorded() {
+        let run = vec![
+            spec(30, false, &[(1, 1), (2, 1)], &[]),
+            SegmentSpec { head_sequence: 30, ..spec(31, true, &[(1, 2), (2, 2)], &[]) },
+            SegmentSpec { head_sequence: 31, ..spec(32, true, &[(3, 1)], &[]) },
+        ];
+        let mut devices = image_with(&run, 1, 6).into_devices();
+        let scanned = scan(&mut devices, layout(6), &MIRRORS).unwrap();
+        assert_eq!(scanned.superblock.head_sequence, 30);
+        let plan = plan_replay(&scanned);
+        assert_eq!((plan.start_sequence, plan.segments_replayed, plan.blocks.len()), (31, 2, 3));
+        assert!(plan.blocks.iter().all(|block| block.sequence >= 31));
+        let report = replay(&mut devices, layout(6), scanned, &MIRRORS, true).unwrap();
+        assert_eq!((report.blocks_replayed, report.segments_replayed, report.segments_before_head), (3, 2, 1));
+        assert_eq!(report.segments_after_barrier, 0);
+        assert_eq!(backing(&devices), expected_backing(&run));
     }
 
     #[test]
@@ -868,7 +916,7 @@ mod tests {
         let entry = prop_oneof![4 => (0..16u64, 0..4u64), 1 => Just(HOLE)];
         let gap = prop_oneof![2 => Just(0u32), 1 => 1u32..4];
         (proptest::collection::vec(entry, 0..=7), proptest::collection::vec(0..16u64, 0..4), any::<bool>(), gap).prop_map(
-            |(entries, revokes, barrier, gap_blocks)| SegmentSpec { sequence: 0, run: 1, barrier, entries, revokes, gap_blocks },
+            |(entries, revokes, barrier, gap_blocks)| SegmentSpec { sequence: 0, run: 1, barrier, entries, revokes, gap_blocks, head_sequence: 0 },
         )
     }
 
@@ -930,6 +978,11 @@ mod tests {
         ) {
             for (position, segment) in run.iter_mut().enumerate() {
                 segment.sequence = 1000 + position as u64;
+            }
+            // Each part records the head its run so far allows (a replay
+            // starts at the newest one found): the result must not change.
+            for position in 0..run.len() {
+                run[position].head_sequence = truthful_head(&run[..=position]);
             }
             let mut image = image_with(&run, head_segment, 8);
             let index_of = |position: usize| (head_segment + position as u32) % 8;

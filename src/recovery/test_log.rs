@@ -39,6 +39,8 @@ pub struct SegmentSpec {
     /// Blocks left unwritten after the part (`write_parts`; not after the
     /// part that ends its segment).
     pub gap_blocks: u32,
+    /// The head the part records (0: none, as a part of version 5 reads).
+    pub head_sequence: u64,
 }
 
 pub struct LogImage {
@@ -109,8 +111,7 @@ impl LogImage {
         let (slots_used, revokes_count) = (spec.entries.len() as u32, spec.revokes.len() as u32);
         let place = PartPlace { instance_id, segment_index, sequence: spec.sequence, part, first_block, run: spec.run };
         let gap_blocks = if segment_end { 0 } else { spec.gap_blocks };
-        // These logs record no head (as a part of version 5 reads).
-        let flags = PartFlags { barrier: spec.barrier, segment_end, gap_blocks, head_sequence: 0 };
+        let flags = PartFlags { barrier: spec.barrier, segment_end, gap_blocks, head_sequence: spec.head_sequence };
         let len = seal(layout, &mut buf, &place, flags, slots_used, revokes_count);
         buf.truncate(len);
         buf
@@ -161,7 +162,7 @@ impl LogImage {
 }
 
 pub fn spec(sequence: u64, barrier: bool, entries: &[(u64, u64)], revokes: &[u64]) -> SegmentSpec {
-    SegmentSpec { sequence, run: 1, barrier, entries: entries.to_vec(), revokes: revokes.to_vec(), gap_blocks: 0 }
+    SegmentSpec { sequence, run: 1, barrier, entries: entries.to_vec(), revokes: revokes.to_vec(), gap_blocks: 0, head_sequence: 0 }
 }
 
 /// Backing contents after replaying the valid run `run`: for each LBA the
@@ -188,6 +189,20 @@ pub fn expected_backing(run: &[SegmentSpec]) -> Vec<u8> {
         backing[start..start + BLOCK_SIZE as usize].copy_from_slice(&block_data(lba, version));
     }
     backing
+}
+
+/// The furthest head a part sealed after `run` could truthfully record:
+/// every segment before it holds no entry that is the newest, unrevoked
+/// one of its LBA at the run's last barrier (0 without a barrier).
+pub fn truthful_head(run: &[SegmentSpec]) -> u64 {
+    let Some(last_barrier) = run.iter().rposition(|segment| segment.barrier) else { return 0 };
+    let replayed = &run[..=last_barrier];
+    let live_sequences = (0..BACKING_BLOCKS).filter_map(|lba| {
+        let position = replayed.iter().rposition(|segment| segment.entries.iter().any(|(entry_lba, _)| *entry_lba == lba))?;
+        let revoked = replayed[position + 1..].iter().any(|later| later.revokes.contains(&lba));
+        (!revoked).then_some(replayed[position].sequence)
+    });
+    live_sequences.min().unwrap_or(replayed[last_barrier].sequence)
 }
 
 pub fn scan(devices: &mut MemDevices, layout: LogLayout, mirrors: &[u8]) -> Result<ScannedLog, ScanError> {

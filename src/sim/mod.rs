@@ -119,7 +119,7 @@ pub fn reproduce_command(spec: &RunSpec) -> String {
     format!("hhc torture --seed {} --ops {} --policy {}{batch}", spec.seed, spec.ops, spec.policy)
 }
 
-pub const MUTATION_NAMES: [&str; 8] = [
+pub const MUTATION_NAMES: [&str; 9] = [
     "none",
     "flush-skips-log",
     "revoke-before-backing-flush",
@@ -128,8 +128,9 @@ pub const MUTATION_NAMES: [&str; 8] = [
     "stale-mirror-healthy",
     "attached-mirror-healthy",
     "superseded-freed-early",
+    "recorded-head-too-far",
 ];
-const MUTATIONS: [Mutation; 8] = [
+const MUTATIONS: [Mutation; 9] = [
     Mutation::None,
     Mutation::FlushSkipsLog,
     Mutation::RevokeBeforeBackingFlush,
@@ -138,6 +139,7 @@ const MUTATIONS: [Mutation; 8] = [
     Mutation::StaleMirrorHealthy,
     Mutation::AttachedMirrorHealthy,
     Mutation::SupersededFreedEarly,
+    Mutation::RecordedHeadTooFar,
 ];
 
 pub fn mutation_name(mutation: Mutation) -> &'static str {
