@@ -90,6 +90,7 @@ pub fn progress_json(progress: &RecoveryProgress) -> String {
         .string("stage", progress.stage.name())
         .number("parts_scanned", progress.parts_scanned)
         .number("parts_replayed", progress.parts_replayed)
+        .number("parts_before_head", progress.parts_before_head)
         .number("parts_after_barrier", progress.parts_after_barrier)
         .number("blocks_total", progress.blocks_total)
         .number("blocks_replayed", progress.blocks_replayed)

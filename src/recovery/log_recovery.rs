@@ -85,8 +85,11 @@ pub struct RecoveryProgress {
     pub stage: RecoveryStage,
     /// Valid log parts found from the head so far.
     pub parts_scanned: u64,
-    /// Parts up to and including the last barrier (known once scanned).
+    /// Parts from the newest head a part recorded up to and including the
+    /// last barrier (known once scanned).
     pub parts_replayed: u64,
+    /// Parts before that head, left out: the engine had passed them.
+    pub parts_before_head: u64,
     /// Valid parts after the last barrier: never covered by a flush, dropped.
     pub parts_after_barrier: u64,
     /// Blocks live at the last barrier, to be written to the backing device.
@@ -297,6 +300,7 @@ impl RecoveryProgress {
             stage: RecoveryStage::Scanning,
             parts_scanned: 0,
             parts_replayed: 0,
+            parts_before_head: 0,
             parts_after_barrier: 0,
             blocks_total: 0,
             blocks_replayed: 0,
@@ -309,11 +313,14 @@ impl RecoveryProgress {
     /// What the scan found: the parts the replay will use and the barrier.
     fn scanned(scanned: &ScannedLog) -> RecoveryProgress {
         let parts_scanned = scanned.segments.len() as u64;
-        let parts_replayed = scanned.last_barrier.map_or(0, |last| last as u64 + 1);
+        let up_to_barrier = &scanned.segments[..scanned.last_barrier.map_or(0, |last| last + 1)];
+        let head = super::recorded_head(scanned);
+        let parts_before_head = up_to_barrier.iter().filter(|part| part.sequence < head).count() as u64;
         RecoveryProgress {
             parts_scanned,
-            parts_replayed,
-            parts_after_barrier: parts_scanned - parts_replayed,
+            parts_replayed: up_to_barrier.len() as u64 - parts_before_head,
+            parts_before_head,
+            parts_after_barrier: parts_scanned - up_to_barrier.len() as u64,
             last_barrier_sequence: scanned.last_barrier.map(|last| scanned.segments[last].sequence),
             ..RecoveryProgress::start()
         }

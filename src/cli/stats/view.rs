@@ -360,6 +360,7 @@ impl View<'_> {
         let labels = [
             ("parts_scanned", "log parts scanned"),
             ("parts_replayed", "parts replayed"),
+            ("parts_before_head", "parts before the recorded head"),
             ("parts_after_barrier", "parts after the last barrier"),
             ("last_barrier_sequence", "last barrier sequence"),
             ("corrupt_copies_detected", "corrupt copies detected"),

@@ -104,6 +104,7 @@ impl Core {
             .string("taken_over_instance", &format!("{:#x}", report.instance_id))
             .number("blocks_replayed", report.blocks_replayed)
             .number("parts_replayed", report.segments_replayed)
+            .number("parts_before_head", report.segments_before_head)
             .number("parts_after_barrier", report.segments_after_barrier)
             .raw("last_barrier_sequence", &report.last_sequence.map_or_else(|| "null".to_string(), |s| s.to_string()))
             .number("scan_ms", scan_ms)
