@@ -312,15 +312,13 @@ impl RecoveryProgress {
 
     /// What the scan found: the parts the replay will use and the barrier.
     fn scanned(scanned: &ScannedLog) -> RecoveryProgress {
-        let parts_scanned = scanned.segments.len() as u64;
-        let up_to_barrier = &scanned.segments[..scanned.last_barrier.map_or(0, |last| last + 1)];
-        let head = super::recorded_head(scanned);
-        let parts_before_head = up_to_barrier.iter().filter(|part| part.sequence < head).count() as u64;
+        let span = super::replay::ReplaySpan::of(scanned);
+        let parts_scanned = scanned.segments.len();
         RecoveryProgress {
-            parts_scanned,
-            parts_replayed: up_to_barrier.len() as u64 - parts_before_head,
-            parts_before_head,
-            parts_after_barrier: parts_scanned - up_to_barrier.len() as u64,
+            parts_scanned: parts_scanned as u64,
+            parts_replayed: (span.end - span.first) as u64,
+            parts_before_head: span.first as u64,
+            parts_after_barrier: (parts_scanned - span.end) as u64,
             last_barrier_sequence: scanned.last_barrier.map(|last| scanned.segments[last].sequence),
             ..RecoveryProgress::start()
         }

@@ -9,7 +9,7 @@
 //!
 //! (Its last 280 lines are tests.)
 
-use super::scan::{ScannedLog, ScannedSegment};
+use super::scan::ScannedLog;
 use crate::config::LogLayout;
 use crate::format::{LogSuperblock, LBA_NONE, UNIT_BYTES};
 use crate::io::{DeviceIo, DeviceRole, IoAllocator, IoBuffer, IoId, IoKind, IoMachine, IoRegion, IoStatus, Nanos};
@@ -65,24 +65,16 @@ pub struct ReplayPlan {
     pub last_sequence: Option<u64>,
 }
 
-/// Final state per LBA over the parts up to the last barrier. Within a part
-/// the revokes come first — they cancel entries of earlier parts only — then
-/// the slots, later slots replacing earlier ones.
+/// Final state per LBA over the parts the replay takes (`ReplaySpan`).
+/// Within a part the revokes come first — they cancel entries of earlier
+/// parts only — then the slots, later slots replacing earlier ones.
 pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
-    let up_to_barrier = match scanned.last_barrier {
-        Some(last) => &scanned.segments[..=last],
-        None => &[][..],
-    };
-    // The newest head a part of the run recorded: the engine that sealed
-    // it had passed every segment before it (each entry there revoked, or
-    // superseded by one at or before a barrier durable by then, which the
-    // run holds), so they are left out. Parts of version 5 record 0.
-    let start_sequence = recorded_head(scanned);
-    let replayed: Vec<&ScannedSegment> = up_to_barrier.iter().filter(|segment| segment.sequence >= start_sequence).collect();
+    let span = ReplaySpan::of(scanned);
+    let replayed = &scanned.segments[span.first..span.end];
     let mut live: HashMap<u64, LiveBlock> = HashMap::new();
     let mut revokes_applied = 0;
     let header_blocks = scanned.superblock.segment_layout().map_or(1, |layout| layout.header_blocks);
-    for &segment in &replayed {
+    for segment in replayed {
         for lba in &segment.revokes {
             live.remove(lba);
             revokes_applied += 1;
@@ -105,17 +97,39 @@ pub fn plan_replay(scanned: &ScannedLog) -> ReplayPlan {
     blocks.sort_by_key(|block| (block.sequence, block.slot));
     ReplayPlan {
         blocks,
-        start_sequence,
+        start_sequence: span.start_sequence,
         segments_replayed: replayed.len() as u64,
-        segments_before_head: (up_to_barrier.len() - replayed.len()) as u64,
-        segments_after_barrier: (scanned.segments.len() - up_to_barrier.len()) as u64,
+        segments_before_head: span.first as u64,
+        segments_after_barrier: (scanned.segments.len() - span.end) as u64,
         revokes_applied,
         last_sequence: replayed.last().map(|segment| segment.sequence),
     }
 }
 
+/// The parts of a scanned run a replay takes, `segments[first..end]`: from
+/// the newest head a part recorded up to and including the last barrier.
+/// The engine that sealed that part had passed every segment before it
+/// (each entry there revoked, or superseded by one at or before a barrier
+/// durable by then, which the run holds); parts after the barrier were
+/// never covered by a flush.
+pub(super) struct ReplaySpan {
+    pub start_sequence: u64,
+    pub first: usize,
+    pub end: usize,
+}
+
+impl ReplaySpan {
+    pub fn of(scanned: &ScannedLog) -> ReplaySpan {
+        let start_sequence = recorded_head(scanned);
+        let end = scanned.last_barrier.map_or(0, |last| last + 1);
+        // The run is in log order, so the parts before the head come first.
+        let first = scanned.segments[..end].partition_point(|segment| segment.sequence < start_sequence);
+        ReplaySpan { start_sequence, first, end }
+    }
+}
+
 /// The newest head the parts of the run recorded as they were sealed (0:
-/// none recorded).
+/// none recorded, as in a log of version 5).
 pub fn recorded_head(scanned: &ScannedLog) -> u64 {
     scanned.segments.iter().map(|segment| segment.head_sequence).max().unwrap_or(0)
 }
