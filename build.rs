@@ -2,31 +2,38 @@
 //! `cc` and runs bindgen over spdk-glue/hhc_glue.h only. SPDK comes from
 //! `SPDK_DIR` (a prefix with include/ and lib/pkgconfig/) or pkg-config.
 //! Without the feature, or without SPDK, the core builds alone; the second
-//! case says so loudly.
+//! case says so loudly. With `spdk-model` instead the build is the
+//! test-only device-model module's (cfg `hhc_spdk_model`, its C files
+//! alone), never the HHC module's (cfg `hhc_spdk`).
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The C shim's files (not hhc_tgt.c, which spdk-glue/Makefile links).
+/// The C shim's files of the HHC module (not hhc_tgt.c, which
+/// spdk-glue/Makefile links).
 const GLUE_SOURCES: [&str; 5] = [
     "spdk-glue/hhc_glue.c",
     "spdk-glue/hhc_base.c",
     "spdk-glue/hhc_node.c",
     "spdk-glue/hhc_rpc.c",
-    "spdk-glue/hhc_model.c",
+    "spdk-glue/hhc_common.c",
 ];
+
+/// The C files of the test-only device-model module.
+const MODEL_SOURCES: [&str; 2] = ["spdk-glue/hhc_model.c", "spdk-glue/hhc_common.c"];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=spdk-glue/hhc_glue.h");
     println!("cargo:rerun-if-changed=spdk-glue/hhc_glue_internal.h");
-    for file in GLUE_SOURCES {
+    for file in GLUE_SOURCES.iter().chain(&MODEL_SOURCES) {
         println!("cargo:rerun-if-changed={file}");
     }
     println!("cargo:rerun-if-env-changed=SPDK_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo::rustc-check-cfg=cfg(hhc_spdk)");
+    println!("cargo::rustc-check-cfg=cfg(hhc_spdk_model)");
     if env::var_os("CARGO_FEATURE_SPDK").is_none() {
         return;
     }
@@ -56,8 +63,9 @@ fn find_spdk() -> Option<Vec<PathBuf>> {
 
 #[cfg(feature = "spdk")]
 fn build_module(include_dirs: &[PathBuf]) {
+    let model = env::var_os("CARGO_FEATURE_SPDK_MODEL").is_some();
     let mut build = cc::Build::new();
-    build.files(GLUE_SOURCES).include("spdk-glue").warnings(true).extra_warnings(true);
+    build.files(if model { &MODEL_SOURCES[..] } else { &GLUE_SOURCES[..] }).include("spdk-glue").warnings(true).extra_warnings(true);
     build.flag_if_supported("-Wno-unused-parameter").flag_if_supported("-Wno-missing-field-initializers");
     for dir in include_dirs {
         build.include(dir);
@@ -82,7 +90,7 @@ fn build_module(include_dirs: &[PathBuf]) {
         .generate()
         .unwrap_or_else(|e| panic!("bindgen over spdk-glue/hhc_glue.h failed (is libclang installed?): {e}"));
     bindings.write_to_file(out_dir.join("hhc_glue.rs")).expect("write bindings");
-    println!("cargo:rustc-cfg=hhc_spdk");
+    println!("cargo:rustc-cfg={}", if model { "hhc_spdk_model" } else { "hhc_spdk" });
 }
 
 #[cfg(not(feature = "spdk"))]

@@ -380,7 +380,8 @@ def spdk_rpc_plugin_initialize(subparsers):
                               "all threads): hdd = one 7200 rpm disk (seek, rotation, transfer, write cache off), "
                               "ssd = a SATA SSD, raid5 = MD RAID5 of such HDDs behind a 1 GbE iSCSI link "
                               "(link_mb_s=0,request_latency_us=0: the disks alone). FLUSH costs what the model "
-                              "says. save_config records the call")
+                              "says. save_config records the call. Needs the target to have loaded "
+                              "libspdk_bdev_hhc_model.so (LD_PRELOAD); HHC's own module has no such bdev")
     p.add_argument("-b", "--name", required=True, help="name of the new bdev")
     p.add_argument("--base-bdev", "--base-bdev-name", dest="base_bdev_name", required=True,
                    help="the bdev that stores the data (claimed)")

@@ -2,7 +2,8 @@
  *
  * C shim of the HHC bdev module: registers module "hhc" and its examine
  * callbacks, and wraps the SPDK services the Rust side (src/ffi/) needs
- * behind hhc_glue.h: threads, time, DMA memory, logging, JSON. The base
+ * behind hhc_glue.h: threads, DMA memory, logging, JSON (the clock is in
+ * hhc_common.c, which the device-model module links too). The base
  * bdevs, the HHC bdev's data path and the RPC methods have files of their
  * own (hhc_glue_internal.h lists them). No caching policy lives here; every
  * decision is made in Rust. Only SPDK's public headers are used.
@@ -20,7 +21,6 @@
 #include "spdk/cpuset.h"
 #include "spdk/env.h"
 #include "spdk/json.h"
-#include "spdk/likely.h"
 #include "spdk/log.h"
 #include "spdk/thread.h"
 
@@ -221,22 +221,6 @@ hhc_glue_thread_describe(const void *thread, char *out, size_t len)
 	snprintf(out, len, "%s (id %" PRIu64 ")", spdk_thread_get_name(t), spdk_thread_get_id(t));
 }
 
-/* Nanoseconds per tick as a 32.32 fixed-point factor: one multiply per
- * reading instead of the divisions (the data path reads the clock per
- * request). Set on first use; every thread computes the same value. */
-static uint64_t g_ns_per_tick_q32;
-
-uint64_t
-hhc_glue_now_ns(void)
-{
-	uint64_t ticks = spdk_get_ticks();
-
-	if (spdk_unlikely(g_ns_per_tick_q32 == 0)) {
-		g_ns_per_tick_q32 = (uint64_t)(((unsigned __int128)1000000000ULL << 32) / spdk_get_ticks_hz());
-	}
-	return (uint64_t)(((unsigned __int128)ticks * g_ns_per_tick_q32) >> 32);
-}
-
 void *
 hhc_glue_dma_zmalloc(size_t len_bytes, size_t align_bytes)
 {
@@ -283,5 +267,5 @@ hhc_glue_json_write_raw(struct hhc_glue_json *json, const char *name, const char
 int
 hhc_glue_anchor(void)
 {
-	return hhc_base_linked() + hhc_node_linked() + hhc_rpc_linked() + hhc_model_linked();
+	return hhc_base_linked() + hhc_node_linked() + hhc_rpc_linked() + hhc_common_linked();
 }

@@ -1,11 +1,16 @@
 /*   SPDX-License-Identifier: BSD-3-Clause
  *
- * What the C files of the HHC module's shim share (not seen by bindgen):
- *   hhc_glue.c  module "hhc", examine, threads, time, memory, logging, JSON
- *   hhc_base.c  base bdevs: open, claim, I/O, hot-remove, close
- *   hhc_node.c  the HHC bdev: fn table, channels, registration, the data path
- *   hhc_rpc.c   the JSON-RPC methods: decoders and answers
- *   hhc_model.c module "hhc_model": the test-only device-model bdev and its RPCs
+ * What the C files of the shim share (not seen by bindgen). The HHC module
+ * (libspdk_bdev_hhc.so, and hhc_tgt):
+ *   hhc_glue.c   module "hhc", examine, threads, memory, logging, JSON
+ *   hhc_base.c   base bdevs: open, claim, I/O, hot-remove, close
+ *   hhc_node.c   the HHC bdev: fn table, channels, registration, the data path
+ *   hhc_rpc.c    the JSON-RPC methods and their decoders
+ * The test-only device-model module (libspdk_bdev_hhc_model.so, which the
+ * tests preload; never linked into the HHC module):
+ *   hhc_model.c  module "hhc_model": the device-model bdev and its RPCs
+ * Linked into both, each its own copy:
+ *   hhc_common.c the clock, RPC answers, the name decoder, a delete's answer
  */
 
 #ifndef HHC_GLUE_INTERNAL_H
@@ -39,16 +44,18 @@ struct hhc_glue_lane {
  * request's lane). */
 size_t hhc_glue_io_ctx_size(void);
 
-/* Each file's link anchor: hhc_glue_anchor references them all, so linking
- * the module pulls every object (and the RPC methods its constructors
- * register) out of the static library. */
+/* Each file's link anchor: hhc_glue_anchor references those of the HHC
+ * module, hhc_model_anchor those of the device-model module, so linking a
+ * module pulls every object of it (and the RPC methods its constructors
+ * register) out of its static library. */
 int hhc_base_linked(void);
 int hhc_node_linked(void);
 int hhc_rpc_linked(void);
-int hhc_model_linked(void);
+int hhc_common_linked(void);
+int hhc_model_anchor(void);
 
-/* The RPCs that take a bdev name alone (hhc_rpc.c; hhc_model.c uses them
- * too), and the answer of a delete once the bdev is unregistered. */
+/* The RPCs that take a bdev name alone (hhc_common.c), and the answer of a
+ * delete once the bdev is unregistered. */
 struct rpc_name {
 	char *name;
 };

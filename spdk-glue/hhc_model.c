@@ -21,6 +21,8 @@
  * of concurrent writes may interleave, so a channel keeps a few plugs open
  * at once.
  * Created by RPC (bdev_hhc_model_create) or from a saved config only.
+ * Built as a module of its own, libspdk_bdev_hhc_model.so, which the tests
+ * preload next to HHC's: none of it is in libspdk_bdev_hhc.so or hhc_tgt.
  * docs/spdk.md, "Device models (test only)".
  */
 
@@ -834,7 +836,7 @@ rpc_bdev_hhc_model_get_stats(struct spdk_jsonrpc_request *request, const struct 
 SPDK_RPC_REGISTER("bdev_hhc_model_get_stats", rpc_bdev_hhc_model_get_stats, SPDK_RPC_RUNTIME)
 
 int
-hhc_model_linked(void)
+hhc_model_anchor(void)
 {
-	return 0;
+	return hhc_common_linked();
 }

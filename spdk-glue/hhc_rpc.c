@@ -3,7 +3,8 @@
  * The JSON-RPC methods of module hhc: bdev_hhc_create, bdev_hhc_delete,
  * bdev_hhc_get_bdevs, the operator RPCs (get_stats, reset_stats,
  * set_policy, set_options, flush_all, attach_log, detach_log),
- * bdev_hhc_recover, their parameter decoders, and the answers Rust sends.
+ * bdev_hhc_recover, and their parameter decoders (the answers Rust sends are
+ * in hhc_common.c).
  */
 
 #include "hhc_glue_internal.h"
@@ -18,22 +19,6 @@
 #include "spdk/rpc.h"
 #include "spdk/string.h"
 #include "spdk/util.h"
-
-void
-hhc_glue_rpc_reply_raw(struct hhc_glue_rpc *rpc, const char *text, size_t len)
-{
-	struct spdk_jsonrpc_request *request = (struct spdk_jsonrpc_request *)rpc;
-	struct spdk_json_write_ctx *w = spdk_jsonrpc_begin_result(request);
-
-	spdk_json_write_val_raw(w, text, len);
-	spdk_jsonrpc_end_result(request, w);
-}
-
-void
-hhc_glue_rpc_reply_error(struct hhc_glue_rpc *rpc, int code, const char *message)
-{
-	spdk_jsonrpc_send_error_response((struct spdk_jsonrpc_request *)rpc, code, message);
-}
 
 struct rpc_create {
 	char *name;
@@ -159,22 +144,6 @@ rpc_bdev_hhc_create(struct spdk_jsonrpc_request *request, const struct spdk_json
 	rpc_create_free(&req);
 }
 SPDK_RPC_REGISTER("bdev_hhc_create", rpc_bdev_hhc_create, SPDK_RPC_RUNTIME)
-
-const struct spdk_json_object_decoder g_rpc_name_decoders[1] = {
-	{"name", offsetof(struct rpc_name, name), spdk_json_decode_string},
-};
-
-void
-rpc_delete_cb(void *cb_arg, int bdeverrno)
-{
-	struct spdk_jsonrpc_request *request = cb_arg;
-
-	if (bdeverrno == 0) {
-		spdk_jsonrpc_send_bool_response(request, true);
-	} else {
-		spdk_jsonrpc_send_error_response(request, bdeverrno, spdk_strerror(-bdeverrno));
-	}
-}
 
 static void
 rpc_bdev_hhc_delete(struct spdk_jsonrpc_request *request, const struct spdk_json_val *params)

@@ -43,7 +43,9 @@
 //!    points).
 //! - `model`: the test-only device-model bdev (module `hhc_model`,
 //!   spdk-glue/hhc_model.c), apart from all of the above: its model and
-//!   stats build everywhere, its `entry` needs SPDK.
+//!   stats build everywhere; its `entry` is built only into the
+//!   device-model module (feature `spdk-model`, cfg `hhc_spdk_model`), with
+//!   `sys` and `rpc` and none of the HHC module.
 
 pub mod bdev_state;
 pub mod errno;
@@ -91,7 +93,9 @@ mod recover;
 mod registry;
 #[cfg(hhc_spdk)]
 mod request;
-#[cfg(hhc_spdk)]
+// The device-model module answers with a part of it only.
+#[cfg(any(hhc_spdk, hhc_spdk_model))]
+#[cfg_attr(not(hhc_spdk), allow(dead_code))]
 mod rpc;
-#[cfg(hhc_spdk)]
+#[cfg(any(hhc_spdk, hhc_spdk_model))]
 mod sys;

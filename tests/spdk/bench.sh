@@ -58,6 +58,9 @@ spdk_find_fio
 OUT=${OUT:-$REPO/target/spdk}
 MODULE=$OUT/libspdk_bdev_hhc.so
 BEFORE_MODULE=${BEFORE_OUT:+$BEFORE_OUT/libspdk_bdev_hhc.so}
+# Preloaded next to a target's module when set: the test-only device-model
+# bdevs' module (bench_ceph.sh's SSD and HDD models).
+EXTRA_PRELOAD=${EXTRA_PRELOAD:-}
 BDEVPERF=$SPDK_DIR/bin/bdevperf
 FIO_PLUGIN=$SPDK_DIR/lib/fio/spdk_bdev
 BACK_MB=${BACK_MB:-256}
@@ -113,11 +116,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The module a target runs: before/POLICY runs BEFORE_OUT's.
+# What a target preloads: its module (before/POLICY runs BEFORE_OUT's),
+# and EXTRA_PRELOAD.
 target_module() {
     case $1 in
-        before/*) echo "${BEFORE_MODULE:?before/ targets need BEFORE_OUT}" ;;
-        *) echo "$MODULE" ;;
+        before/*) echo "${BEFORE_MODULE:?before/ targets need BEFORE_OUT}${EXTRA_PRELOAD:+:$EXTRA_PRELOAD}" ;;
+        *) echo "$MODULE${EXTRA_PRELOAD:+:$EXTRA_PRELOAD}" ;;
     esac
 }
 

@@ -89,7 +89,7 @@ PY
     host_stop
     mark=$(wc -l <"$RIG_HOST_LOG")
     rm -f "$RIG_HOST_SOCK"
-    rig_spawn host "$RIG_HOST_LOG" "$RIG_WORK" "$RIG_TGT" --no-huge -s "$RIG_HOST_MEM_MB" -m "$RIG_HOST_MASK" \
+    rig_spawn host "$RIG_HOST_LOG" "$RIG_WORK" env LD_PRELOAD="$RIG_MODEL_MODULE" "$RIG_TGT" --no-huge -s "$RIG_HOST_MEM_MB" -m "$RIG_HOST_MASK" \
         -r "$RIG_HOST_SOCK" --disable-cpumask-locks --json "$RIG_WORK/saved.json"
     rig_wait_rpc host "$RIG_HOST_SOCK" "$RIG_HOST_LOG" || return 1
     for _ in $(seq 300); do drill_stats >/dev/null 2>&1 && break; sleep 0.1; done

@@ -48,6 +48,9 @@ esac
 
 RIG_OUT=${RIG_OUT:-${OUT:-${CARGO_TARGET_DIR:-$RIG_REPO/target}/spdk}}
 RIG_TGT=${RIG_TGT:-$RIG_OUT/hhc_tgt}
+# The test-only device-model bdevs (make_hdd, make_raid, the SSD model) are a
+# module of their own that every rig app preloads (docs/spdk.md).
+RIG_MODEL_MODULE=${RIG_MODEL_MODULE:-$RIG_OUT/libspdk_bdev_hhc_model.so}
 RIG_BDEVPERF=${RIG_BDEVPERF:-$SPDK_DIR/bin/bdevperf}
 RIG_FIO_PLUGIN=${RIG_FIO_PLUGIN:-$SPDK_DIR/lib/fio/spdk_bdev}
 # On tmpfs where there is one: the aio files under the device models then
@@ -420,7 +423,7 @@ host_spawn() {
     if [ "${RIG_HUGE:-0}" = 1 ]; then mem=(-s "$RIG_HOST_MEM_MB"); else mem=(--no-huge -s "$RIG_HOST_MEM_MB"); fi
     rm -f "$RIG_HOST_SOCK" "$RIG_VHOST_SOCK"
     # In RIG_WORK: hhc_tgt puts vhost sockets in its working directory.
-    rig_spawn host "$RIG_HOST_LOG" "$RIG_WORK" "$RIG_TGT" "${mem[@]}" -m "$RIG_HOST_MASK" -r "$RIG_HOST_SOCK" \
+    rig_spawn host "$RIG_HOST_LOG" "$RIG_WORK" env LD_PRELOAD="$RIG_MODEL_MODULE" "$RIG_TGT" "${mem[@]}" -m "$RIG_HOST_MASK" -r "$RIG_HOST_SOCK" \
         --disable-cpumask-locks
     rig_wait_rpc host "$RIG_HOST_SOCK" "$RIG_HOST_LOG"
 }
@@ -553,7 +556,7 @@ rig_save_env() {
 
 rig_check_tools() {
     local f
-    for f in "$RIG_TGT" "$RIG_FIO_PLUGIN" "$RIG_BDEVPERF" "$FIO"; do
+    for f in "$RIG_TGT" "$RIG_MODEL_MODULE" "$RIG_FIO_PLUGIN" "$RIG_BDEVPERF" "$FIO"; do
         if [ -z "$f" ] || [ ! -e "$f" ]; then rig_log "missing ${f:-fio} (make -C spdk-glue; SPDK_DIR; FIO)"; return 1; fi
     done
     [ -n "${SPDK_PY_DIR:-}" ] || { rig_log "missing SPDK's python spdk package under $SPDK_DIR"; return 1; }

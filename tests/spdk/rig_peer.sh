@@ -18,7 +18,7 @@ RIG_PEER_INITIATOR_IQN=iqn.2016-06.io.spdk:hhc-peer
 peer_start() {
     rig_running peer && { rig_log "peer already running (pid $(rig_pid peer))"; return 0; }
     rm -f "$RIG_PEER_SOCK"
-    rig_spawn peer "$RIG_PEER_LOG" "$RIG_WORK" "$RIG_TGT" --no-huge -s "$RIG_PEER_MEM_MB" -m "$RIG_PEER_MASK" \
+    rig_spawn peer "$RIG_PEER_LOG" "$RIG_WORK" env LD_PRELOAD="$RIG_MODEL_MODULE" "$RIG_TGT" --no-huge -s "$RIG_PEER_MEM_MB" -m "$RIG_PEER_MASK" \
         -r "$RIG_PEER_SOCK" --disable-cpumask-locks
     rig_wait_rpc peer "$RIG_PEER_SOCK" "$RIG_PEER_LOG" || return 1
     local RIG_SOCK=$RIG_PEER_SOCK

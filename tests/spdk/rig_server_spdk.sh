@@ -20,7 +20,7 @@ server_start() {
     local wait_for_rpc=
     [ -z "$RIG_ISCSI_MAX_R2T" ] || wait_for_rpc=--wait-for-rpc
     # shellcheck disable=SC2153 # (RIG_WORK is rig_lib.sh's)
-    rig_spawn server "$RIG_SERVER_LOG" "$RIG_WORK" "$RIG_TGT" --no-huge -s "$RIG_SERVER_MEM_MB" -m "$RIG_SERVER_MASK" \
+    rig_spawn server "$RIG_SERVER_LOG" "$RIG_WORK" env LD_PRELOAD="$RIG_MODEL_MODULE" "$RIG_TGT" --no-huge -s "$RIG_SERVER_MEM_MB" -m "$RIG_SERVER_MASK" \
         -r "$RIG_SERVER_SOCK" --disable-cpumask-locks $wait_for_rpc
     rig_wait_rpc server "$RIG_SERVER_SOCK" "$RIG_SERVER_LOG" || return 1
     # shellcheck disable=SC2034 # (rig_call's socket)

@@ -35,6 +35,10 @@ BDEVPERF_MEM_MB=${BDEVPERF_MEM_MB:-1024}
 FIO_SPDK_MEM_MB=${FIO_SPDK_MEM_MB:-1024}
 MODULE=$OUT/libspdk_bdev_hhc.so
 TGT=$OUT/hhc_tgt
+# The test-only device-model bdevs: a module of their own, never in MODULE or
+# TGT; every hhc_tgt of the tests preloads it (HHC_TGT_PRELOAD).
+MODEL_MODULE=$OUT/libspdk_bdev_hhc_model.so
+HHC_TGT_PRELOAD=$MODEL_MODULE
 WORK=$(mktemp -d /tmp/hhc-spdk-test.XXXXXX)
 # The Ceph cluster of the ceph_* tests: on disk (BlueStore's O_DIRECT).
 CEPH_DIR=$WORK/ceph
@@ -165,7 +169,8 @@ start_tgt() { # [hhc_tgt options...]
     # Where this target's lines start in the log every target appends to.
     TGT_LOG_MARK=1
     [ ! -f "$WORK/tgt.log" ] || TGT_LOG_MARK=$(($(wc -l <"$WORK/tgt.log") + 1))
-    "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks "$@" >>"$WORK/tgt.log" 2>&1 &
+    env LD_PRELOAD="$HHC_TGT_PRELOAD" "$TGT" --no-huge -s "$HHC_TGT_MEM_MB" -r "$SOCK" --disable-cpumask-locks "$@" \
+        >>"$WORK/tgt.log" 2>&1 &
     TGT_PID=$!
     for _ in $(seq 600); do
         [ -S "$SOCK" ] && $RPC spdk_get_version >/dev/null 2>&1 && return 0
@@ -1336,7 +1341,8 @@ ceph_drill() ( # script (of tests/spdk) function check [kind]
 )
 
 # Test-only device-model bdevs (module hhc_model, docs/spdk.md "Device models
-# (test only)"). Under hhc_tgt: bad model, unknown or bad parameter, missing or
+# (test only)"). hhc_tgt alone has no such RPC: the model is only in its own
+# module, libspdk_bdev_hhc_model.so. Under hhc_tgt with it preloaded: bad model, unknown or bad parameter, missing or
 # claimed base are refused with nothing created; save_config brings a model
 # bdev back on restart with its params; deleting the base unregisters it. Then
 # one bdevperf run, a job per model bdev, each over its own 16 MiB malloc bdev,
@@ -1354,6 +1360,9 @@ model_devices() {
         grep -q -- "$expected" "$WORK/rpc.out" || { cat "$WORK/rpc.out"; return 1; }
         [ "$(bdev_names)" = "$before" ] || { echo "bdevs changed: $(bdev_names)"; return 1; }
     }
+    HHC_TGT_PRELOAD='' start_tgt && $RPC bdev_malloc_create -b mb 32 4096 >/dev/null && before=$(bdev_names) &&
+        refused "Method not found" $RPC bdev_hhc_model_create -b m --base-bdev mb -m hdd || return 1
+    stop_tgt
     start_tgt && $RPC bdev_malloc_create -b mb 32 4096 >/dev/null && before=$(bdev_names) &&
         refused "unknown model 'tape'" raw_call bdev_hhc_model_create "$m"'"tape"}' &&
         refused "unknown parameter 'nope'" raw_call bdev_hhc_model_create "$m"'"hdd","params":{"nope":1}}' &&
@@ -1408,7 +1417,7 @@ raid_p raid5 {} write 65536 4 1"
     done <<<"$jobs" >"$WORK/models.jobs"
     rm -f "$WORK/bdevperf.sock"
     # Nine 16 MiB malloc bdevs beside OCF's pools: more than the default.
-    timeout -k 5 90 env LD_PRELOAD="$MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$((BDEVPERF_MEM_MB + 256))" \
+    timeout -k 5 90 env LD_PRELOAD="$MODEL_MODULE" "$SPDK_DIR/bin/bdevperf" --no-huge -s "$((BDEVPERF_MEM_MB + 256))" \
         --json "$WORK/models.json" -j "$WORK/models.jobs" -t 4 -z -r "$WORK/bdevperf.sock" >"$WORK/bdevperf-models.log" 2>&1 &
     local perf=$!
     for _ in $(seq 600); do [ -S "$WORK/bdevperf.sock" ] && break; sleep 0.1; done
@@ -2085,7 +2094,7 @@ main() {
     [ -n "$SPDK_RPC_CMD" ] || { log "missing an RPC client under $SPDK_DIR"; echo "0 passed, 1 failed"; exit 1; }
     [ -n "$SPDK_PY_DIR" ] || { log "missing SPDK's python spdk package under $SPDK_DIR"; echo "0 passed, 1 failed"; exit 1; }
     [ -n "$FIO" ] || { log "missing fio"; echo "0 passed, 1 failed"; exit 1; }
-    for f in "$MODULE" "$TGT" "$FIO" "$SPDK_DIR/bin/bdevperf" "$SPDK_DIR/lib/fio/spdk_bdev"; do
+    for f in "$MODULE" "$TGT" "$MODEL_MODULE" "$FIO" "$SPDK_DIR/bin/bdevperf" "$SPDK_DIR/lib/fio/spdk_bdev"; do
         [ -e "$f" ] || { log "missing $f"; echo "0 passed, 1 failed"; exit 1; }
     done
     # Ports: random unless given (machines shared by several runs).

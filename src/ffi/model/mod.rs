@@ -4,9 +4,11 @@
 //! This file is the part without SPDK calls (building a model from the RPC's
 //! kind and parameter overrides, the shared model state and its stats), so
 //! it builds and tests everywhere; `entry` has the `hhc_rs_model_*` entry
-//! points C calls. docs/spdk.md, "Device models (test only)".
+//! points C calls, built only into libspdk_bdev_hhc_model.so (feature
+//! `spdk-model`), never into the HHC module. docs/spdk.md, "Device models
+//! (test only)".
 
-#[cfg(hhc_spdk)]
+#[cfg(hhc_spdk_model)]
 mod entry;
 
 use super::json::JsonObject;
