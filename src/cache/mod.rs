@@ -137,7 +137,7 @@ pub struct CacheIndex {
     clean: BlockSet,
     /// Blocks marked dirty (in any state): a flush that writes everything
     /// back finds them without visiting every block
-    /// (`Engine::enqueue_all_dirty`; 150 us a flush with a 512 MiB cache).
+    /// (`Engine::enqueue_all_dirty_for_waiter`; 150 us a flush with a 512 MiB cache).
     dirty: BlockSet,
     /// Mapped blocks that are dirty and whose value is not in the log: the
     /// log finds what to log again without visiting every block.

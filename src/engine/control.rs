@@ -2,6 +2,7 @@
 //! of every dirty block that keeps the cache warm (`flush_all`), where a
 //! policy switch stands, and each log mirror's health.
 
+use super::writeback_queue::Pass;
 use super::{Engine, EngineState};
 use crate::config::Policy;
 use crate::io::Nanos;
@@ -11,7 +12,7 @@ use crate::hdd_log::MirrorHealth;
 /// to its own (writeback_queue.rs).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FlushAll {
-    pass: u64,
+    pass: Pass,
 }
 
 /// Progress of `flush_all`, for the stats.
@@ -76,7 +77,7 @@ impl Engine {
         }
         self.now = now;
         if self.flush_all.is_none() {
-            let pass = self.enqueue_all_dirty(true);
+            let pass = self.enqueue_all_dirty_for_waiter();
             self.flush_all = Some(FlushAll { pass });
             self.finish_flush_all_if_done();
             self.run_background();
@@ -94,18 +95,18 @@ impl Engine {
     }
 
     /// The pass of the running one, a waiter for write-backs.
-    pub(super) fn flush_all_pass(&self) -> Option<u64> {
+    pub(super) fn flush_all_pass(&self) -> Option<Pass> {
         self.flush_all.map(|f| f.pass)
     }
 
     /// A write-back failed, and the running one (if its pass is `pass`)
     /// takes the error.
-    pub(super) fn flush_all_failed_for(&mut self, pass: u64) {
+    pub(super) fn flush_all_failed_for(&mut self, pass: Pass) {
         self.flush_all_errors += u64::from(self.flush_all_pass() == Some(pass));
     }
 
     pub(super) fn finish_flush_all_if_done(&mut self) {
-        if self.flush_all.is_some_and(|f| self.writeback.passes.done_through(f.pass)) {
+        if self.flush_all.is_some_and(|f| self.writeback.passes.done_through(Some(f.pass))) {
             self.flush_all = None;
             self.flush_all_completed += 1;
         }

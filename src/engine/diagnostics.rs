@@ -55,7 +55,7 @@ impl Engine {
         let flushes: Vec<String> = self
             .flushes
             .iter()
-            .map(|f| format!("pass {} {:?} wb_done {} commit {:?}", f.writeback_pass, f.log, self.writeback.passes.done_through(f.writeback_pass), f.commit_target))
+            .map(|f| format!("pass {} {:?} wb_done {} commit {:?}", f.writeback_pass.map_or("none".into(), |p| p.to_string()), f.log, self.writeback.passes.done_through(f.writeback_pass), f.commit_target))
             .collect();
         format!(
             "state {:?}; next timer {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (passes open: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",

@@ -9,7 +9,7 @@
 //!   segment on every healthy mirror, and the cache metadata is committed. It
 //!   cleans nothing. With no healthy mirror it falls back to wb-flush.
 
-use super::writeback_queue::PASS_NONE;
+use super::writeback_queue::Pass;
 use super::{Engine, FailKind, FailReason, Op};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, RequestError};
@@ -31,8 +31,8 @@ pub(super) struct FlushState {
     pub commit_target: Option<u64>,
     pub log: LogStage,
     /// The write-backs it waits for are those of every pass up to this one
-    /// (writeback_queue.rs); `PASS_NONE` if it waits for none.
-    pub writeback_pass: u64,
+    /// (writeback_queue.rs); None if it waits for none.
+    pub writeback_pass: Option<Pass>,
     pub backing_flush_wanted: bool,
     pub backing_flush_ticket: Option<u64>,
     pub error: Option<RequestError>,
@@ -68,7 +68,7 @@ impl Engine {
             request: key,
             commit_target: None,
             log: LogStage::None,
-            writeback_pass: PASS_NONE,
+            writeback_pass: None,
             backing_flush_wanted: false,
             backing_flush_ticket: None,
             error: None,
@@ -92,7 +92,7 @@ impl Engine {
                 self.flush_by_writeback(&mut flush);
             }
         }
-        if self.policy_target.is_some() && !flush.backing_flush_wanted && flush.writeback_pass == PASS_NONE {
+        if self.policy_target.is_some() && !flush.backing_flush_wanted && flush.writeback_pass.is_none() {
             // While draining to wt/passthrough, writes went through: make them durable too.
             flush.backing_flush_wanted = true;
         }
@@ -113,7 +113,7 @@ impl Engine {
             // the backing device since (passthrough and write-through writes
             // carry no revoke): no flush completes before it is retired,
             // which takes everything dirty written back first.
-            if flush.writeback_pass == PASS_NONE && self.cache.dirty_count() > 0 {
+            if flush.writeback_pass.is_none() && self.cache.dirty_count() > 0 {
                 self.flush_by_writeback(&mut flush);
             }
             flush.backing_flush_wanted = true;
@@ -135,7 +135,7 @@ impl Engine {
             let pass = self.enqueue_all_dirty_again(self.flushes[i].writeback_pass);
             let flush = &mut self.flushes[i];
             flush.log = LogStage::None;
-            flush.writeback_pass = pass;
+            flush.writeback_pass = Some(pass);
             flush.backing_flush_wanted = true;
             flush.retire_log = true;
         }
@@ -153,7 +153,7 @@ impl Engine {
 
     /// wb-flush semantics: write back every dirty block, then FLUSH the backing device.
     fn flush_by_writeback(&mut self, flush: &mut FlushState) {
-        flush.writeback_pass = self.enqueue_all_dirty(true);
+        flush.writeback_pass = Some(self.enqueue_all_dirty_for_waiter());
         flush.backing_flush_wanted = true;
         flush.commit_target = Some(self.commit.request());
         flush.retire_log = self.log_work.retiring;
@@ -182,7 +182,7 @@ impl Engine {
             let pass = flush.writeback_pass;
             let pass = self.enqueue_all_dirty_again(pass);
             let flush = &mut self.flushes[i];
-            flush.writeback_pass = pass;
+            flush.writeback_pass = Some(pass);
             flush.backing_flush_wanted = true;
             return;
         }

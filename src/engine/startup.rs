@@ -290,7 +290,7 @@ impl Engine {
         if dirty > 0 {
             self.policy_target = Some(self.config.policy);
             self.config.policy = crate::config::Policy::WriteBackFlush;
-            self.enqueue_all_dirty(false);
+            self.enqueue_all_dirty_for_nobody();
         }
     }
 

@@ -36,7 +36,7 @@ impl Engine {
         }
         if from.is_write_back() && !policy.is_write_back() || policy == Policy::Passthrough {
             self.policy_target = Some(policy);
-            self.enqueue_all_dirty(false);
+            self.enqueue_all_dirty_for_nobody();
         } else {
             self.config.policy = policy;
             self.policy_target = None;
@@ -61,7 +61,7 @@ impl Engine {
         if self.cache.dirty_count() > 0 {
             self.writeback.switch_commit = None;
             if self.writeback.queue.is_empty() && self.writeback.in_flight() == 0 {
-                self.enqueue_all_dirty(false);
+                self.enqueue_all_dirty_for_nobody();
             }
             return;
         }

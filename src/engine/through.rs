@@ -4,7 +4,6 @@
 //! older copy over them.
 
 use super::requests::{Waiting, Waits, WriteMode};
-use super::writeback_queue::PASS_NONE;
 use super::{Engine, Op};
 use crate::cache::{flag, BlockState, Through};
 use crate::io::{DeviceRole, IoKind, IoStatus, RequestError};
@@ -47,7 +46,7 @@ impl Engine {
         // was called off) goes to the backing device first: written back
         // after this write, it would overwrite it with older data.
         if let Some(l) = lbas.clone().find(|&l| self.holds_unwritten_data(l)) {
-            self.queue_writeback(l, PASS_NONE);
+            self.queue_writeback(l, None);
             return false;
         }
         // Ordering: this backing write may become durable before any commit

@@ -18,7 +18,7 @@ use super::in_flight::LbasInFlight;
 use super::lba_hash::LbaTable;
 use super::lba_queue::LbaQueue;
 use super::revokes::RevokeWaits;
-use super::writeback_queue::{Passes, PASS_NONE, PASS_TAKEN};
+use super::writeback_queue::{Pass, Passes, Queued};
 use std::collections::VecDeque;
 
 /// Largest write-back run where the backing device declares no stripe:
@@ -66,11 +66,11 @@ struct Extent {
 }
 
 /// A write-back in flight of an LBA: the block written back and the pass
-/// it counts for (`PASS_NONE` if none).
+/// it counts for (None if none).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct WritebackInFlight {
     pub block: u32,
-    pub pass: u64,
+    pub pass: Option<Pass>,
 }
 
 /// What a background scan that found nothing depends on: commits
@@ -95,7 +95,7 @@ pub(super) struct Writeback {
     /// LBAs that must be written back (flushes, policy switches), each
     /// once, with the pass counting on it (writeback_queue.rs): at most one
     /// per cache block.
-    pub queue: LbaQueue<u64>,
+    pub queue: LbaQueue<Queued>,
     pub passes: Passes,
     /// LBAs reclamation wants written back (their entries hold up the log's
     /// head): background work, at the paced depth like the rest. Each once,
@@ -130,7 +130,7 @@ pub(super) struct Writeback {
     /// LBAs with a backing write in flight (in_flight.rs).
     pub lbas_in_flight: LbasInFlight,
     /// Each write-back LBA of `lbas_in_flight`: the block written back and
-    /// the pass that write-back counts for (`PASS_NONE` if none), which a
+    /// the pass that write-back counts for (None if none), which a
     /// pass that finds the block still current counts on too
     /// (writeback_queue.rs). As many as `awaiting_flush` may hold.
     pub in_flight_passes: LbaTable<WritebackInFlight>,
@@ -323,32 +323,34 @@ impl Engine {
                 // trust an older entry over what the backing device then holds
                 // (seed 7001).
                 if !self.held_for_commit(block) {
-                    self.start_writeback_run(block, (PASS_NONE, 0), false);
+                    self.start_writeback_run(block, (None, 0), false);
                     continue;
                 }
             }
             let from_queue = if queued > 0 { self.writeback.queue.pop_front() } else { None };
             queued = queued.saturating_sub(1);
-            if let Some((lba, pass)) = from_queue {
-                if pass == PASS_TAKEN {
-                    continue;
-                }
+            if let Some((lba, entry)) = from_queue {
+                let pass = match entry {
+                    Queued::Taken => continue,
+                    Queued::ForNobody => None,
+                    Queued::For(pass) => Some(pass),
+                };
                 if !self.start_writeback(lba, pass) {
                     // Busy, or not committed yet: try again later.
-                    self.writeback.queue.push_back(lba, pass);
+                    self.writeback.queue.push_back(lba, entry);
                 }
                 continue;
             }
             let from_reclaim = if reclaim_queued > 0 { self.writeback.reclaim_queue.pop_front() } else { None };
             reclaim_queued = reclaim_queued.saturating_sub(1);
             if let Some((lba, ())) = from_reclaim {
-                if !self.start_writeback(lba, PASS_NONE) {
+                if !self.start_writeback(lba, None) {
                     self.writeback.reclaim_queue.push_back(lba, ());
                 }
                 continue;
             }
             let Some(lba) = self.next_background_candidate() else { break };
-            self.start_writeback(lba, PASS_NONE);
+            self.start_writeback(lba, None);
         }
         self.issue_backing_flush();
     }
@@ -475,7 +477,7 @@ impl Engine {
     /// follow it (and, in its stripe, the ready ones just before it), for
     /// `pass`; false if the block cannot go yet (busy, or waiting for a
     /// commit), for the caller to try again later.
-    fn start_writeback(&mut self, lba: u32, pass: u64) -> bool {
+    fn start_writeback(&mut self, lba: u32, pass: Option<Pass>) -> bool {
         let dirty = self.cache.lookup(lba).is_some_and(|b| self.cache.has(b, flag::DIRTY));
         if !dirty {
             // Already clean (or gone): nothing older than its current value is dirty.
@@ -485,7 +487,7 @@ impl Engine {
         }
         let Some(mut block) = self.writeback_ready(lba) else {
             if let Some(current) = self.cache.lookup(lba) {
-                if self.held_for_commit(current) && pass != PASS_NONE {
+                if self.held_for_commit(current) && pass.is_some() {
                     self.pass_waits_for_commit(lba);
                 }
             }
@@ -506,7 +508,7 @@ impl Engine {
     /// Writes back `first` (a current block, or a block retained for its
     /// epoch) and, if `extend`, the ready dirty blocks of the LBAs after it;
     /// `counted` is the (pass, LBA) of the queued entry that started it.
-    fn start_writeback_run(&mut self, first: u32, counted: (u64, u32), extend: bool) {
+    fn start_writeback_run(&mut self, first: u32, counted: (Option<Pass>, u32), extend: bool) {
         let lba = self.cache.lba(first);
         let extent = self.writeback.extents_free.pop().expect("no free extent");
         let last_lba = (self.blocks_count() - 1).min(u32::MAX as u64 - 1) as u32;
@@ -545,15 +547,15 @@ impl Engine {
     /// entry found its LBA in flight whenever it was tried, while a hot
     /// block's runs kept starting from a neighbour's entry (torture seed
     /// 1759, wb-flush).
-    fn begin_writeback(&mut self, block: u32, (pass, lba): (u64, u32)) {
+    fn begin_writeback(&mut self, block: u32, (pass, lba): (Option<Pass>, u32)) {
         let block_lba = self.cache.lba(block);
-        let pass = if block_lba == lba && pass != PASS_NONE {
+        let pass = if block_lba == lba && pass.is_some() {
             pass
         } else if self.cache.lookup(block_lba) == Some(block) {
             self.take_queued_pass(block_lba)
         } else {
             // A block retained for its epoch: not the value a pass waits for.
-            PASS_NONE
+            None
         };
         self.cache.pin(block);
         if self.cache.lookup(block_lba) == Some(block) {
@@ -565,7 +567,7 @@ impl Engine {
 
     /// `block`'s write-back ended (done or failed): its LBA leaves those in
     /// flight. Returns the pass it counted for.
-    fn end_writeback(&mut self, block: u32) -> u64 {
+    fn end_writeback(&mut self, block: u32) -> Option<Pass> {
         let lba = self.cache.lba(block);
         self.writeback.lbas_in_flight.remove_writeback(lba);
         match self.writeback.in_flight_passes.remove(&lba) {

@@ -36,13 +36,36 @@ use super::Engine;
 use crate::cache::{flag, serial_newer, BlockState};
 use crate::io::RequestError;
 use std::collections::VecDeque;
+use std::fmt;
+use std::num::NonZeroU64;
 
-/// The pass of an entry or a waiter that counts on none.
-pub(super) const PASS_NONE: u64 = 0;
+/// A waiter's pass: passes are numbered from 1 in the order they begin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Pass(NonZeroU64);
 
-/// An entry whose pass a run took over (`take_queued_pass`): it only waits
-/// to be popped and dropped. Passes never get this far.
-pub(super) const PASS_TAKEN: u64 = u64::MAX;
+impl fmt::Display for Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// What a queued LBA's write-back counts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Queued {
+    /// No waiter: a policy switch's entry, or a write-through's.
+    ForNobody,
+    /// The waiters of this pass and of every later one.
+    For(Pass),
+    /// A run took its pass over (`take_queued_pass`): the entry only waits
+    /// to be popped and dropped.
+    Taken,
+}
+
+impl Queued {
+    fn of(pass: Option<Pass>) -> Self {
+        pass.map_or(Queued::ForNobody, Queued::For)
+    }
+}
 
 /// The passes whose entries are not all resolved.
 pub(super) struct Passes {
@@ -51,23 +74,24 @@ pub(super) struct Passes {
     /// only to a new pass or to a waiter's own (a flush that queues again
     /// keeps its pass, `enqueue_all_dirty_again`), and a waiter ends only
     /// once every pass up to its own has left. So at most one per waiter.
-    open: VecDeque<(u64, u32)>,
-    last: u64,
+    open: VecDeque<(Pass, u32)>,
+    /// Passes begun so far.
+    begun: u64,
     waiters_max: usize,
 }
 
 impl Passes {
     pub fn with_capacity(waiters_max: usize) -> Self {
-        Passes { open: VecDeque::with_capacity(waiters_max), last: PASS_NONE, waiters_max }
+        Passes { open: VecDeque::with_capacity(waiters_max), begun: 0, waiters_max }
     }
 
-    fn begin(&mut self) -> u64 {
-        self.last += 1;
-        self.last
+    fn begin(&mut self) -> Pass {
+        self.begun += 1;
+        Pass(NonZeroU64::new(self.begun).expect("a pass count past zero"))
     }
 
-    fn add(&mut self, pass: u64, entries: u32) {
-        debug_assert!(pass != PASS_NONE && pass <= self.last, "entries for pass {pass}, not begun");
+    fn add(&mut self, pass: Pass, entries: u32) {
+        debug_assert!(pass.0.get() <= self.begun, "entries for pass {pass}, not begun");
         let at = self.open.partition_point(|&(p, _)| p < pass);
         match self.open.get_mut(at) {
             Some((p, count)) if *p == pass => *count += entries,
@@ -78,7 +102,7 @@ impl Passes {
         }
     }
 
-    fn resolve(&mut self, pass: u64) {
+    fn resolve(&mut self, pass: Pass) {
         let at = self.open.partition_point(|&(p, _)| p < pass);
         let count = match self.open.get_mut(at) {
             Some((p, count)) if *p == pass && *count > 0 => count,
@@ -90,18 +114,19 @@ impl Passes {
         }
     }
 
-    /// Whether every entry of the passes up to `pass` is resolved.
-    pub fn done_through(&self, pass: u64) -> bool {
-        pass == PASS_NONE || self.open.front().is_none_or(|&(p, _)| p > pass)
+    /// Whether every entry of the passes up to `pass` is resolved (a
+    /// waiter with no pass waits for none).
+    pub fn done_through(&self, pass: Option<Pass>) -> bool {
+        pass.is_none_or(|pass| self.open.front().is_none_or(|&(p, _)| p > pass))
     }
 
     /// Entries not resolved of the passes up to `pass`.
-    pub fn remaining_through(&self, pass: u64) -> u64 {
+    pub fn remaining_through(&self, pass: Pass) -> u64 {
         self.open.iter().take_while(|&&(p, _)| p <= pass).map(|&(_, count)| count as u64).sum()
     }
 
     /// (pass, entries not resolved), oldest first.
-    pub fn open(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    pub fn open(&self) -> impl Iterator<Item = (Pass, u32)> + '_ {
         self.open.iter().copied().filter(|&(_, count)| count > 0)
     }
 }
@@ -111,15 +136,21 @@ impl Engine {
         holds_dirty(&self.cache, lba)
     }
 
-    /// Queues every dirty block for write-back, for a new pass if `waiter`
-    /// (else for nobody); returns the pass, which the waiter's write-backs
-    /// are done with (`Passes::done_through`).
-    pub(super) fn enqueue_all_dirty(&mut self, waiter: bool) -> u64 {
-        let pass = if waiter { self.writeback.passes.begin() } else { PASS_NONE };
-        self.enqueue_all_dirty_for(pass)
+    /// Queues every dirty block for write-back, for a new pass; returns
+    /// the pass, which the waiter's write-backs are done with
+    /// (`Passes::done_through`).
+    pub(super) fn enqueue_all_dirty_for_waiter(&mut self) -> Pass {
+        let pass = self.writeback.passes.begin();
+        self.enqueue_all_dirty_for(Some(pass));
+        pass
     }
 
-    fn enqueue_all_dirty_for(&mut self, pass: u64) -> u64 {
+    /// Queues every dirty block for write-back, for no waiter.
+    pub(super) fn enqueue_all_dirty_for_nobody(&mut self) {
+        self.enqueue_all_dirty_for(None);
+    }
+
+    fn enqueue_all_dirty_for(&mut self, pass: Option<Pass>) {
         let mut next = self.cache.next_dirty(0);
         while let Some(block) = next {
             self.stats.blocks_visited += 1;
@@ -128,7 +159,6 @@ impl Engine {
             }
             next = self.cache.next_dirty(block + 1);
         }
-        pass
     }
 
     /// Queues every dirty block again for a waiter that already waits for
@@ -136,47 +166,48 @@ impl Engine {
     /// them for that same pass: a new pass would leave the old one open
     /// beside it, one more per re-queueing. Waiters after `pass` then wait
     /// for these blocks too, which only delays them.
-    pub(super) fn enqueue_all_dirty_again(&mut self, pass: u64) -> u64 {
-        if pass == PASS_NONE {
-            return self.enqueue_all_dirty(true);
-        }
-        self.enqueue_all_dirty_for(pass)
+    pub(super) fn enqueue_all_dirty_again(&mut self, pass: Option<Pass>) -> Pass {
+        let Some(pass) = pass else { return self.enqueue_all_dirty_for_waiter() };
+        self.enqueue_all_dirty_for(Some(pass));
+        pass
     }
 
     /// Queues `lba` (dirty) for write-back, counting for `pass` unless it
     /// is queued for that pass or an earlier one already, or its newest
     /// acknowledged value is being written back for one.
-    pub(super) fn queue_writeback(&mut self, lba: u32, pass: u64) {
+    pub(super) fn queue_writeback(&mut self, lba: u32, pass: Option<Pass>) {
         debug_assert!(self.holds_dirty(lba), "lba {lba} queued for write-back with nothing dirty");
-        if pass != PASS_NONE && self.count_on_writeback_in_flight(lba, pass) {
+        if pass.is_some_and(|pass| self.count_on_writeback_in_flight(lba, pass)) {
             return;
         }
         let passes = &mut self.writeback.passes;
-        match self.writeback.queue.get_mut(lba) {
-            Some(queued) if *queued == PASS_TAKEN => {
-                // The run that took it started before this pass.
-                *queued = pass;
-                if pass != PASS_NONE {
+        if let Some(queued) = self.writeback.queue.get_mut(lba) {
+            match (*queued, pass) {
+                (Queued::Taken, _) => {
+                    // The run that took it started before this pass.
+                    *queued = Queued::of(pass);
+                    if let Some(pass) = pass {
+                        passes.add(pass, 1);
+                    }
+                }
+                (Queued::ForNobody, Some(pass)) => {
+                    *queued = Queued::For(pass);
                     passes.add(pass, 1);
                 }
-                return;
-            }
-            Some(queued) if pass != PASS_NONE && (*queued == PASS_NONE || *queued > pass) => {
-                let later = std::mem::replace(queued, pass);
-                if later != PASS_NONE {
+                (Queued::For(later), Some(pass)) if later > pass => {
+                    *queued = Queued::For(pass);
                     passes.resolve(later);
+                    passes.add(pass, 1);
                 }
-                passes.add(pass, 1);
-                return;
+                _ => {}
             }
-            Some(_) => return,
-            None => {}
+            return;
         }
         if self.writeback.queue.is_full() {
             self.drop_clean_writeback_entries();
         }
-        self.writeback.queue.push_back(lba, pass);
-        if pass != PASS_NONE {
+        self.writeback.queue.push_back(lba, Queued::of(pass));
+        if let Some(pass) = pass {
             self.writeback.passes.add(pass, 1);
         }
     }
@@ -184,14 +215,14 @@ impl Engine {
     /// Whether `pass` counts on the write-back in flight of `lba`, as on a
     /// queued entry: it does if that write-back holds a value at least as
     /// new as the newest acknowledged.
-    fn count_on_writeback_in_flight(&mut self, lba: u32, pass: u64) -> bool {
+    fn count_on_writeback_in_flight(&mut self, lba: u32, pass: Pass) -> bool {
         let Some(&WritebackInFlight { block, pass: counted }) = self.writeback.in_flight_passes.get(&lba) else { return false };
         if !newest_acknowledged(&self.cache, lba, block) {
             return false;
         }
-        if counted == PASS_NONE || counted > pass {
-            self.writeback.in_flight_passes.insert(lba, WritebackInFlight { block, pass });
-            if counted != PASS_NONE {
+        if counted.is_none_or(|counted| counted > pass) {
+            self.writeback.in_flight_passes.insert(lba, WritebackInFlight { block, pass: Some(pass) });
+            if let Some(counted) = counted {
                 self.writeback.passes.resolve(counted);
             }
             self.writeback.passes.add(pass, 1);
@@ -200,22 +231,22 @@ impl Engine {
     }
 
     /// A run is about to write back `lba`'s current block: it takes over
-    /// the pass of the LBA's queued entry (`PASS_NONE` if none), which is
-    /// then dropped when popped. An entry for no pass (a policy switch's)
-    /// has no waiter to hand over, and stays as it was.
-    pub(super) fn take_queued_pass(&mut self, lba: u32) -> u64 {
-        match self.writeback.queue.get_mut(lba) {
-            Some(queued) if *queued != PASS_NONE && *queued != PASS_TAKEN => std::mem::replace(queued, PASS_TAKEN),
-            _ => PASS_NONE,
-        }
+    /// the pass of the LBA's queued entry (None if none), which is then
+    /// dropped when popped. An entry for no pass (a policy switch's) has no
+    /// waiter to hand over, and stays as it was.
+    pub(super) fn take_queued_pass(&mut self, lba: u32) -> Option<Pass> {
+        let queued = self.writeback.queue.get_mut(lba)?;
+        let Queued::For(pass) = *queued else { return None };
+        *queued = Queued::Taken;
+        Some(pass)
     }
 
     /// Entries whose LBA holds no dirty data any more resolve as they would
     /// when popped (`start_writeback`): what is left are distinct dirty LBAs.
     fn drop_clean_writeback_entries(&mut self) {
         let (cache, passes) = (&self.cache, &mut self.writeback.passes);
-        self.writeback.queue.retain(|lba| holds_dirty(cache, lba), |pass| {
-            if pass != PASS_NONE && pass != PASS_TAKEN {
+        self.writeback.queue.retain(|lba| holds_dirty(cache, lba), |queued| {
+            if let Queued::For(pass) = queued {
                 passes.resolve(pass);
             }
         });
@@ -224,10 +255,8 @@ impl Engine {
 
 
     /// The write-back of `lba` counted for `pass` finished (or failed).
-    pub(super) fn writeback_resolved(&mut self, pass: u64, lba: u32, ok: bool) {
-        if pass == PASS_NONE {
-            return;
-        }
+    pub(super) fn writeback_resolved(&mut self, pass: Option<Pass>, lba: u32, ok: bool) {
+        let Some(pass) = pass else { return };
         if !ok {
             self.writeback_failed_for(pass, lba);
         }
@@ -237,16 +266,16 @@ impl Engine {
 
     /// The waiters still counting on a write-back of `pass` are those at or
     /// after it: the first takes the error, the next gets `lba` queued again.
-    fn writeback_failed_for(&mut self, pass: u64, lba: u32) {
-        let waiters = || self.flushes.iter().map(|f| f.writeback_pass).chain(self.flush_all_pass());
+    fn writeback_failed_for(&mut self, pass: Pass, lba: u32) {
+        let waiters = || self.flushes.iter().filter_map(|f| f.writeback_pass).chain(self.flush_all_pass());
         let Some(first) = waiters().filter(|&w| w >= pass).min() else { return };
         let next = waiters().filter(|&w| w > first).min();
-        for flush in self.flushes.iter_mut().filter(|f| f.writeback_pass == first) {
+        for flush in self.flushes.iter_mut().filter(|f| f.writeback_pass == Some(first)) {
             flush.error = Some(RequestError::Io);
         }
         self.flush_all_failed_for(first);
         if let Some(next) = next.filter(|_| self.holds_dirty(lba)) {
-            self.queue_writeback(lba, next);
+            self.queue_writeback(lba, Some(next));
         }
     }
 }
