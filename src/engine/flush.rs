@@ -9,7 +9,7 @@
 //!   segment on every healthy mirror, and the cache metadata is committed. It
 //!   cleans nothing. With no healthy mirror it falls back to wb-flush.
 
-use super::writeback_queue::Pass;
+use super::writeback_queue::{Pass, Passes};
 use super::{Engine, FailKind, FailReason, Op};
 use crate::config::{Mutation, Policy};
 use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, RequestError};
@@ -44,6 +44,120 @@ pub(super) struct FlushState {
     pub log_restart_head: Option<u64>,
 }
 
+impl FlushState {
+    fn new(request: u32) -> Self {
+        FlushState {
+            request,
+            commit_target: None,
+            log: LogStage::None,
+            writeback_pass: None,
+            backing_flush_wanted: false,
+            backing_flush_ticket: None,
+            error: None,
+            retire_log: false,
+            log_restart_head: None,
+        }
+    }
+}
+
+/// The flushes under way: their own state, and what they conclude from
+/// what the other rooms report (`Durable`). The engine starts them,
+/// moves their waits along (`Engine::progress_flush`: it queues write-backs,
+/// asks for barriers and backing FLUSHes) and completes their requests.
+pub(super) struct Flushes {
+    /// One per flush request: sized for `requests_max` at creation.
+    running: Vec<FlushState>,
+}
+
+/// What deciding that a flush is done reads of the other rooms.
+pub(super) struct Durable<'a> {
+    pub commit_completed: u64,
+    pub backing: &'a BackingFlusher,
+    pub passes: &'a Passes,
+    /// The head of the newest log superblock on the mirrors.
+    pub superblock_durable_head: u64,
+}
+
+impl Flushes {
+    pub fn with_capacity(requests_max: usize) -> Self {
+        Flushes { running: Vec::with_capacity(requests_max) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &FlushState> {
+        self.running.iter()
+    }
+
+    fn push(&mut self, flush: FlushState) {
+        // Sized for requests_max: the request path never allocates.
+        debug_assert!(self.running.len() < self.running.capacity(), "flush of request {} past requests_max", flush.request);
+        self.running.push(flush);
+    }
+
+    /// The newest flush (the one just started).
+    pub fn newest_mut(&mut self) -> Option<&mut FlushState> {
+        self.running.last_mut()
+    }
+
+    /// Every flush, for an engine that failed to fail their requests.
+    pub fn take_all(&mut self) -> Vec<FlushState> {
+        std::mem::take(&mut self.running)
+    }
+
+    /// The passes flushes wait for.
+    pub fn waiter_passes(&self) -> impl Iterator<Item = Pass> + '_ {
+        self.running.iter().filter_map(|f| f.writeback_pass)
+    }
+
+    /// A write-back the flushes waiting for `pass` counted on failed.
+    pub fn fail_waiters_of(&mut self, pass: Pass) {
+        for flush in self.running.iter_mut().filter(|f| f.writeback_pass == Some(pass)) {
+            flush.error = Some(RequestError::Io);
+        }
+    }
+
+    /// Every wait for a barrier seal now waits for this part (None: the
+    /// log holds nothing a barrier must cover).
+    pub fn barrier_sealed(&mut self, point: Option<crate::hdd_log::LogPoint>) {
+        for flush in &mut self.running {
+            barrier_sealed(&mut flush.log, point);
+        }
+    }
+
+    /// Whether flush `i` is done; a failed backing FLUSH it waited for
+    /// becomes its error.
+    fn finished(&mut self, i: usize, durable: &Durable<'_>) -> bool {
+        let flush = &mut self.running[i];
+        let commit_done = flush.commit_target.is_none_or(|t| durable.commit_completed >= t);
+        let backing_done =
+            !flush.backing_flush_wanted || flush.backing_flush_ticket.is_some_and(|t| durable.backing.completed >= t);
+        let log_restarted = !flush.retire_log && flush.log_restart_head.is_none_or(|h| durable.superblock_durable_head >= h);
+        let finished = commit_done
+            && backing_done
+            && log_restarted
+            && flush.log == LogStage::None
+            && durable.passes.done_through(flush.writeback_pass);
+        if finished && flush.backing_flush_ticket.is_some_and(|t| durable.backing.failed_for(t)) {
+            flush.error = Some(RequestError::Io);
+        }
+        finished
+    }
+}
+
+/// A wait for a barrier seal now waits for this part.
+pub(super) fn barrier_sealed(stage: &mut LogStage, point: Option<crate::hdd_log::LogPoint>) {
+    if *stage == LogStage::WaitBarrierSeal {
+        *stage = point.map_or(LogStage::None, LogStage::WaitDurable);
+    }
+}
+
 /// Generations of backing-device FLUSH: a waiter needs one issued after it
 /// registered.
 #[derive(Default)]
@@ -64,17 +178,7 @@ impl Engine {
         self.stats.flushes += 1;
         self.ordered_flush();
         self.request_mut(key).pending += 1;
-        let mut flush = FlushState {
-            request: key,
-            commit_target: None,
-            log: LogStage::None,
-            writeback_pass: None,
-            backing_flush_wanted: false,
-            backing_flush_ticket: None,
-            error: None,
-            retire_log: false,
-            log_restart_head: None,
-        };
+        let mut flush = FlushState::new(key);
         match self.config.policy {
             Policy::Passthrough => flush.backing_flush_wanted = true,
             // Dirty blocks in write-through are copies whose backing write is
@@ -129,11 +233,11 @@ impl Engine {
     /// old log retired.
     pub(super) fn flushes_leave_log(&mut self) {
         for i in 0..self.flushes.len() {
-            if self.flushes[i].retire_log {
+            if self.flushes.running[i].retire_log {
                 continue;
             }
-            let pass = self.enqueue_all_dirty_again(self.flushes[i].writeback_pass);
-            let flush = &mut self.flushes[i];
+            let pass = self.enqueue_all_dirty_again(self.flushes.running[i].writeback_pass);
+            let flush = &mut self.flushes.running[i];
             flush.log = LogStage::None;
             flush.writeback_pass = Some(pass);
             flush.backing_flush_wanted = true;
@@ -163,8 +267,14 @@ impl Engine {
         let mut i = 0;
         while i < self.flushes.len() {
             self.progress_flush(i);
-            if self.flush_finished(i) {
-                let flush = self.flushes.swap_remove(i);
+            let durable = Durable {
+                commit_completed: self.commit.completed(),
+                backing: &self.writeback.backing,
+                passes: &self.writeback.passes,
+                superblock_durable_head: self.log_work.superblock_durable_head,
+            };
+            if self.flushes.finished(i, &durable) {
+                let flush = self.flushes.running.swap_remove(i);
                 self.sub_done(flush.request, 1, flush.error);
             } else {
                 i += 1;
@@ -172,28 +282,31 @@ impl Engine {
         }
     }
 
+    /// Moves flush `i`'s waits along: falls back to writing back when the
+    /// log is lost, advances its log stage, asks for its backing FLUSH
+    /// once its write-backs are done, and retires the log `hhc` left.
     fn progress_flush(&mut self, i: usize) {
         let log_usable = self.log_flushable();
-        let flush = &mut self.flushes[i];
+        let flush = &mut self.flushes.running[i];
         if flush.log != LogStage::None && !log_usable {
             // Every mirror is gone: fall back to writing back.
             flush.log = LogStage::None;
             self.stats.flush_fallbacks += 1;
             let pass = flush.writeback_pass;
             let pass = self.enqueue_all_dirty_again(pass);
-            let flush = &mut self.flushes[i];
+            let flush = &mut self.flushes.running[i];
             flush.writeback_pass = Some(pass);
             flush.backing_flush_wanted = true;
             return;
         }
         let stage = flush.log;
-        self.flushes[i].log = self.advance_log_stage(stage);
-        let writebacks_done = self.writeback.passes.done_through(self.flushes[i].writeback_pass);
-        let flush = &mut self.flushes[i];
+        self.flushes.running[i].log = self.advance_log_stage(stage);
+        let writebacks_done = self.writeback.passes.done_through(self.flushes.running[i].writeback_pass);
+        let flush = &mut self.flushes.running[i];
         if flush.backing_flush_wanted && writebacks_done && flush.backing_flush_ticket.is_none() {
             flush.backing_flush_ticket = Some(self.writeback.backing.request(self.config.backing_has_flush));
         }
-        let flush = &self.flushes[i];
+        let flush = &self.flushes.running[i];
         let backing = &self.writeback.backing;
         let backing_done = !flush.backing_flush_wanted || flush.backing_flush_ticket.is_some_and(|t| backing.completed >= t);
         if flush.retire_log && writebacks_done && backing_done {
@@ -202,7 +315,7 @@ impl Engine {
             // holds nothing it still needs, and must not outlive the flush,
             // or a replay could take back what was written back since.
             let failed = flush.error.is_some() || flush.backing_flush_ticket.is_some_and(|t| backing.failed_for(t));
-            self.flushes[i].retire_log = false;
+            self.flushes.running[i].retire_log = false;
             if !failed {
                 if self.log_work.retiring {
                     self.restart_log_for_switch(self.config.policy);
@@ -214,9 +327,9 @@ impl Engine {
                     // in later segments (or the open buffer), so the flush
                     // completes only once a barrier after them is durable,
                     // as an `hhc` flush would.
-                    self.flushes[i].log = LogStage::WaitLogged;
+                    self.flushes.running[i].log = LogStage::WaitLogged;
                 }
-                self.flushes[i].log_restart_head = Some(self.log_work.restarted_head);
+                self.flushes.running[i].log_restart_head = Some(self.log_work.restarted_head);
             }
         }
     }
@@ -242,30 +355,8 @@ impl Engine {
     /// Every wait for a barrier seal now waits for this part (None: the
     /// log holds nothing a barrier must cover).
     pub(super) fn barrier_sealed(&mut self, point: Option<crate::hdd_log::LogPoint>) {
-        let sealed = |stage: &mut LogStage| {
-            if *stage == LogStage::WaitBarrierSeal {
-                *stage = point.map_or(LogStage::None, LogStage::WaitDurable);
-            }
-        };
-        self.flushes.iter_mut().for_each(|flush| sealed(&mut flush.log));
-        sealed(&mut self.log_work.new_log_sync);
-    }
-
-    fn flush_finished(&mut self, i: usize) -> bool {
-        let flush = &self.flushes[i];
-        let commit_done = flush.commit_target.is_none_or(|t| self.commit.completed() >= t);
-        let backing_done = !flush.backing_flush_wanted
-            || flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.completed >= t);
-        let log_restarted = !flush.retire_log && flush.log_restart_head.is_none_or(|h| self.log_work.superblock_durable_head >= h);
-        let finished = commit_done
-            && backing_done
-            && log_restarted
-            && flush.log == LogStage::None
-            && self.writeback.passes.done_through(flush.writeback_pass);
-        if finished && flush.backing_flush_ticket.is_some_and(|t| self.writeback.backing.failed_for(t)) {
-            self.flushes[i].error = Some(RequestError::Io);
-        }
-        finished
+        self.flushes.barrier_sealed(point);
+        barrier_sealed(&mut self.log_work.new_log_sync, point);
     }
 
     // ---- backing-device FLUSH ----

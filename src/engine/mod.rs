@@ -62,7 +62,6 @@ use crate::io::{
 };
 use crate::hdd_log::LogManager;
 use commit::Commit;
-use flush::FlushState;
 use requests::{RequestOwner, RequestState, Waiting};
 use crate::slab::Slab;
 use std::collections::VecDeque;
@@ -191,8 +190,7 @@ pub struct Engine {
     /// Data of waiting block writes, for their log copy (held.rs).
     held: held::HeldData,
     completions_out: VecDeque<RequestCompletion>,
-    /// One per flush request: sized for `requests_max` at creation.
-    flushes: Vec<FlushState>,
+    flushes: flush::Flushes,
     commit: Commit,
     writeback: Writeback,
     starved: starved::StarvedLbas,
@@ -321,7 +319,7 @@ impl Engine {
             waiting: VecDeque::with_capacity((config.request_blocks_max + config.requests_max) as usize),
             held: held::HeldData::new(config.block_size, config.mirrors_count > 0),
             completions_out: VecDeque::with_capacity(config.requests_max as usize + 1),
-            flushes: Vec::with_capacity(config.requests_max as usize),
+            flushes: flush::Flushes::with_capacity(config.requests_max as usize),
             commit: Commit::new(cache_layout.meta_pages_count),
             writeback: Writeback::new(&config, blocks_count),
             starved: starved::StarvedLbas::with_capacity(16),
@@ -707,7 +705,7 @@ impl Engine {
         for waiting in std::mem::take(&mut self.waiting) {
             self.sub_done(waiting.request, 1, Some(RequestError::NotReady));
         }
-        for flush in std::mem::take(&mut self.flushes) {
+        for flush in self.flushes.take_all() {
             self.sub_done(flush.request, 1, Some(RequestError::NotReady));
         }
     }

@@ -313,7 +313,7 @@ impl Engine {
         // Copies dropped above must stay dropped if the power fails again:
         // a passthrough flush alone would not commit their entries.
         if self.commit.has_dirty_pages() {
-            let flush = self.flushes.last_mut().expect("restart flush");
+            let flush = self.flushes.newest_mut().expect("restart flush");
             flush.commit_target = flush.commit_target.or(Some(self.commit.request()));
         }
         self.sub_done(key, 1, None);

@@ -34,7 +34,6 @@
 use super::writeback::WritebackInFlight;
 use super::Engine;
 use crate::cache::{flag, serial_newer, BlockState};
-use crate::io::RequestError;
 use std::collections::VecDeque;
 use std::fmt;
 use std::num::NonZeroU64;
@@ -267,12 +266,10 @@ impl Engine {
     /// The waiters still counting on a write-back of `pass` are those at or
     /// after it: the first takes the error, the next gets `lba` queued again.
     fn writeback_failed_for(&mut self, pass: Pass, lba: u32) {
-        let waiters = || self.flushes.iter().filter_map(|f| f.writeback_pass).chain(self.flush_all_pass());
+        let waiters = || self.flushes.waiter_passes().chain(self.flush_all_pass());
         let Some(first) = waiters().filter(|&w| w >= pass).min() else { return };
         let next = waiters().filter(|&w| w > first).min();
-        for flush in self.flushes.iter_mut().filter(|f| f.writeback_pass == Some(first)) {
-            flush.error = Some(RequestError::Io);
-        }
+        self.flushes.fail_waiters_of(first);
         self.flush_all_failed_for(first);
         if let Some(next) = next.filter(|_| self.holds_dirty(lba)) {
             self.queue_writeback(lba, Some(next));
