@@ -21,14 +21,30 @@ pub enum ResetDrain {
     Running,
 }
 
-/// Where the owner is with the channels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// Where the owner is with the channels: what it last told them
+/// (`bypass`: send requests past the engine, bypass.rs) and whether that
+/// telling is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChannelsState {
     /// Every channel holds what the node wanted when it last told them.
-    #[default]
-    Settled,
+    Settled { bypass: bool },
     /// An iteration over the channels is under way.
-    Updating,
+    Updating { bypass: bool },
+}
+
+/// What the owner tells the channels, and what it has yet to tell them.
+#[derive(Clone, Copy, Debug)]
+pub struct Channels {
+    pub state: ChannelsState,
+    /// A backing or cache bdev was removed: the lanes give their channels
+    /// to it back at the next update.
+    pub lanes_to_drop: bool,
+}
+
+impl Default for Channels {
+    fn default() -> Self {
+        Channels { state: ChannelsState::Settled { bypass: false }, lanes_to_drop: false }
+    }
 }
 
 impl Core {
@@ -38,23 +54,25 @@ impl Core {
     /// to give back their channels to a removed bdev; then starts a switch
     /// away from passthrough once no bypassed request is out.
     pub(super) fn update_channels(&mut self) {
-        let may_update = self.bdev.channels_may_update().filter(|_| self.channels_state == ChannelsState::Settled);
-        if let Some(glue) = may_update {
+        let settled = match self.channels.state {
+            ChannelsState::Settled { bypass } => Some(bypass),
+            ChannelsState::Updating { .. } => None,
+        };
+        let may_update = self.bdev.channels_may_update().zip(settled);
+        if let Some((glue, bypass_on)) = may_update {
             let wanted = self.bypass_wanted();
             let drain = self.requests.reset_drain == ResetDrain::Wanted;
-            if wanted != self.bypass_on || self.lanes_to_drop || drain {
+            if wanted != bypass_on || self.channels.lanes_to_drop || drain {
                 let route = wanted.then(|| Route::new(self.bases.backing().glue(), self.config.block_size));
                 self.node().shared.bypass.set_wanted(route, self.dropped_lane_slots(), drain);
                 if drain {
                     self.requests.reset_drain = ResetDrain::Running;
                 }
-                if wanted != self.bypass_on {
+                if wanted != bypass_on {
                     let how = if wanted { "straight to the backing bdev" } else { "through the engine" };
                     log::info!("{}: requests go {how}", self.params.name);
                 }
-                self.bypass_on = wanted;
-                self.lanes_to_drop = false;
-                self.channels_state = ChannelsState::Updating;
+                self.channels = Channels { state: ChannelsState::Updating { bypass: wanted }, lanes_to_drop: false };
                 // SAFETY: glue is the registered bdev; its destruct is not
                 // ended while the iteration runs (channels_updating).
                 unsafe { sys::hhc_glue_node_update_channels(glue) };
@@ -84,7 +102,10 @@ impl Core {
 
     /// The iteration of `update_channels` completed on every channel.
     pub(super) fn channels_updated(&mut self) {
-        self.channels_state = ChannelsState::Settled;
+        let ChannelsState::Updating { bypass } = self.channels.state else {
+            panic!("{}: the channels answered an update none was telling them", self.params.name)
+        };
+        self.channels.state = ChannelsState::Settled { bypass };
         if self.requests.reset_drain == ResetDrain::Running {
             self.requests.release_resets();
         }
@@ -103,13 +124,13 @@ impl Core {
 
     /// No request is out past the engine, nor can one start.
     pub(super) fn bypass_drained(&self) -> bool {
-        !self.bypass_on && self.channels_state == ChannelsState::Settled
+        self.channels.state == ChannelsState::Settled { bypass: false }
     }
 
     /// An iteration over the channels is under way: the bdev's destruct
     /// waits for it (SPDK refuses to unregister an io_device meanwhile),
     /// and so does the close of a removed backing bdev a route may name.
     pub(super) fn channels_updating(&self) -> bool {
-        self.channels_state == ChannelsState::Updating
+        matches!(self.channels.state, ChannelsState::Updating { .. })
     }
 }

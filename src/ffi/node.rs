@@ -9,7 +9,7 @@
 //! (info.rs) are the other methods of `Core`.
 
 use crate::queue::Rewind;
-use super::channels::ChannelsState;
+use super::channels::Channels;
 use super::base::{Bases, Timing};
 use super::io_tag::{EngineTag, IoTag};
 use super::errno::{Error, Refusal};
@@ -120,13 +120,8 @@ pub struct Core {
     pub(super) owner: Thread,
     /// The thread inside is the owner (set at every entry).
     pub(super) on_owner: bool,
-    /// The channels were last told to send requests past the engine
-    /// (bypass.rs), and whether that telling is done.
-    pub(super) bypass_on: bool,
-    pub(super) channels_state: ChannelsState,
-    /// A backing or cache bdev was removed: the lanes give their channels
-    /// to it back at the next update.
-    pub(super) lanes_to_drop: bool,
+    /// What the channels were told and have yet to be told (channels.rs).
+    pub(super) channels: Channels,
     pub(super) params: CreateParams,
     pub(super) phase: Phase,
     pub(super) config: Config,
@@ -198,9 +193,7 @@ impl Node {
             node: std::ptr::null(),
             owner: Thread::current(),
             on_owner: true,
-            bypass_on: false,
-            channels_state: ChannelsState::Settled,
-            lanes_to_drop: false,
+            channels: Channels::default(),
             requests: Requests::with_capacity(Config::default().requests_max as usize),
             bdev: Bdev::Unregistered,
             poller: std::ptr::null_mut(),
@@ -534,7 +527,7 @@ impl Core {
         // Every channel's lane gives its channel to the bdev back (and the
         // routes go with the backing bdev), so the bdev's removal need not
         // wait for this bdev's channels to go (update_channels).
-        self.lanes_to_drop |= matches!(role, DeviceRole::Backing | DeviceRole::Cache);
+        self.channels.lanes_to_drop |= matches!(role, DeviceRole::Backing | DeviceRole::Cache);
         let base = self.bases.removed(role);
         log::warn!("{}: {role} bdev {} was removed", self.params.name, base.name);
         match self.phase {
