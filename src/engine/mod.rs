@@ -9,7 +9,7 @@
 //! slowed while the log is short of space), `log_io` (log appends,
 //! sealing, mirrors, superblock; `reclaim`: reclamation; `gap`: when to
 //! leave log blocks unwritten after a barrier part), `commit` (durable cache
-//! metadata), `startup` (format and warm restart), `stats`; docs/engine.md
+//! metadata), `evict` (clean blocks given up ahead of need), `startup` (format and warm restart), `stats`; docs/engine.md
 //! has the full table.
 //!
 //! A little over 600 lines: the engine's state, its constructor, the driver
@@ -20,6 +20,7 @@ mod commands;
 mod commit;
 mod control;
 mod cutoff;
+mod evict;
 mod diagnostics;
 mod flush;
 mod gap;
@@ -213,7 +214,7 @@ pub struct Engine {
     /// cache, and keeps what it grows to.
     misses: LbaTable<requests::MissesInFlight>,
     eviction_scratch: Vec<u32>,
-    eviction_backoff: commit::EvictionBackoff,
+    eviction_backoff: evict::EvictionBackoff,
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
     /// One per waiting request: sized for `requests_max` at creation.
@@ -334,7 +335,7 @@ impl Engine {
             flush_all_errors: 0,
             misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
             eviction_scratch: Vec::with_capacity(256),
-            eviction_backoff: commit::EvictionBackoff::default(),
+            eviction_backoff: evict::EvictionBackoff::default(),
             through_blocked: Vec::with_capacity(config.requests_max as usize),
             restart_flush: false,
             restart_flush_failures: 0,

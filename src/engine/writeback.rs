@@ -7,7 +7,7 @@
 //! (revokes.rs) — only once the backing write is durable (docs/design.md §2,
 //! invariant 4).
 
-use super::commit::free_blocks_low_watermark;
+use super::evict::free_blocks_low_watermark;
 use super::flush::BackingFlusher;
 use super::pacing::WritebackPacer;
 use super::{Engine, EngineState, FailKind, FailReason, Op};
