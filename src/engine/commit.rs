@@ -17,10 +17,12 @@
 //!    its LBA's newer mapping is durable, and on restart the newer version
 //!    wins (32-bit serial numbers), so an LBA never goes back in time.
 
-use super::{Engine, FailKind, FailReason, Op, META_POOL_PAGES};
-use crate::config::Mutation;
+use super::commands::DeviceCommands;
+use super::{Engine, FailKind, FailReason, Op, Stats, META_POOL_PAGES};
+use crate::cache::CacheIndex;
+use crate::config::{CacheLayout, Config, Mutation};
 use crate::format::{MetaEntry, MetaPageHeader, LBA_NONE, META_ENTRIES_PER_PAGE, UNIT_BYTES};
-use crate::io::{DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
+use crate::io::{DeviceIo, DeviceRole, IoBuffer, IoKind, IoStatus, Nanos};
 use std::collections::VecDeque;
 
 /// A commit covers every page dirty when it started, in rounds of at most
@@ -48,6 +50,11 @@ enum RoundStep {
     Applying(usize),
 }
 
+/// The commit room: which pages are dirty, the running commit and its
+/// rounds, and the commit numbers flushes wait for. Its steps are handed
+/// what they use of the rest of the engine (`CommitDeps`); the engine
+/// decides when a commit starts and when steps run (`maybe_commit`,
+/// `take_commit_step`) and fails itself when the cache device is lost.
 pub(super) struct Commit {
     page_dirty: Vec<bool>,
     dirty_pages: VecDeque<u32>,
@@ -142,6 +149,213 @@ impl Commit {
             + self.round.capacity() * 4
             + self.entries.capacity() * std::mem::size_of::<MetaEntry>()
     }
+
+    fn start(&mut self, now: Nanos, deps: &mut CommitDeps<'_>) {
+        self.started += 1;
+        self.last_commit_at = now;
+        debug_assert!(self.remaining.is_empty(), "a commit started with pages of the last one left");
+        std::mem::swap(&mut self.remaining, &mut self.dirty_pages);
+        for &page in &self.remaining {
+            self.page_dirty[page as usize] = false;
+        }
+        self.in_flight = Some(InFlight { writes_pending: 0, failed: false, step: RoundStep::Encoding(0) });
+        self.start_round(deps);
+    }
+
+    fn start_round(&mut self, deps: &mut CommitDeps<'_>) {
+        debug_assert!(self.in_flight.is_some(), "no commit");
+        self.round.clear();
+        while self.round.len() < META_POOL_PAGES as usize {
+            let Some(page) = self.remaining.pop_front() else { break };
+            self.round.push(page);
+        }
+        if self.round.is_empty() {
+            self.in_flight = None;
+            self.completed = self.started;
+            deps.stats.commits += 1;
+            return;
+        }
+        // Its first step comes with the next call into the engine (or with
+        // this one's `maybe_commit`, for a commit's first round).
+        self.set_round_step(RoundStep::Encoding(0));
+    }
+
+    fn set_round_step(&mut self, step: RoundStep) {
+        self.in_flight.as_mut().expect("no commit").step = step;
+    }
+
+    /// The running round's next step: encodes or applies its next
+    /// `commit_step_pages` pages, and moves on after the last.
+    #[inline(never)]
+    fn continue_round(&mut self, deps: &mut CommitDeps<'_>) {
+        let pages = self.round.len();
+        let step_pages = deps.config.commit_step_pages as usize;
+        match self.in_flight.as_ref().expect("no commit").step {
+            RoundStep::Encoding(first) => {
+                let end = (first + step_pages).min(pages);
+                for slot in first..end {
+                    self.encode_page(self.round[slot], slot as u32, deps);
+                }
+                if end < pages {
+                    return self.set_round_step(RoundStep::Encoding(end));
+                }
+                self.set_round_step(RoundStep::Writing);
+                // Every mapping encoded is of data written before the step
+                // that encoded it: the FLUSH after the last step covers all.
+                if deps.mutation == Mutation::CommitBeforeData {
+                    self.write_pages(deps);
+                } else {
+                    deps.submit(Op::CommitFlush { second: false }, IoKind::Flush, 0, 0, IoBuffer::None);
+                }
+            }
+            RoundStep::Applying(first) => {
+                let end = (first + step_pages).min(pages);
+                for slot in first..end {
+                    let page = self.round[slot];
+                    self.page_seq[page as usize] += 1;
+                    // Invalidated blocks leave the map: their slots, far
+                    // from the page, are loaded together first.
+                    for block in page_blocks(deps.cache, page) {
+                        deps.cache.prefetch_invalidated_slot(block);
+                    }
+                    for block in page_blocks(deps.cache, page) {
+                        deps.cache.note_committed(block);
+                    }
+                }
+                if end < pages {
+                    return self.set_round_step(RoundStep::Applying(end));
+                }
+                self.finish_round(deps);
+            }
+            RoundStep::Writing => {}
+        }
+    }
+
+    fn encode_page(&mut self, page: u32, pool_slot: u32, deps: &mut CommitDeps<'_>) {
+        let unwritten = deps.mutation == Mutation::CommitBeforeData;
+        let blocks = page_blocks(deps.cache, page);
+        deps.stats.blocks_visited += blocks.len() as u64;
+        let entries = &mut self.entries;
+        entries.clear();
+        for block in blocks.clone() {
+            let desired = deps.cache.encode_entry(block, unwritten);
+            entries.push(match desired {
+                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version, dirty: e.dirty, through: e.through },
+                None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false, through: false },
+            });
+        }
+        let header = MetaPageHeader {
+            instance_id: deps.config.instance_id,
+            page_index: page,
+            page_seq: self.page_seq[page as usize] + 1,
+            entries_count: entries.len() as u16,
+        };
+        let start = pool_slot as usize * UNIT_BYTES;
+        header.encode(&mut entries.drain(..), &mut deps.meta_pool[start..start + UNIT_BYTES]);
+    }
+
+    fn write_pages(&mut self, deps: &mut CommitDeps<'_>) {
+        let pages = self.round.len();
+        for slot in 0..pages {
+            let page = self.round[slot];
+            let seq = self.page_seq[page as usize] + 1;
+            let offset = deps.layout.meta_page_offset(page, seq % 2 == 1);
+            let buffer = IoBuffer::Engine { region: deps.meta_pool_region, offset_bytes: (slot * UNIT_BYTES) as u32 };
+            deps.submit(Op::MetaWrite { pool_slot: slot as u32 }, IoKind::Write, offset, UNIT_BYTES as u64, buffer);
+        }
+        self.in_flight.as_mut().expect("no commit").writes_pending = pages as u32;
+        deps.stats.meta_pages_written += pages as u64;
+    }
+
+    /// One of the round's two FLUSHes completed.
+    fn flush_done(&mut self, second: bool, status: IoStatus, deps: &mut CommitDeps<'_>) -> Result<(), CacheLost> {
+        match status {
+            IoStatus::DeviceLost => return Err(CacheLost),
+            IoStatus::Error => self.abort(),
+            IoStatus::Ok if !second => self.write_pages(deps),
+            // The background work after this completion takes the first step.
+            IoStatus::Ok => self.set_round_step(RoundStep::Applying(0)),
+        }
+        Ok(())
+    }
+
+    /// One of the round's page writes completed.
+    fn page_write_done(&mut self, status: IoStatus, deps: &mut CommitDeps<'_>) -> Result<(), CacheLost> {
+        if status == IoStatus::DeviceLost {
+            return Err(CacheLost);
+        }
+        let in_flight = self.in_flight.as_mut().expect("page write without commit");
+        assert!(in_flight.writes_pending > 0, "metadata page write done with none pending");
+        in_flight.writes_pending -= 1;
+        in_flight.failed |= status != IoStatus::Ok;
+        if in_flight.writes_pending > 0 {
+            return Ok(());
+        }
+        if in_flight.failed {
+            self.abort();
+        } else {
+            deps.submit(Op::CommitFlush { second: true }, IoKind::Flush, 0, 0, IoBuffer::None);
+        }
+        Ok(())
+    }
+
+    /// Every page of the round is applied.
+    fn finish_round(&mut self, deps: &mut CommitDeps<'_>) {
+        // Superseded blocks whose newer mapping is now durable can be
+        // invalidated. One whose page the next commit writes anyway needs
+        // no successor lookup (a map slot and an entry far away): under
+        // steady writes that is nearly every page.
+        for block in deps.cache.superseded_blocks() {
+            deps.stats.blocks_visited += 1;
+            if !self.block_marked(block) && deps.cache.desired_entry(block, false).is_none() {
+                self.mark_block(block);
+            }
+        }
+        self.start_round(deps);
+    }
+
+    /// A page write or flush failed. Whether a page landed is unknown, so the
+    /// pending flags stay (they are the cautious reading both ways) and the
+    /// pages are written again, with the same sequence and slot, next time.
+    fn abort(&mut self) {
+        self.in_flight.take().expect("no commit");
+        let (mut round, mut remaining) = (std::mem::take(&mut self.round), std::mem::take(&mut self.remaining));
+        for page in round.drain(..).chain(remaining.drain(..)) {
+            self.mark_page(page);
+        }
+        (self.round, self.remaining) = (round, remaining);
+        self.wanted = self.wanted.max(self.started + 1);
+    }
+}
+
+/// The cache device was lost under a commit command.
+struct CacheLost;
+
+/// What a commit's steps use of the rest of the engine.
+struct CommitDeps<'a> {
+    cache: &'a mut CacheIndex,
+    /// Where their device commands go.
+    commands: &'a mut DeviceCommands,
+    /// The metadata pool they encode pages into, and its region.
+    meta_pool: &'a mut [u8],
+    meta_pool_region: u32,
+    layout: &'a CacheLayout,
+    config: &'a Config,
+    mutation: Mutation,
+    stats: &'a mut Stats,
+}
+
+impl CommitDeps<'_> {
+    fn submit(&mut self, op: Op, kind: IoKind, offset_bytes: u64, len_bytes: u64, buffer: IoBuffer) {
+        let io = DeviceIo { id: 0, device: DeviceRole::Cache, kind, offset_bytes, len_bytes, buffer };
+        // Cache commands are not timed (only log mirrors', mirror_timeout.rs).
+        self.commands.submit(op, io, None);
+    }
+}
+
+fn page_blocks(cache: &CacheIndex, page: u32) -> std::ops::Range<u32> {
+    let first = page * META_ENTRIES_PER_PAGE as u32;
+    first..(first + META_ENTRIES_PER_PAGE as u32).min(cache.blocks_count())
 }
 
 impl Engine {
@@ -159,41 +373,11 @@ impl Engine {
         let periodic = self.commit.has_dirty_pages()
             && (self.is_idle() || self.now.saturating_sub(self.commit.last_commit_at) >= self.config.superblock_interval_ns);
         if requested || (low_free && self.commit.has_dirty_pages()) || periodic {
-            self.start_commit();
+            let now = self.now;
+            let (commit, mut deps) = self.commit_room();
+            commit.start(now, &mut deps);
             self.take_commit_step();
         }
-    }
-
-    fn start_commit(&mut self) {
-        self.commit.started += 1;
-        self.commit.last_commit_at = self.now;
-        let commit = &mut self.commit;
-        debug_assert!(commit.remaining.is_empty());
-        std::mem::swap(&mut commit.remaining, &mut commit.dirty_pages);
-        for &page in &commit.remaining {
-            commit.page_dirty[page as usize] = false;
-        }
-        commit.in_flight = Some(InFlight { writes_pending: 0, failed: false, step: RoundStep::Encoding(0) });
-        self.start_commit_round();
-    }
-
-    fn start_commit_round(&mut self) {
-        let commit = &mut self.commit;
-        debug_assert!(commit.in_flight.is_some(), "no commit");
-        commit.round.clear();
-        while commit.round.len() < META_POOL_PAGES as usize {
-            let Some(page) = commit.remaining.pop_front() else { break };
-            commit.round.push(page);
-        }
-        if commit.round.is_empty() {
-            self.commit.in_flight = None;
-            self.commit.completed = self.commit.started;
-            self.stats.commits += 1;
-            return;
-        }
-        // Its first step comes with the next call into the engine (or with
-        // this one's `maybe_commit`, for a commit's first round).
-        self.set_round_step(RoundStep::Encoding(0));
     }
 
     /// The running round's next step, if it has one due: first in the
@@ -205,162 +389,42 @@ impl Engine {
     /// every write, `hhc` lost a sixth of its IOPS to steps in turn).
     pub(super) fn take_commit_step(&mut self) {
         while self.commit.has_step_due() {
-            self.continue_round();
+            let (commit, mut deps) = self.commit_room();
+            commit.continue_round(&mut deps);
             if self.flushes.is_empty() {
                 break;
             }
         }
     }
 
-    fn set_round_step(&mut self, step: RoundStep) {
-        self.commit.in_flight.as_mut().expect("no commit").step = step;
-    }
-
-    /// The running round's next step: encodes or applies its next
-    /// `commit_step_pages` pages, and moves on after the last.
-    #[inline(never)]
-    fn continue_round(&mut self) {
-        let pages = self.commit.round.len();
-        let step_pages = self.config.commit_step_pages as usize;
-        match self.commit.in_flight.as_ref().expect("no commit").step {
-            RoundStep::Encoding(first) => {
-                let end = (first + step_pages).min(pages);
-                for slot in first..end {
-                    self.encode_page(self.commit.round[slot], slot as u32);
-                }
-                if end < pages {
-                    return self.set_round_step(RoundStep::Encoding(end));
-                }
-                self.set_round_step(RoundStep::Writing);
-                // Every mapping encoded is of data written before the step
-                // that encoded it: the FLUSH after the last step covers all.
-                if self.mutation() == Mutation::CommitBeforeData {
-                    self.write_commit_pages();
-                } else {
-                    self.submit(Op::CommitFlush { second: false }, DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None);
-                }
-            }
-            RoundStep::Applying(first) => {
-                let end = (first + step_pages).min(pages);
-                for slot in first..end {
-                    let page = self.commit.round[slot];
-                    self.commit.page_seq[page as usize] += 1;
-                    // Invalidated blocks leave the map: their slots, far
-                    // from the page, are loaded together first.
-                    for block in self.page_blocks(page) {
-                        self.cache.prefetch_invalidated_slot(block);
-                    }
-                    for block in self.page_blocks(page) {
-                        self.cache.note_committed(block);
-                    }
-                }
-                if end < pages {
-                    return self.set_round_step(RoundStep::Applying(end));
-                }
-                self.finish_commit_round();
-            }
-            RoundStep::Writing => {}
-        }
-    }
-
-    fn page_blocks(&self, page: u32) -> std::ops::Range<u32> {
-        let first = page * META_ENTRIES_PER_PAGE as u32;
-        first..(first + META_ENTRIES_PER_PAGE as u32).min(self.cache.blocks_count())
-    }
-
-    fn encode_page(&mut self, page: u32, pool_slot: u32) {
-        let unwritten = self.mutation() == Mutation::CommitBeforeData;
-        let blocks = self.page_blocks(page);
-        self.stats.blocks_visited += blocks.len() as u64;
-        let mut entries = std::mem::take(&mut self.commit.entries);
-        entries.clear();
-        for block in blocks.clone() {
-            let desired = self.cache.encode_entry(block, unwritten);
-            entries.push(match desired {
-                Some(e) => MetaEntry { lba: e.lba as u64, epoch: e.version, dirty: e.dirty, through: e.through },
-                None => MetaEntry { lba: LBA_NONE, epoch: 0, dirty: false, through: false },
-            });
-        }
-        let header = MetaPageHeader {
-            instance_id: self.config.instance_id,
-            page_index: page,
-            page_seq: self.commit.page_seq[page as usize] + 1,
-            entries_count: entries.len() as u16,
-        };
-        let region = self.regions.meta_pool;
-        let start = pool_slot as usize * UNIT_BYTES;
-        header.encode(&mut entries.drain(..), &mut self.region(region)[start..start + UNIT_BYTES]);
-        self.commit.entries = entries;
-    }
-
-    fn write_commit_pages(&mut self) {
-        let pages = self.commit.round.len();
-        for slot in 0..pages {
-            let page = self.commit.round[slot];
-            let seq = self.commit.page_seq[page as usize] + 1;
-            let offset = self.cache_layout.meta_page_offset(page, seq % 2 == 1);
-            let buffer = IoBuffer::Engine { region: self.regions.meta_pool, offset_bytes: (slot * UNIT_BYTES) as u32 };
-            let op = Op::MetaWrite { pool_slot: slot as u32 };
-            self.submit(op, DeviceRole::Cache, IoKind::Write, offset, UNIT_BYTES as u64, buffer);
-        }
-        self.commit.in_flight.as_mut().expect("no commit").writes_pending = pages as u32;
-        self.stats.meta_pages_written += pages as u64;
-    }
-
     pub(super) fn commit_flush_done(&mut self, second: bool, status: IoStatus) {
-        match status {
-            IoStatus::DeviceLost => self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost")),
-            IoStatus::Error => self.abort_commit(),
-            IoStatus::Ok if !second => self.write_commit_pages(),
-            // The background work after this completion takes the first step.
-            IoStatus::Ok => self.set_round_step(RoundStep::Applying(0)),
+        let (commit, mut deps) = self.commit_room();
+        if commit.flush_done(second, status, &mut deps).is_err() {
+            self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
     }
 
     pub(super) fn meta_write_done(&mut self, _pool_slot: u32, status: IoStatus) {
-        if status == IoStatus::DeviceLost {
-            return self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
-        }
-        let in_flight = self.commit.in_flight.as_mut().expect("page write without commit");
-        assert!(in_flight.writes_pending > 0, "metadata page write done with none pending");
-        in_flight.writes_pending -= 1;
-        in_flight.failed |= status != IoStatus::Ok;
-        if in_flight.writes_pending > 0 {
-            return;
-        }
-        if in_flight.failed {
-            self.abort_commit();
-        } else {
-            self.submit(Op::CommitFlush { second: true }, DeviceRole::Cache, IoKind::Flush, 0, 0, IoBuffer::None);
+        let (commit, mut deps) = self.commit_room();
+        if commit.page_write_done(status, &mut deps).is_err() {
+            self.fail(FailReason::new(FailKind::DeviceLost, "cache device lost"));
         }
     }
 
-    /// Every page of the round is applied.
-    fn finish_commit_round(&mut self) {
-        // Superseded blocks whose newer mapping is now durable can be
-        // invalidated. One whose page the next commit writes anyway needs
-        // no successor lookup (a map slot and an entry far away): under
-        // steady writes that is nearly every page.
-        for block in self.cache.superseded_blocks() {
-            self.stats.blocks_visited += 1;
-            if !self.commit.block_marked(block) && self.cache.desired_entry(block, false).is_none() {
-                self.commit.mark_block(block);
-            }
-        }
-        self.start_commit_round();
-    }
-
-    /// A page write or flush failed. Whether a page landed is unknown, so the
-    /// pending flags stay (they are the cautious reading both ways) and the
-    /// pages are written again, with the same sequence and slot, next time.
-    fn abort_commit(&mut self) {
-        let commit = &mut self.commit;
-        commit.in_flight.take().expect("no commit");
-        let (mut round, mut remaining) = (std::mem::take(&mut commit.round), std::mem::take(&mut commit.remaining));
-        for page in round.drain(..).chain(remaining.drain(..)) {
-            commit.mark_page(page);
-        }
-        (commit.round, commit.remaining) = (round, remaining);
-        self.commit.wanted = self.commit.wanted.max(self.commit.started + 1);
+    /// The commit room and what its steps are handed.
+    fn commit_room(&mut self) -> (&mut Commit, CommitDeps<'_>) {
+        let mutation = self.mutation();
+        let meta_pool_region = self.regions.meta_pool;
+        let deps = CommitDeps {
+            cache: &mut self.cache,
+            commands: &mut self.commands,
+            meta_pool: self.regions.all[meta_pool_region as usize].as_mut_slice(),
+            meta_pool_region,
+            layout: &self.cache_layout,
+            config: &self.config,
+            mutation,
+            stats: &mut self.stats,
+        };
+        (&mut self.commit, deps)
     }
 }
