@@ -128,7 +128,7 @@ impl Engine {
     /// holds, now or after a restart, can be read over such a write.
     pub fn passes_through(&self) -> bool {
         self.state == EngineState::Ready
-            && !self.restart_flush
+            && self.restart_flush.is_none()
             && self.config.policy == Policy::Passthrough
             && self.policy_target.is_none()
             && self.cache.free_count() == self.cache.blocks_count()

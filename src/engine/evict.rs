@@ -21,9 +21,22 @@ const EVICTION_SKIP_MAX: u32 = 64;
 /// a block ends the back-off. Writes waiting with no free block left never
 /// skip: then the scan is what lets them go on.
 #[derive(Default)]
-pub(super) struct EvictionBackoff {
+struct EvictionBackoff {
     skip_left: u32,
     streak: u32,
+}
+
+/// Eviction's own state: the back-off, and the blocks a scan evicted
+/// whose entries a commit must invalidate (reused).
+pub(super) struct Eviction {
+    backoff: EvictionBackoff,
+    scratch: Vec<u32>,
+}
+
+impl Eviction {
+    pub fn new() -> Self {
+        Eviction { backoff: EvictionBackoff::default(), scratch: Vec::with_capacity(256) }
+    }
 }
 
 /// Under this many free blocks a commit starts to free the evicted ones,
@@ -59,13 +72,13 @@ impl Engine {
             return;
         }
         let starved = self.cache.free_count() == 0 && !self.waiting.is_empty();
-        let backoff = &mut self.eviction_backoff;
+        let backoff = &mut self.eviction.backoff;
         if backoff.skip_left > 0 && !starved {
             backoff.skip_left -= 1;
             return;
         }
         let evicted = self.evict_blocks(self.eviction_target() - coming);
-        let backoff = &mut self.eviction_backoff;
+        let backoff = &mut self.eviction.backoff;
         if evicted > 0 || starved {
             backoff.streak = 0;
         } else {
@@ -77,7 +90,7 @@ impl Engine {
     /// Evicts up to `wanted` clean blocks and returns how many; committed
     /// ones are freed by the commit that invalidates their entries.
     pub(super) fn evict_blocks(&mut self, wanted: u32) -> u32 {
-        let mut pending = std::mem::take(&mut self.eviction_scratch);
+        let mut pending = std::mem::take(&mut self.eviction.scratch);
         let (freed, visited) = self.cache.evict(wanted, &mut pending);
         let evicted = freed + pending.len() as u32;
         self.stats.evictions += evicted as u64;
@@ -86,7 +99,7 @@ impl Engine {
             self.commit.mark_block(block);
         }
         pending.clear();
-        self.eviction_scratch = pending;
+        self.eviction.scratch = pending;
         evicted
     }
 }

@@ -213,15 +213,14 @@ pub struct Engine {
     /// it starts small so that its lookups, made per block, stay in the CPU
     /// cache, and keeps what it grows to.
     misses: LbaTable<requests::MissesInFlight>,
-    eviction_scratch: Vec<u32>,
-    eviction_backoff: evict::EvictionBackoff,
+    eviction: evict::Eviction,
     /// Block ranges of write-throughs that could not start in this pass of
     /// `retry_waiting`: later write-throughs overlapping them wait behind.
     /// One per waiting request: sized for `requests_max` at creation.
     through_blocked: Vec<waiting::BlockRange>,
-    /// The flush after a warm restart is running.
-    restart_flush: bool,
-    restart_flush_failures: u32,
+    /// The flush after a warm restart is running: how often it failed so
+    /// far (it is started again until `RESTART_FLUSH_ATTEMPTS`).
+    restart_flush: Option<u32>,
     /// Log entries found at warm restart whose blocks are clean by now,
     /// revoked once the log can take it. Gathered once, from
     /// the log scan, into a capacity of its live entries (at most the log's
@@ -334,11 +333,9 @@ impl Engine {
             flush_all_completed: 0,
             flush_all_errors: 0,
             misses: LbaTable::with_capacity_and_hasher(256, Default::default()),
-            eviction_scratch: Vec::with_capacity(256),
-            eviction_backoff: evict::EvictionBackoff::default(),
+            eviction: evict::Eviction::new(),
             through_blocked: Vec::with_capacity(config.requests_max as usize),
-            restart_flush: false,
-            restart_flush_failures: 0,
+            restart_flush: None,
             startup_revokes: Vec::new(),
             stale_mirrors_at_start: Vec::new(),
             cutoff: cutoff::SequentialCutoff::default(),
@@ -360,7 +357,7 @@ impl Engine {
 
     /// `Starting` until a warm restart's own flush is done (see `startup`).
     pub fn state(&self) -> &EngineState {
-        if self.restart_flush && self.state == EngineState::Ready {
+        if self.restart_flush.is_some() && self.state == EngineState::Ready {
             return &EngineState::Starting;
         }
         &self.state
@@ -594,9 +591,10 @@ impl Engine {
     fn complete_request(&mut self, owner: RequestOwner, result: Result<(), RequestError>) {
         let RequestOwner::Driver(id) = owner else {
             if let Err(error) = result {
-                self.restart_flush_failures += 1;
-                if self.restart_flush_failures >= RESTART_FLUSH_ATTEMPTS {
-                    let attempts = self.restart_flush_failures;
+                let failures = self.restart_flush.as_mut().expect("a restart flush completed with none running");
+                *failures += 1;
+                let attempts = *failures;
+                if attempts >= RESTART_FLUSH_ATTEMPTS {
                     return self.fail(FailReason::new(FailKind::DeviceError, format!(
                         "the flush after a warm restart failed {attempts} times (last: {error:?}); dirty data stays in the cache and the log"
                     )));
@@ -615,7 +613,7 @@ impl Engine {
                     return;
                 }
             }
-            self.restart_flush = false;
+            self.restart_flush = None;
             return;
         };
         self.completions_out.push_back(RequestCompletion { id, result });

@@ -308,7 +308,8 @@ impl Engine {
             error: None,
             cut_off: false,
         });
-        self.restart_flush = true;
+        // A flush started again after a failure keeps the count.
+        self.restart_flush.get_or_insert(0);
         self.start_flush(key);
         // Copies dropped above must stay dropped if the power fails again:
         // a passthrough flush alone would not commit their entries.
