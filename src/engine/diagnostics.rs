@@ -58,7 +58,7 @@ impl Engine {
             .map(|f| format!("pass {} {:?} wb_done {} commit {:?}", f.writeback_pass.map_or("none".into(), |p| p.to_string()), f.log, self.writeback.passes.done_through(f.writeback_pass), f.commit_target))
             .collect();
         format!(
-            "state {:?}; next timer {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (passes open: {:?}) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
+            "state {:?}; next timer {:?}; requests {}; waiting {}; ops {:?}; flushes {:?}; commit done {}; {}; writeback queue {} (passes open: [{}]) in flight {} revoke_wait {}; free blocks {} dirty {} unlogged {}",
             self.state,
             self.next_timer(),
             self.requests.len(),
@@ -68,7 +68,7 @@ impl Engine {
             self.commit.completed(),
             self.log.describe(),
             self.writeback.queue.len(),
-            self.writeback.passes.open().collect::<Vec<_>>(),
+            self.writeback.passes.open().map(|(pass, entries)| format!("({pass}, {entries})")).collect::<Vec<_>>().join(", "),
             self.writeback.in_flight(),
             self.writeback.revokes.waiting(),
             self.cache.free_count(),
