@@ -45,6 +45,11 @@ pub(super) struct FlushState {
 }
 
 impl FlushState {
+    /// Its backing-device FLUSH, if it wants one, has completed.
+    fn backing_done(&self, backing: &BackingFlusher) -> bool {
+        !self.backing_flush_wanted || self.backing_flush_ticket.is_some_and(|t| backing.completed >= t)
+    }
+
     fn new(request: u32) -> Self {
         FlushState {
             request,
@@ -106,7 +111,7 @@ impl Flushes {
         self.running.last_mut()
     }
 
-    /// Every flush, for an engine that failed to fail their requests.
+    /// Every flush, taken by an engine that failed: their requests fail.
     pub fn take_all(&mut self) -> Vec<FlushState> {
         std::mem::take(&mut self.running)
     }
@@ -136,8 +141,7 @@ impl Flushes {
     fn finished(&mut self, i: usize, durable: &Durable<'_>) -> bool {
         let flush = &mut self.running[i];
         let commit_done = flush.commit_target.is_none_or(|t| durable.commit_completed >= t);
-        let backing_done =
-            !flush.backing_flush_wanted || flush.backing_flush_ticket.is_some_and(|t| durable.backing.completed >= t);
+        let backing_done = flush.backing_done(durable.backing);
         let log_restarted = !flush.retire_log && flush.log_restart_head.is_none_or(|h| durable.superblock_durable_head >= h);
         let finished = commit_done
             && backing_done
@@ -152,7 +156,7 @@ impl Flushes {
 }
 
 /// A wait for a barrier seal now waits for this part.
-pub(super) fn barrier_sealed(stage: &mut LogStage, point: Option<crate::hdd_log::LogPoint>) {
+fn barrier_sealed(stage: &mut LogStage, point: Option<crate::hdd_log::LogPoint>) {
     if *stage == LogStage::WaitBarrierSeal {
         *stage = point.map_or(LogStage::None, LogStage::WaitDurable);
     }
@@ -308,7 +312,7 @@ impl Engine {
         }
         let flush = &self.flushes.running[i];
         let backing = &self.writeback.backing;
-        let backing_done = !flush.backing_flush_wanted || flush.backing_flush_ticket.is_some_and(|t| backing.completed >= t);
+        let backing_done = flush.backing_done(backing);
         if flush.retire_log && writebacks_done && backing_done {
             // Every block dirty when the flush started is durable on the
             // backing device now (unless a write-back failed): the old log
